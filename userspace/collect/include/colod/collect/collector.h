@@ -1,0 +1,180 @@
+// SPDX-License-Identifier: Apache-2.0
+// colod::collect — the per-cgroup scheduler/memory collector over the BPF skeletons.
+//
+// A Collector loads and attaches the BPF programs (open -> set rodata/map sizes -> load ->
+// attach), and each call to snapshot() turns the in-kernel aggregates accumulated since the
+// previous call into one Snapshot: per cgroup run-queue latency percentiles (from log2
+// histogram deltas), preemptions by aggressor cgroup, on-CPU time, involuntary switches,
+// memory-reclaim stall, plus what the cgroup files say (cpu.stat throttling, PSI).
+//
+// Threading: a Collector is not thread-safe; call snapshot() from one thread. It is movable.
+// Errors: create() returns EPERM when BPF may not be loaded (not root / lockdown), ENOENT when
+// the kernel has no BTF (/sys/kernel/btf/vmlinux), EOPNOTSUPP when no attach type works.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "colod/base/result.h"
+
+namespace colod::collect {
+
+// Number of log2 slots of every histogram (slot i counts values in [2^i, 2^(i+1)) units;
+// slot 0 also counts 0). Same as bpf/colod_common.h COLOD_HIST_SLOTS.
+inline constexpr std::size_t kHistSlots = 26;
+using Log2Hist = std::array<uint32_t, kHistSlots>;
+
+// Which cgroup a task is charged to in the BPF programs (probed at start, reported).
+enum class CgroupMode {
+  V2,     // the task's default-hierarchy (cgroup2) cgroup; ids are cgroup2 inode numbers
+  V1Cpu,  // v1/hybrid: the cgroup of the cpu controller; ids are inodes in the v1 cpu hierarchy
+};
+const char* toString(CgroupMode mode);
+
+// How the scheduler programs were attached (tp_btf preferred, raw_tp fallback).
+enum class AttachKind { TpBtf, RawTp };
+const char* toString(AttachKind kind);
+
+// Percentiles in microseconds estimated from a log2 histogram (upper bound of the slot that
+// holds the percentile, so a p99 of 16 means "below 16 us"). All zero when count == 0.
+struct LatencySummary {
+  uint64_t count = 0;
+  uint64_t p50_us = 0;
+  uint64_t p90_us = 0;
+  uint64_t p99_us = 0;
+  uint64_t max_us = 0;      // upper bound of the highest non-empty slot
+  uint64_t total_ns = 0;    // sum of all waits this interval (exact, not from slots)
+};
+
+// Who took the CPU from this cgroup's tasks during the interval.
+struct Aggressor {
+  uint64_t cgroup_id = 0;
+  std::string path;          // "" if the aggressor cgroup vanished or is unknown
+  uint64_t preemptions = 0;  // involuntary switches victim -> aggressor
+};
+
+// A PSI file (cpu.pressure / memory.pressure): "some" and "full" lines. full is absent for
+// cpu.pressure on old kernels. total_us values are cumulative counters as the kernel reports.
+struct PsiLine {
+  double avg10 = 0;
+  double avg60 = 0;
+  double avg300 = 0;
+  uint64_t total_us = 0;
+};
+struct Psi {
+  PsiLine some;
+  std::optional<PsiLine> full;
+};
+
+// cpu.stat throttling, normalised across v1 (throttled_time, ns) and v2 (throttled_usec).
+// Deltas over the interval.
+struct Throttling {
+  uint64_t nr_periods = 0;
+  uint64_t nr_throttled = 0;
+  uint64_t throttled_ns = 0;
+};
+
+struct CgroupSample {
+  uint64_t id = 0;       // inode of the cgroup dir in the hierarchy given by Snapshot::mode
+  std::string path;      // relative to the hierarchy root, "/" for the root; "" if unresolved
+
+  // Run-queue latency of this cgroup's tasks (wakeup/new/preempted -> running), this interval.
+  LatencySummary runq;
+  Log2Hist runq_hist{};  // delta histogram, microsecond slots
+
+  // Contention: switches where a task of this cgroup was preempted while runnable.
+  uint64_t involuntary_switches = 0;
+  uint64_t preempted_wait_ns = 0;      // run-queue wait after those preemptions
+  std::vector<Aggressor> preempted_by;  // sorted by preemptions, descending
+  uint64_t oncpu_ns = 0;               // CPU time of this cgroup's tasks this interval
+  uint64_t wakeups = 0;                // wakeups seen (depth samples)
+  uint64_t runq_depth_sum = 0;         // sum of run-queue depth seen at those wakeups
+
+  // Memory reclaim stall (direct + memcg reclaim) this interval.
+  uint64_t reclaim_count = 0;
+  uint64_t reclaim_stall_ns = 0;
+  uint64_t reclaim_pages = 0;
+  Log2Hist reclaim_hist{};  // microsecond slots
+
+  // From the cgroup files, when present (std::nullopt when missing/unreadable).
+  std::optional<Throttling> throttling;
+  std::optional<Psi> cpu_pressure;     // unified hierarchy (PSI lives there on hybrid hosts)
+  std::optional<Psi> memory_pressure;
+};
+
+// Collector counters (style rule 15b: expected runtime conditions are counted).
+struct CollectorStats {
+  uint64_t snapshots = 0;
+  uint64_t map_drops = 0;          // BPF map updates that failed (map full), summed over CPUs
+  uint64_t pruned_cgroups = 0;     // map entries of vanished cgroups deleted
+  uint64_t unresolved_ids = 0;     // ids seen in maps with no live cgroup dir
+  uint64_t file_read_errors = 0;   // cgroup file reads that failed (other than ENOENT)
+};
+
+struct Snapshot {
+  std::chrono::steady_clock::time_point now;
+  std::chrono::nanoseconds interval{0};  // time since the previous snapshot (or since attach)
+  CgroupMode mode = CgroupMode::V1Cpu;
+  std::vector<CgroupSample> cgroups;  // only cgroups with activity or file data; sorted by path
+  CollectorStats stats;               // cumulative
+};
+
+struct CollectorOptions {
+  std::string cgroup_root = "/sys/fs/cgroup";  // style rule 19: injected root
+  uint32_t max_cgroups = 4096;                 // bound of every per-cgroup map
+  uint32_t max_pairs = 16384;                  // bound of the victim<-aggressor map
+  std::optional<CgroupMode> force_mode;        // skip probing (tests)
+  bool force_raw_tp = false;                   // skip the tp_btf probe (tests, old kernels)
+  bool wakeup_depth = true;                    // attach sched_wakeup for run-queue depth
+  bool reclaim = true;                         // attach the vmscan programs
+  bool read_files = true;                      // read cpu.stat / PSI per cgroup
+  // libbpf diagnostics go here (style rule 16); nullptr drops them. level: 0 warn,1 info,2 debug
+  std::function<void(int level, const std::string& msg)> log;
+};
+
+class Collector {
+ public:
+  // Opens, configures, loads and attaches the programs. See the file comment for errors.
+  static Result<Collector> create(const CollectorOptions& options);
+
+  Collector(Collector&&) noexcept;
+  Collector& operator=(Collector&&) noexcept;
+  Collector(const Collector&) = delete;
+  Collector& operator=(const Collector&) = delete;
+  ~Collector();
+
+  // Reads and resets nothing in the kernel: computes deltas against the previous call.
+  // Deletes map entries of cgroups that no longer exist. Errors: only if a BPF map cannot be
+  // read at all (EBADF/EFAULT); vanished cgroups and missing files are not errors.
+  Result<Snapshot> snapshot();
+
+  [[nodiscard]] CgroupMode mode() const;
+  [[nodiscard]] AttachKind attachKind() const;
+  // The hierarchy whose inode numbers are the ids: <root>/unified or <root> on v2-only hosts,
+  // <root>/cpu (or cpu,cpuacct) on v1.
+  [[nodiscard]] const std::string& hierarchyRoot() const;
+
+  class Impl;
+
+ private:
+  explicit Collector(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Percentile estimation from a log2 histogram (pure, unit-tested). Slot i covers
+// [2^i, 2^(i+1)) (slot 0: [0, 2)). Returns the upper bound 2^(i+1) of the slot that contains
+// the q-quantile (0 < q <= 1), or 0 for an empty histogram.
+uint64_t log2Percentile(const Log2Hist& hist, double q);
+LatencySummary summarize(const Log2Hist& hist, uint64_t total_ns);
+
+// Element-wise delta cur - prev, treating a decrease (entry was re-created) as a reset: the
+// delta is then cur itself. Pure.
+Log2Hist histDelta(const Log2Hist& cur, const Log2Hist& prev);
+
+}  // namespace colod::collect
