@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: Apache-2.0
+// proto/: the NRI message codec, plugin side. The only code that knows protobuf; everything
+// above it sees the plain structs of types.h. Decoders are bounds-checked by protobuf's parser
+// and return EPROTO for malformed input; unknown fields are skipped.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "colod/base/result.h"
+#include "colod/nri/types.h"
+
+namespace colod::nri::codec {
+
+using Bytes = std::vector<std::byte>;
+
+inline constexpr const char* kRuntimeService = "nri.pkg.api.v1alpha1.Runtime";
+inline constexpr const char* kPluginService = "nri.pkg.api.v1alpha1.Plugin";
+
+// --- plugin -> runtime requests, runtime replies
+Bytes encodeRegisterPlugin(const std::string& name, const std::string& idx,
+                           const std::string& nri_version);
+Bytes encodeUpdateContainers(const std::vector<ContainerUpdate>& updates);
+// Ids of the failed updates a (non-Go) runtime may return; Go runtimes never send it.
+Result<std::vector<std::string>> decodeUpdateContainersResponse(std::span<const std::byte> in);
+
+// --- runtime -> plugin requests, our replies
+Result<ConfigureRequest> decodeConfigureRequest(std::span<const std::byte> in);
+Bytes encodeConfigureResponse(EventMask events);
+Result<SynchronizeRequest> decodeSynchronizeRequest(std::span<const std::byte> in);
+Bytes encodeSynchronizeResponse(const std::vector<ContainerUpdate>& updates, bool more);
+
+struct PodEvent {
+  PodSandbox pod;
+};
+struct ContainerEvent {
+  PodSandbox pod;
+  Container container;
+};
+struct UpdateContainerEvent {
+  PodSandbox pod;
+  Container container;
+  LinuxResources requested;
+};
+struct StateChange {
+  Event event = Event::Unknown;
+  PodSandbox pod;
+  std::optional<Container> container;
+};
+// RunPodSandbox / StopPodSandbox / RemovePodSandbox / PostUpdatePodSandbox requests ({1: pod}).
+Result<PodEvent> decodePodEvent(std::span<const std::byte> in);
+// CreateContainer, StopContainer and every {1: pod, 2: container} request.
+Result<ContainerEvent> decodeContainerEvent(std::span<const std::byte> in);
+Result<UpdateContainerEvent> decodeUpdateContainerRequest(std::span<const std::byte> in);
+Result<StateChange> decodeStateChange(std::span<const std::byte> in);
+
+Bytes encodeCreateContainerResponse(const CreateContainerResult& result);
+// UpdateContainerResponse and StopContainerResponse share the shape {1: repeated update}.
+Bytes encodeUpdatesResponse(const std::vector<ContainerUpdate>& updates);
+// Empty and every empty *Response: zero bytes.
+inline Bytes encodeEmpty() { return {}; }
+
+}  // namespace colod::nri::codec

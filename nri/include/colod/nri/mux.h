@@ -1,0 +1,123 @@
+// SPDX-License-Identifier: Apache-2.0
+// wire/mux: the NRI trunk multiplexer (docs/nri-protocol.md §1.2-1.5).
+//
+// One Unix stream socket carries several logical byte streams. Every chunk travels as a frame
+// {u32 BE conn id, u32 BE length, payload}. Frame boundaries mean nothing to the layers above;
+// a frame's payload is handed on in pieces as it arrives, so a 16 MiB frame never needs a
+// 16 MiB buffer here. Conn 1 = the plugin's ttrpc server, conn 2 = the plugin's ttrpc client.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "colod/base/result.h"
+#include "colod/base/unique_fd.h"
+
+namespace colod::nri::wire {
+
+inline constexpr uint32_t kPluginServiceConn = 1;   // plugin = ttrpc server
+inline constexpr uint32_t kRuntimeServiceConn = 2;  // plugin = ttrpc client
+inline constexpr std::size_t kMuxHeaderSize = 8;
+// Largest frame payload accepted: NRI <= v0.6.1 sent whole messages up to 16 MiB in one frame.
+inline constexpr std::size_t kMaxFramePayload = std::size_t{16} << 20;
+// Go's ttrpc reads each logical conn through a 4096-byte bufio.Reader and the Go mux fails a
+// read whose frame is larger than the buffer it was given (brief §1.5): the split threshold.
+inline constexpr std::size_t kGoReadBuffer = 4096;
+
+// The single big-endian pair used by all wire code (style rule 35). `in` must hold >= 4 bytes.
+uint32_t readBe32(std::span<const std::byte> in);
+void writeBe32(std::span<std::byte> out, uint32_t v);
+
+// Encodes one whole message for `conn` the way Go's own writer does (brief §1.5(b)): a message of
+// <= 4096 bytes is one frame; a longer one is a 4096-byte frame plus one frame with the rest.
+// An empty message produces no frames (zero-length frames are never sent). For tests/tools;
+// Mux::send uses the same plan without copying.
+std::vector<std::byte> encodeMuxFrames(uint32_t conn, std::span<const std::byte> message);
+
+// Incremental, bounded frame parser. feed() may be given any split of the input (short reads).
+class MuxDecoder {
+ public:
+  using Sink = std::function<Result<void>(uint32_t conn, std::span<const std::byte> payload)>;
+  explicit MuxDecoder(std::size_t max_frame = kMaxFramePayload) : max_frame_(max_frame) {}
+
+  // Parses `data`, calling sink with payload pieces in stream order (a frame may arrive as
+  // several pieces). Errors: EMSGSIZE for a frame longer than max_frame (the trunk is then
+  // unusable: its framing cannot be trusted), or whatever the sink returned. After an error the
+  // decoder stays failed.
+  Result<void> feed(std::span<const std::byte> data, const Sink& sink);
+
+  // True when the input so far ended exactly on a frame boundary (EOF here is clean).
+  [[nodiscard]] bool atBoundary() const { return header_fill_ == 0 && remaining_ == 0; }
+
+ private:
+  std::size_t max_frame_;
+  std::byte header_[kMuxHeaderSize]{};
+  std::size_t header_fill_ = 0;
+  uint32_t conn_ = 0;
+  std::size_t remaining_ = 0;
+  bool failed_ = false;
+};
+
+struct MuxOptions {
+  std::size_t read_buffer = std::size_t{256} << 10;
+  std::size_t max_frame = kMaxFramePayload;
+  // A peer that stops reading must not hang our writers forever (SO_SNDTIMEO; sockets only).
+  std::chrono::milliseconds send_timeout{10000};
+};
+
+// Owns the trunk socket and one reader thread.
+//
+// Threading: open()/onClose() before start(). Sinks and the close callback run on the reader
+// thread and must not block on the network. send() is thread-safe; each call writes one whole
+// message atomically with respect to other send() calls. close() may be called from any thread
+// except the reader thread (there it only shuts the socket down; the destructor joins).
+class Mux {
+ public:
+  using ConnSink = std::function<Result<void>(std::span<const std::byte>)>;
+  using CloseFn = std::function<void(const Error&)>;
+
+  explicit Mux(UniqueFd fd, MuxOptions options = {});
+  ~Mux();
+  Mux(const Mux&) = delete;
+  Mux& operator=(const Mux&) = delete;
+  Mux(Mux&&) = delete;
+  Mux& operator=(Mux&&) = delete;
+
+  // Registers the byte sink of a logical connection. Frames for unopened ids are dropped.
+  void open(uint32_t conn, ConnSink sink);
+  // Called once, on the reader thread, when the trunk fails or the peer closes it (ECONNRESET
+  // for EOF, EPROTO for a truncated frame, EMSGSIZE for an oversized frame, the sink's error).
+  void onClose(CloseFn fn);
+  // Starts the reader thread.
+  Result<void> start();
+  // Sends one message (the concatenation of `head` and `body`) on `conn`, framed per §1.5(b).
+  // Handles short writes and EINTR. Errors: EPIPE/ECONNRESET when the trunk is gone, EAGAIN when
+  // the peer did not read for send_timeout (the trunk is then shut down).
+  Result<void> send(uint32_t conn, std::span<const std::byte> head, std::span<const std::byte> body);
+  // Shuts the socket down and joins the reader thread. Idempotent.
+  void close();
+  [[nodiscard]] bool closed() const { return closed_.load(); }
+
+ private:
+  void readLoop();
+  void finish(const Error& err);
+
+  UniqueFd fd_;
+  MuxOptions options_;
+  std::vector<std::pair<uint32_t, ConnSink>> sinks_;
+  CloseFn on_close_;
+  std::mutex send_mu_;
+  std::thread reader_;
+  std::atomic<bool> closed_{false};
+  std::atomic<bool> close_reported_{false};
+  bool is_socket_ = true;
+};
+
+}  // namespace colod::nri::wire
