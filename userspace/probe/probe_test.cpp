@@ -1,0 +1,67 @@
+// SPDX-License-Identifier: Apache-2.0
+// A short real run of the probe: the schedule is honoured (every due request accounted for),
+// the calibrated work takes about the requested CPU time, and bad options are rejected.
+#include "colod/probe/probe.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "colod/testing/result_matchers.h"
+
+namespace colod::probe {
+namespace {
+
+TEST(Probe, CalibratedSpinTakesAboutTheRequestedTime) {
+  const double ipu = ASSERT_OK(calibrateItersPerUs(10));
+  ASSERT_GT(ipu, 0.0);
+  const auto iters = static_cast<uint64_t>(ipu * 5000.0);  // 5 ms of work
+  const auto t0 = std::chrono::steady_clock::now();
+  const uint64_t sink = spin(iters);
+  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(
+                      std::chrono::steady_clock::now() - t0)
+                      .count();
+  EXPECT_NE(sink, 0U);
+  // Calibration keeps the fastest trial, so a run can only be slower (preemption), never much
+  // faster; 0.6 leaves room for frequency changes between the two.
+  EXPECT_GE(us, 3000);
+}
+
+TEST(Probe, ShortRunAccountsForEveryRequest) {
+  const ProbeOptions o{.threads = 2, .period_us = 2000, .work_us = 100, .duration_s = 0.5};
+  const ProbeReport r = ASSERT_OK(runProbe(o));
+  // 0.5 s / 2 ms = 250 requests per thread, each either served or counted missed.
+  EXPECT_EQ(r.summary.requests, 500U);
+  EXPECT_LE(r.summary.missed, r.summary.requests);
+  // A request cannot complete before its work is done: latency >= work (minus rounding).
+  EXPECT_GE(r.summary.p50_us, 60U);
+  EXPECT_LE(r.summary.p50_us, r.summary.p90_us);
+  EXPECT_LE(r.summary.p90_us, r.summary.p99_us);
+  EXPECT_LE(r.summary.p99_us, r.summary.p999_us);
+  EXPECT_LE(r.summary.p999_us, r.summary.max_us);
+  EXPECT_GT(r.info.iters_per_us, 0.0);
+  EXPECT_GT(r.info.cpu_pct_node, 0.0);
+  EXPECT_EQ(r.info.threads, 2U);
+}
+
+TEST(Probe, OverloadCountsMissedRequestsWithGrowingLatency) {
+  // One thread asked for 200% of a CPU: half the requests cannot be served in the window, and
+  // the served ones queue ever longer. Missed requests must appear, and the tail must reflect
+  // the queueing (far above the 2 ms of work) rather than only the service time.
+  const ProbeOptions o{.threads = 1, .period_us = 1000, .work_us = 2000, .duration_s = 0.4};
+  const ProbeReport r = ASSERT_OK(runProbe(o));
+  EXPECT_EQ(r.summary.requests, 400U);
+  EXPECT_GE(r.summary.missed, 150U);
+  EXPECT_GE(r.summary.p99_us, 100'000U);
+}
+
+TEST(Probe, RejectsInvalidOptions) {
+  EXPECT_ERR(runProbe({.threads = 0}), EINVAL, "threads");
+  EXPECT_ERR(runProbe({.threads = 1, .period_us = 0}), EINVAL, "period_us");
+  EXPECT_ERR(runProbe({.threads = 1, .period_us = 10, .work_us = -1}), EINVAL, "work_us");
+  EXPECT_ERR(runProbe({.threads = 1, .duration_s = 0.0}), EINVAL, "duration");
+  EXPECT_ERR(calibrateItersPerUs(0), EINVAL, "trial");
+}
+
+}  // namespace
+}  // namespace colod::probe
