@@ -28,6 +28,7 @@ struct EngineStats {
   uint64_t unknown_samples = 0;   // samples for containers not in the registry (ignored)
   uint64_t tracked_containers = 0;
   uint64_t active_episodes = 0;
+  uint64_t episodes_started = 0;
 };
 
 // Current view of a container, for `coloctl explain`.

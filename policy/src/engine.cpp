@@ -1,0 +1,1235 @@
+// SPDX-License-Identifier: Apache-2.0
+// The decision engine. Time is counted in rounds (one evaluate() per interval); now_ns only
+// stamps decisions. Every container map is an ordered std::map so iteration order, and so the
+// output, depends only on the input (determinism).
+#include "colod/policy/engine.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <map>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+#include "colod/policy/tier.h"
+
+namespace colod::policy {
+
+namespace {
+
+constexpr int64_t kNever = -1'000'000'000;
+constexpr int kMaxRelaxBackoff = 8;
+
+// Per-container state. Bounded: one entry per registered container, fixed-size window.
+struct Tracked {
+  ContainerInfo info;
+  Tier tier = Tier::Unknown;
+  std::string tier_source;
+  Thresholds thresholds;
+  std::vector<int> cpus;  // parsed cpuset; empty = unknown / all
+  // Detection window (ring of hit flags).
+  std::vector<uint8_t> cpu_ring;
+  std::vector<uint8_t> mem_ring;
+  size_t ring_pos = 0;
+  int cpu_hits = 0;
+  int mem_hits = 0;
+  double baseline = 0.0;
+  bool has_baseline = false;
+  int quiet_streak = 0;      // consecutive non-hit intervals (cpu)
+  int mem_quiet_streak = 0;  // consecutive non-hit intervals (memory)
+  // Latest interval.
+  bool sampled = false;  // had a sample this round
+  bool cpu_hit = false;
+  bool mem_hit = false;
+  uint64_t p99 = 0;
+  uint64_t threshold = 0;
+  ContainerSample const* sample = nullptr;  // valid during evaluate() only
+  uint64_t memory_growth = 0;
+  std::optional<uint64_t> last_memory;
+  // As a target.
+  int64_t last_change_round = kNever;
+  // Relax backoff (anti-flapping): grows when the victim is hurt again soon after a relax.
+  int relax_backoff = 1;
+  int64_t last_relax_round = kNever;
+  std::string last_explanation;
+};
+
+// One lever applied to one target, shared by the episodes (victims) that asked for it.
+struct Restriction {
+  Lever lever = Lever::CpuShares;
+  int rung = 0;
+  Resources applied;
+  Resources original;
+  std::set<std::string> owners;  // episode keys
+};
+
+struct Step {
+  Lever lever = Lever::CpuShares;
+  int rung = 0;
+  std::vector<std::string> targets;
+  std::vector<Antagonist> antagonists;
+};
+
+enum class Phase { Verifying, Holding };
+
+struct Episode {
+  std::string victim_id;
+  bool memory = false;
+  std::vector<Step> steps;  // applied, in order
+  int next_rung = 0;        // ladder index to try next
+  Phase phase = Phase::Verifying;
+  int64_t verify_until = 0;
+  int verify_hits = 0;
+  int verify_intervals = 0;
+  uint64_t verify_p99_sum = 0;
+  uint64_t start_p99 = 0;    // p99 when the current step was applied
+  uint64_t engaged_p99 = 0;  // p99 when the episode began
+  int64_t last_relax_round = kNever;
+  int escalations = 0;
+  bool exhausted = false;
+  bool victim_gone = false;
+};
+
+std::string episodeKey(std::string_view victim, bool memory) {
+  return std::string(victim) + (memory ? "#mem" : "#cpu");
+}
+
+std::string displayName(const ContainerInfo& info) {
+  if (info.pod_name.empty()) {
+    return info.id;
+  }
+  return info.pod_namespace + "/" + info.pod_name + "/" + info.container_name;
+}
+
+Resources leverValues(const Resources& r, Lever lever) {
+  Resources out;
+  switch (lever) {
+    case Lever::CpuShares:
+      out.cpu_shares = r.cpu_shares;
+      break;
+    case Lever::Cpuset:
+      out.cpuset_cpus = r.cpuset_cpus;
+      break;
+    case Lever::CpuQuota:
+      out.cpu_quota = r.cpu_quota;
+      out.cpu_period = r.cpu_period;
+      break;
+    case Lever::MemoryLimit:
+      out.memory_limit = r.memory_limit;
+      break;
+  }
+  return out;
+}
+
+// For restoring: an unknown original becomes the "unlimited"/default value of the lever, so a
+// restore always carries a concrete value.
+Resources restoreValues(const Resources& original, Lever lever, const std::vector<int>& node) {
+  Resources out = original;
+  switch (lever) {
+    case Lever::CpuShares:
+      if (!out.cpu_shares) {
+        out.cpu_shares = 1024;
+      }
+      break;
+    case Lever::Cpuset:
+      if (!out.cpuset_cpus) {
+        out.cpuset_cpus = formatCpuList(node);
+      }
+      break;
+    case Lever::CpuQuota:
+      if (!out.cpu_quota) {
+        out.cpu_quota = -1;
+      }
+      if (!out.cpu_period) {
+        out.cpu_period = 100'000;
+      }
+      break;
+    case Lever::MemoryLimit:
+      if (!out.memory_limit) {
+        out.memory_limit = -1;
+      }
+      break;
+  }
+  return out;
+}
+
+std::string describeValues(const Resources& r, Lever lever) {
+  std::ostringstream os;
+  switch (lever) {
+    case Lever::CpuShares:
+      os << "cpu.shares " << (r.cpu_shares ? std::to_string(*r.cpu_shares) : "unset");
+      break;
+    case Lever::Cpuset:
+      os << "cpuset " << (r.cpuset_cpus ? *r.cpuset_cpus : "unset");
+      break;
+    case Lever::CpuQuota:
+      os << "CFS quota " << (r.cpu_quota ? std::to_string(*r.cpu_quota) : "unset") << "/"
+         << (r.cpu_period ? std::to_string(*r.cpu_period) : "unset") << " µs";
+      break;
+    case Lever::MemoryLimit:
+      os << "memory limit " << (r.memory_limit ? std::to_string(*r.memory_limit) : "unset");
+      break;
+  }
+  return os.str();
+}
+
+}  // namespace
+
+class EngineState {
+ public:
+  explicit EngineState(Config config) : config_(std::move(config)) {}
+
+  Config config_;
+  std::map<std::string, Tracked, std::less<>> tracked_;
+  // (target id) -> lever -> restriction
+  std::map<std::string, std::map<Lever, Restriction>, std::less<>> restrictions_;
+  std::map<std::string, Episode, std::less<>> episodes_;
+  std::vector<Finding> pending_findings_;
+  EngineStats stats_;
+  int64_t round_ = 0;
+  uint64_t seq_ = 0;
+  int64_t now_ns_ = 0;
+  std::vector<int> node_cpus_;
+  int changes_this_round_ = 0;
+
+  // --- registry --------------------------------------------------------------------------
+  void upsert(ContainerInfo info) {
+    auto [it, inserted] = tracked_.try_emplace(info.id);
+    Tracked& t = it->second;
+    TierResult tr = classifyTier(info);
+    for (const auto& u : tr.unknown) {
+      pending_findings_.push_back({info.id, "unknown_tier",
+                                   "unknown value \"" + u.value + "\" of " + u.key + " (" +
+                                       u.where + ") on " + displayName(info) + "; ignored"});
+    }
+    if (tr.tier == Tier::Unknown && inserted) {
+      pending_findings_.push_back({info.id, "unclassified",
+                                   displayName(info) +
+                                       " has no tier (no annotation/label, cgroup parent \"" +
+                                       info.cgroup_parent + "\"): never a victim or target"});
+    }
+    t.tier = tr.tier;
+    t.tier_source = tr.source;
+    std::vector<std::string> problems;
+    t.thresholds = effectiveThresholds(config_, t.tier, info, &problems);
+    for (auto& p : problems) {
+      pending_findings_.push_back({info.id, "bad_annotation", std::move(p)});
+    }
+    t.cpus = info.cpuset;
+    if (t.cpus.empty() && info.resources.cpuset_cpus) {
+      auto parsed = parseCpuList(*info.resources.cpuset_cpus);
+      if (parsed) {
+        t.cpus = std::move(*parsed);
+      } else {
+        pending_findings_.push_back({info.id, "bad_cpuset", parsed.error().message()});
+      }
+    }
+    std::sort(t.cpus.begin(), t.cpus.end());
+    t.info = std::move(info);
+    if (inserted) {
+      resetWindow(t);
+    }
+    // A container that became untouchable loses its restrictions' tracking (we never touch it,
+    // not even to restore: its owner decided for it).
+    if (!touchable(t)) {
+      dropTarget(t.info.id);
+    }
+  }
+
+  void remove(std::string_view id) {
+    dropTarget(id);
+    for (auto& [key, ep] : episodes_) {
+      if (ep.victim_id == id) {
+        ep.victim_gone = true;
+      }
+    }
+    if (auto it = tracked_.find(id); it != tracked_.end()) {
+      tracked_.erase(it);
+    }
+  }
+
+  void dropTarget(std::string_view id) {
+    auto it = restrictions_.find(id);
+    if (it == restrictions_.end()) {
+      return;
+    }
+    restrictions_.erase(it);
+    for (auto& [key, ep] : episodes_) {
+      for (auto& step : ep.steps) {
+        std::erase(step.targets, std::string(id));
+      }
+    }
+  }
+
+  void resetWindow(Tracked& t) const {
+    const auto n = static_cast<size_t>(config_.detection.window_intervals);
+    t.cpu_ring.assign(n, 0);
+    t.mem_ring.assign(n, 0);
+    t.ring_pos = 0;
+    t.cpu_hits = 0;
+    t.mem_hits = 0;
+  }
+
+  [[nodiscard]] static bool touchable(const Tracked& t) {
+    return t.tier == Tier::Be && !t.info.exclusive_cpus;
+  }
+
+  [[nodiscard]] bool isVictimTier(Tier tier) const {
+    const auto& v = config_.detection.victim_tiers;
+    return std::find(v.begin(), v.end(), tier) != v.end();
+  }
+
+  // --- detection -------------------------------------------------------------------------
+  void observe(Tracked& t, const ContainerSample* s, int64_t interval_ns) {
+    t.sample = s;
+    t.sampled = s != nullptr;
+    t.cpu_hit = false;
+    t.mem_hit = false;
+    if (s == nullptr) {
+      return;
+    }
+    // Memory growth for every container (BE ranking for memory victims).
+    t.memory_growth = 0;
+    if (s->memory_bytes) {
+      if (t.last_memory && *s->memory_bytes > *t.last_memory) {
+        t.memory_growth = *s->memory_bytes - *t.last_memory;
+      }
+      t.last_memory = s->memory_bytes;
+    }
+    if (!isVictimTier(t.tier) || t.info.exclusive_cpus) {
+      return;
+    }
+    const Thresholds& th = t.thresholds;
+    uint64_t threshold = th.runq_p99_us;
+    if (t.has_baseline) {
+      const double rel =
+          std::max(t.baseline, static_cast<double>(th.baseline_floor_us)) * th.baseline_factor;
+      threshold = std::min(threshold, static_cast<uint64_t>(rel));
+    }
+    t.threshold = threshold;
+    t.p99 = s->runq_p99_us;
+    const bool enough = s->runq_count >= config_.detection.min_samples;
+    bool hit = enough && s->runq_p99_us > threshold;
+    if (th.psi_cpu_some_avg10 > 0 && s->psi_cpu_some &&
+        s->psi_cpu_some->avg10 > th.psi_cpu_some_avg10) {
+      hit = true;
+    }
+    bool mem_hit = false;
+    if (th.reclaim_stall_us_per_s > 0 && interval_ns > 0) {
+      const double per_s = static_cast<double>(s->reclaim_stall_ns) / 1000.0 /
+                           (static_cast<double>(interval_ns) / 1e9);
+      mem_hit = per_s > static_cast<double>(th.reclaim_stall_us_per_s);
+    }
+    t.cpu_hit = hit;
+    t.mem_hit = mem_hit;
+    // Window update.
+    const size_t n = t.cpu_ring.size();
+    if (n > 0) {
+      t.cpu_hits -= t.cpu_ring[t.ring_pos];
+      t.mem_hits -= t.mem_ring[t.ring_pos];
+      t.cpu_ring[t.ring_pos] = hit ? 1 : 0;
+      t.mem_ring[t.ring_pos] = mem_hit ? 1 : 0;
+      t.cpu_hits += hit ? 1 : 0;
+      t.mem_hits += mem_hit ? 1 : 0;
+      t.ring_pos = (t.ring_pos + 1) % n;
+    }
+    t.quiet_streak = hit ? 0 : t.quiet_streak + 1;
+    t.mem_quiet_streak = mem_hit ? 0 : t.mem_quiet_streak + 1;
+    if (!hit && enough) {
+      // Quiet interval: it feeds the victim's own baseline.
+      const double a = config_.detection.baseline_alpha;
+      const auto p = static_cast<double>(s->runq_p99_us);
+      t.baseline = t.has_baseline ? (1.0 - a) * t.baseline + a * p : p;
+      t.has_baseline = true;
+    }
+    if (hit) {
+      ++stats_.victim_intervals;
+    }
+  }
+
+  // Ranks BE antagonists of a victim. Returns empty if the latency is self-inflicted (and adds a
+  // finding saying why).
+  std::vector<Antagonist> rank(const Tracked& victim, bool memory, std::vector<Finding>& findings) {
+    std::vector<Antagonist> out;
+    const ContainerSample* s = victim.sample;
+    if (s == nullptr) {
+      return out;
+    }
+    if (memory) {
+      uint64_t total = 0;
+      for (auto& [id, t] : tracked_) {
+        if (touchable(t) && t.sampled && t.memory_growth > 0) {
+          total += t.memory_growth;
+        }
+      }
+      if (total == 0) {
+        findings.push_back({victim.info.id, "no_memory_antagonist",
+                            displayName(victim.info) +
+                                " stalls in reclaim but no BE container grew its memory"});
+        return out;
+      }
+      for (auto& [id, t] : tracked_) {
+        if (touchable(t) && t.sampled && t.memory_growth > 0) {
+          Antagonist a;
+          a.id = id;
+          a.name = displayName(t.info);
+          a.memory_growth_bytes = t.memory_growth;
+          a.oncpu_ns = t.sample->oncpu_ns;
+          a.score = static_cast<double>(t.memory_growth) / static_cast<double>(total);
+          out.push_back(std::move(a));
+        }
+      }
+    } else {
+      const double interval = static_cast<double>(std::max<int64_t>(interval_ns_, 1));
+      if (static_cast<double>(s->throttled_ns) >
+          config_.detection.self_throttle_fraction * interval) {
+        ++stats_.self_inflicted;
+        findings.push_back({victim.info.id, "self_inflicted_throttling",
+                            displayName(victim.info) + " waits because its own CFS quota throttles it (" +
+                                std::to_string(s->throttled_ns / 1000) + " µs throttled, " +
+                                std::to_string(s->nr_throttled) +
+                                " periods): raise its CPU limit; BE is not restricted"});
+        return out;
+      }
+      uint64_t be_wait = 0;
+      uint64_t other_wait = 0;
+      std::unordered_map<std::string_view, const Preemption*> by_aggressor;
+      for (const Preemption& p : s->preempted_by) {
+        auto it = tracked_.find(p.aggressor_id);
+        if (it != tracked_.end() && touchable(it->second)) {
+          be_wait += p.wait_ns;
+          by_aggressor.emplace(p.aggressor_id, &p);
+        } else {
+          other_wait += p.wait_ns;
+        }
+      }
+      const uint64_t total_wait = be_wait + other_wait;
+      if (total_wait > 0 && static_cast<double>(other_wait) >=
+                                config_.detection.self_wait_fraction *
+                                    static_cast<double>(total_wait)) {
+        ++stats_.self_inflicted;
+        findings.push_back(
+            {victim.info.id, "self_inflicted_contention",
+             displayName(victim.info) + " waits mostly behind itself or other non-BE work (" +
+                 std::to_string(other_wait * 100 / total_wait) +
+                 "% of attributed wait): BE is not restricted"});
+        return out;
+      }
+      uint64_t be_cpu = 0;
+      for (auto& [id, t] : tracked_) {
+        if (touchable(t) && t.sampled) {
+          be_cpu += t.sample->oncpu_ns;
+        }
+      }
+      if (be_wait == 0 && be_cpu == 0) {
+        findings.push_back({victim.info.id, "no_cpu_antagonist",
+                            displayName(victim.info) +
+                                " is over its threshold but no BE container ran: nothing to do"});
+        return out;
+      }
+      // Evidence: share of the victim's BE-attributed wait (70 %) and share of BE CPU time
+      // (30 %); without attribution, CPU time alone.
+      const double w_wait = be_wait > 0 ? 0.7 : 0.0;
+      const double w_cpu = 1.0 - w_wait;
+      for (auto& [id, t] : tracked_) {
+        if (!touchable(t) || !t.sampled) {
+          continue;
+        }
+        Antagonist a;
+        a.id = id;
+        a.oncpu_ns = t.sample->oncpu_ns;
+        if (auto it = by_aggressor.find(id); it != by_aggressor.end()) {
+          a.preemptions = it->second->count;
+          a.wait_ns = it->second->wait_ns;
+        }
+        double score = 0;
+        if (be_wait > 0) {
+          score += w_wait * static_cast<double>(a.wait_ns) / static_cast<double>(be_wait);
+        }
+        if (be_cpu > 0) {
+          score += w_cpu * static_cast<double>(a.oncpu_ns) / static_cast<double>(be_cpu);
+        }
+        if (score <= 0) {
+          continue;
+        }
+        a.score = score;
+        a.name = displayName(t.info);
+        out.push_back(std::move(a));
+      }
+    }
+    std::sort(out.begin(), out.end(), [](const Antagonist& a, const Antagonist& b) {
+      if (a.score != b.score) {
+        return a.score > b.score;
+      }
+      return a.id < b.id;
+    });
+    std::vector<Antagonist> kept;
+    for (auto& a : out) {
+      if (static_cast<int>(kept.size()) >= config_.actions.max_antagonists) {
+        break;
+      }
+      if (a.score < config_.actions.min_antagonist_score) {
+        break;
+      }
+      kept.push_back(std::move(a));
+    }
+    if (kept.empty()) {
+      findings.push_back({victim.info.id, "no_antagonist",
+                          displayName(victim.info) +
+                              " is over its threshold but no BE container has at least " +
+                              std::to_string(static_cast<int>(
+                                  config_.actions.min_antagonist_score * 100)) +
+                              "% of the evidence"});
+    }
+    return kept;
+  }
+
+  // --- levers ----------------------------------------------------------------------------
+  // Current value of a lever on a target: the applied restriction if any, else the registry.
+  [[nodiscard]] Resources current(const Tracked& t, Lever lever) const {
+    if (auto it = restrictions_.find(t.info.id); it != restrictions_.end()) {
+      if (auto jt = it->second.find(lever); jt != it->second.end()) {
+        return jt->second.applied;
+      }
+    }
+    return leverValues(t.info.resources, lever);
+  }
+
+  [[nodiscard]] std::vector<int> targetCpus(const Tracked& t) const {
+    if (auto it = restrictions_.find(t.info.id); it != restrictions_.end()) {
+      if (auto jt = it->second.find(Lever::Cpuset); jt != it->second.end()) {
+        auto parsed = parseCpuList(jt->second.applied.cpuset_cpus.value_or(""));
+        if (parsed && !parsed->empty()) {
+          return *parsed;
+        }
+      }
+    }
+    return t.cpus.empty() ? node_cpus_ : t.cpus;
+  }
+
+  // The restricted value of `lever` for target t protecting victim v, or nullopt when the lever
+  // would not restrict it further (already at or below the rung, or at its floor).
+  std::optional<Resources> restricted(const Tracked& t, const Tracked& v, Lever lever) const {
+    const auto& fl = config_.floors;
+    const auto& lv = config_.levers;
+    const Resources cur = current(t, lever);
+    Resources out;
+    switch (lever) {
+      case Lever::CpuShares: {
+        const uint64_t target = std::max(fl.be_min_cpu_shares, lv.be_cpu_shares);
+        if (cur.cpu_shares && *cur.cpu_shares <= target) {
+          return std::nullopt;
+        }
+        out.cpu_shares = target;
+        return out;
+      }
+      case Lever::Cpuset: {
+        const std::vector<int> have = targetCpus(t);
+        const auto min_cpus = static_cast<size_t>(fl.be_min_cpus);
+        if (have.size() <= min_cpus) {
+          return std::nullopt;
+        }
+        const std::vector<int>& vc = v.cpus;
+        const bool victim_pinned = !vc.empty() && vc.size() < node_cpus_.size();
+        std::vector<int> keep;
+        if (victim_pinned) {
+          for (int c : have) {
+            if (!std::binary_search(vc.begin(), vc.end(), c)) {
+              keep.push_back(c);
+            }
+          }
+        } else {
+          const auto n = static_cast<size_t>(
+              std::floor(static_cast<double>(have.size()) * lv.be_cpuset_max_fraction));
+          // The highest-numbered CPUs: the kernel and most services favour low numbers.
+          keep.assign(have.end() - static_cast<std::ptrdiff_t>(std::min(n, have.size())),
+                      have.end());
+        }
+        if (keep.size() < min_cpus) {
+          // Not enough CPUs away from the victim: keep the floor, highest-numbered first.
+          keep.assign(have.end() - static_cast<std::ptrdiff_t>(min_cpus), have.end());
+        }
+        if (keep.size() >= have.size()) {
+          return std::nullopt;
+        }
+        out.cpuset_cpus = formatCpuList(keep);
+        return out;
+      }
+      case Lever::CpuQuota: {
+        const uint64_t period = lv.quota_period_us;
+        const uint64_t min_quota =
+            std::max<uint64_t>(1000, period * fl.be_min_quota_millicores / 1000);
+        const auto cpus = static_cast<double>(std::max<size_t>(node_cpus_.size(), 1));
+        const auto want = static_cast<uint64_t>(lv.be_quota_fraction * cpus *
+                                                static_cast<double>(period));
+        const uint64_t quota = std::max(min_quota, want);
+        if (cur.cpu_quota && *cur.cpu_quota > 0 && cur.cpu_period && *cur.cpu_period > 0) {
+          // Compare as CPUs (quota/period) so a different period does not confuse us.
+          const double have = static_cast<double>(*cur.cpu_quota) /
+                              static_cast<double>(*cur.cpu_period);
+          if (have <= static_cast<double>(quota) / static_cast<double>(period)) {
+            return std::nullopt;
+          }
+        }
+        out.cpu_quota = static_cast<int64_t>(quota);
+        out.cpu_period = period;
+        return out;
+      }
+      case Lever::MemoryLimit: {
+        if (!t.sample || !t.sample->memory_bytes) {
+          return std::nullopt;
+        }
+        const auto usage = static_cast<double>(*t.sample->memory_bytes);
+        auto limit = static_cast<int64_t>(usage * (1.0 - lv.memory_step_fraction));
+        limit = std::max(limit, fl.be_min_memory_bytes);
+        if (cur.memory_limit && *cur.memory_limit > 0 && *cur.memory_limit <= limit) {
+          return std::nullopt;
+        }
+        out.memory_limit = limit;
+        return out;
+      }
+    }
+    return std::nullopt;
+  }
+
+  [[nodiscard]] std::vector<Lever> ladder(bool memory) const {
+    return memory ? config_.actions.memory_ladder : config_.actions.cpu_ladder;
+  }
+
+  Evidence evidence(const Tracked& v, const Episode* ep, bool memory) const {
+    Evidence e;
+    e.victim_p99_us = v.p99;
+    e.threshold_us = v.threshold;
+    e.baseline_p99_us = v.has_baseline ? static_cast<uint64_t>(v.baseline) : 0;
+    e.engaged_p99_us = ep != nullptr ? ep->engaged_p99 : v.p99;
+    if (v.sample != nullptr) {
+      if (v.sample->psi_cpu_some) {
+        e.psi_cpu_some_avg10 = v.sample->psi_cpu_some->avg10;
+      }
+      e.reclaim_stall_ns = v.sample->reclaim_stall_ns;
+      e.victim_throttled_ns = v.sample->throttled_ns;
+    }
+    e.hits = memory ? v.mem_hits : v.cpu_hits;
+    e.window = config_.detection.window_intervals;
+    e.quiet_intervals = memory ? v.mem_quiet_streak : v.quiet_streak;
+    return e;
+  }
+
+  std::string victimPhrase(const Tracked& v, bool memory) const {
+    std::ostringstream os;
+    if (memory) {
+      os << tierName(v.tier) << " " << displayName(v.info) << " stalls in memory reclaim ("
+         << (v.sample ? v.sample->reclaim_stall_ns / 1000 : 0) << " µs this interval) in "
+         << v.mem_hits << " of " << config_.detection.window_intervals << " intervals";
+    } else {
+      os << tierName(v.tier) << " " << displayName(v.info) << " run-queue p99 " << v.p99
+         << " µs > threshold " << v.threshold << " µs in " << v.cpu_hits << " of "
+         << config_.detection.window_intervals << " intervals";
+    }
+    return os.str();
+  }
+
+  Decision makeDecision(DecisionKind kind, Lever lever, int rung, const Tracked& target,
+                        Resources new_values, Resources original, const Tracked* victim,
+                        const Episode* ep, std::vector<Antagonist> antagonists, std::string rule,
+                        std::string explanation) {
+    Decision d;
+    d.seq = ++seq_;
+    d.at_ns = now_ns_;
+    d.kind = kind;
+    d.lever = lever;
+    d.rung = rung;
+    d.target_id = target.info.id;
+    d.target_name = displayName(target.info);
+    d.new_values = std::move(new_values);
+    d.original_values = std::move(original);
+    if (victim != nullptr) {
+      d.victim_id = victim->info.id;
+      d.victim_name = displayName(victim->info);
+      d.evidence = evidence(*victim, ep, ep != nullptr && ep->memory);
+    } else if (ep != nullptr) {
+      d.victim_id = ep->victim_id;
+    }
+    d.antagonists = std::move(antagonists);
+    d.rule = std::move(rule);
+    d.explanation = std::move(explanation);
+    d.dry_run = config_.dry_run;
+    ++stats_.decisions;
+    return d;
+  }
+
+  // Applies ladder rung `rung` of episode ep: restricts the antagonists. Returns false when the
+  // rung changed nothing (every antagonist already at or below it).
+  bool applyRung(Episode& ep, const std::string& key, Tracked& victim, int rung,
+                 const std::vector<Antagonist>& antagonists, DecisionKind kind,
+                 std::vector<Decision>& out, std::vector<Finding>& findings) {
+    const Lever lever = ladder(ep.memory)[static_cast<size_t>(rung)];
+    Step step;
+    step.lever = lever;
+    step.rung = rung;
+    step.antagonists = antagonists;
+    for (const Antagonist& a : antagonists) {
+      auto it = tracked_.find(a.id);
+      if (it == tracked_.end()) {
+        continue;
+      }
+      Tracked& t = it->second;
+      auto& levers = restrictions_[t.info.id];
+      if (auto jt = levers.find(lever); jt != levers.end()) {
+        // Already restricted on this lever for another victim: share it.
+        if (jt->second.owners.insert(key).second) {
+          step.targets.push_back(t.info.id);
+        }
+        continue;
+      }
+      auto values = restricted(t, victim, lever);
+      if (!values) {
+        findings.push_back({t.info.id, "at_floor",
+                            displayName(t.info) + ": " + std::string(leverName(lever)) +
+                                " already at or below the rung/floor (" +
+                                describeValues(current(t, lever), lever) + ")"});
+        if (levers.empty()) {
+          restrictions_.erase(t.info.id);
+        }
+        continue;
+      }
+      Restriction r;
+      r.lever = lever;
+      r.rung = rung;
+      r.applied = *values;
+      r.original = leverValues(t.info.resources, lever);
+      r.owners.insert(key);
+      std::ostringstream os;
+      os << decisionKindName(kind) << " rung " << rung + 1 << " (" << leverName(lever)
+         << "): " << victimPhrase(victim, ep.memory) << "; antagonist " << a.name << " ("
+         << static_cast<int>(a.score * 100) << "% of the evidence";
+      if (ep.memory) {
+        os << ", grew " << a.memory_growth_bytes << " bytes";
+      } else {
+        os << ", " << a.preemptions << " preemptions, " << a.wait_ns / 1000 << " µs wait, "
+           << a.oncpu_ns / 1000 << " µs on CPU";
+      }
+      os << "); " << describeValues(current(t, lever), lever) << " -> "
+         << describeValues(*values, lever);
+      t.last_change_round = round_;
+      t.last_explanation = os.str();
+      out.push_back(makeDecision(kind, lever, rung, t, *values,
+                                 restoreValues(r.original, lever, node_cpus_), &victim, &ep,
+                                 antagonists,
+                                 ep.memory ? "reclaim_stall_over_threshold"
+                                           : "runq_p99_over_threshold",
+                                 os.str()));
+      levers.emplace(lever, std::move(r));
+      step.targets.push_back(t.info.id);
+    }
+    if (step.targets.empty()) {
+      return false;
+    }
+    ep.steps.push_back(std::move(step));
+    return true;
+  }
+
+  // Removes the episode's ownership of one step; restores levers nobody else holds.
+  void releaseStep(const std::string& key, const Episode& ep, const Step& step,
+                   DecisionKind kind, const std::string& rule, const std::string& why,
+                   const Tracked* victim, std::vector<Decision>& out) {
+    for (const std::string& id : step.targets) {
+      auto it = restrictions_.find(id);
+      if (it == restrictions_.end()) {
+        continue;
+      }
+      auto jt = it->second.find(step.lever);
+      if (jt == it->second.end()) {
+        continue;
+      }
+      jt->second.owners.erase(key);
+      if (!jt->second.owners.empty()) {
+        continue;  // still needed by another victim
+      }
+      auto tt = tracked_.find(id);
+      if (tt != tracked_.end()) {
+        Tracked& t = tt->second;
+        const Resources orig = restoreValues(jt->second.original, step.lever, node_cpus_);
+        std::string text = std::string(decisionKindName(kind)) + " " +
+                           std::string(leverName(step.lever)) + " on " + displayName(t.info) +
+                           ": " + why + "; " + describeValues(jt->second.applied, step.lever) +
+                           " -> " + describeValues(orig, step.lever);
+        t.last_change_round = round_;
+        t.last_explanation = text;
+        out.push_back(makeDecision(kind, step.lever, step.rung, t, orig, orig, victim, &ep, {},
+                                   rule, std::move(text)));
+      }
+      it->second.erase(jt);
+      if (it->second.empty()) {
+        restrictions_.erase(it);
+      }
+    }
+  }
+
+  [[nodiscard]] bool targetsCooling(const std::vector<Antagonist>& as) const {
+    for (const auto& a : as) {
+      auto it = tracked_.find(a.id);
+      if (it != tracked_.end() &&
+          round_ - it->second.last_change_round < config_.actions.change_cooldown_intervals) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  [[nodiscard]] bool budget() const {
+    return changes_this_round_ < config_.actions.max_changes_per_round;
+  }
+
+  // Tries rungs from ep.next_rung until one changes something. Returns true if one applied.
+  bool escalate(Episode& ep, const std::string& key, Tracked& victim, DecisionKind kind,
+                std::vector<Decision>& out, std::vector<Finding>& findings,
+                bool replacing = false) {
+    const auto lad = ladder(ep.memory);
+    std::vector<Antagonist> antagonists = rank(victim, ep.memory, findings);
+    if (antagonists.empty()) {
+      return false;
+    }
+    // An undo followed by the next rung in the same round is one replacement, not two changes.
+    if (!replacing && targetsCooling(antagonists)) {
+      ++stats_.rate_limited;
+      return false;
+    }
+    while (ep.next_rung < static_cast<int>(lad.size()) &&
+           ep.escalations < config_.actions.max_escalations) {
+      const int rung = ep.next_rung++;
+      ++ep.escalations;
+      const size_t before = out.size();
+      if (applyRung(ep, key, victim, rung, antagonists, kind, out, findings)) {
+        changes_this_round_ += static_cast<int>(out.size() - before);
+        ep.phase = Phase::Verifying;
+        ep.verify_until = round_ + config_.actions.verify_intervals;
+        ep.verify_hits = 0;
+        ep.verify_intervals = 0;
+        ep.verify_p99_sum = 0;
+        ep.start_p99 = victim.p99;
+        return true;
+      }
+    }
+    if (!ep.exhausted) {
+      ep.exhausted = true;
+      findings.push_back({victim.info.id, "ladder_exhausted",
+                          displayName(victim.info) +
+                              ": every rung of the ladder was tried; holding what helped"});
+    }
+    return false;
+  }
+
+  void stepEpisode(const std::string& key, Episode& ep, std::vector<Decision>& out,
+                   std::vector<Finding>& findings) {
+    auto vit = tracked_.find(ep.victim_id);
+    if (ep.victim_gone || vit == tracked_.end()) {
+      // Victim removed: give everything back.
+      while (!ep.steps.empty()) {
+        releaseStep(key, ep, ep.steps.back(), DecisionKind::Restore, "victim_removed",
+                    "victim " + ep.victim_id + " is gone", nullptr, out);
+        ep.steps.pop_back();
+      }
+      return;
+    }
+    Tracked& v = vit->second;
+    if (!v.sampled) {
+      return;  // no data this round: hold
+    }
+    const bool hit = ep.memory ? v.mem_hit : v.cpu_hit;
+    const int hits = ep.memory ? v.mem_hits : v.cpu_hits;
+    const int quiet = ep.memory ? v.mem_quiet_streak : v.quiet_streak;
+    if (ep.phase == Phase::Verifying) {
+      ++ep.verify_intervals;
+      ep.verify_hits += hit ? 1 : 0;
+      ep.verify_p99_sum += v.p99;
+      if (round_ < ep.verify_until) {
+        return;
+      }
+      const auto mean = static_cast<double>(ep.verify_p99_sum) /
+                        static_cast<double>(std::max(ep.verify_intervals, 1));
+      const bool improved = ep.verify_hits * 2 < ep.verify_intervals ||
+                            (!ep.memory && mean <= config_.actions.improve_ratio *
+                                                       static_cast<double>(ep.start_p99));
+      if (improved || ep.steps.empty()) {
+        ep.phase = Phase::Holding;
+        return;
+      }
+      // Not improved: undo this rung, then try the next one.
+      if (!budget()) {
+        ++stats_.rate_limited;
+        return;
+      }
+      const Step failed = ep.steps.back();
+      ep.steps.pop_back();
+      std::ostringstream why;
+      why << "rung " << failed.rung + 1 << " did not help within "
+          << config_.actions.verify_intervals << " intervals (" << ep.verify_hits << " of "
+          << ep.verify_intervals << " still over threshold)";
+      const size_t before = out.size();
+      releaseStep(key, ep, failed, DecisionKind::Undo, "rung_not_effective", why.str(), &v, out);
+      changes_this_round_ += static_cast<int>(out.size() - before);
+      ep.phase = Phase::Holding;
+      if (!escalate(ep, key, v, DecisionKind::Escalate, out, findings, true)) {
+        ep.phase = Phase::Holding;
+      }
+      return;
+    }
+    // Holding.
+    if (hits >= config_.detection.hit_intervals && hit) {
+      if (!ep.exhausted && budget()) {
+        escalate(ep, key, v, DecisionKind::Escalate, out, findings);
+      }
+      return;
+    }
+    const int need = config_.actions.quiet_intervals * v.relax_backoff;
+    if (quiet >= need && !ep.steps.empty() &&
+        round_ - ep.last_relax_round >= config_.actions.relax_cooldown_intervals && budget()) {
+      const Step last = ep.steps.back();
+      ep.steps.pop_back();
+      const size_t before = out.size();
+      releaseStep(key, ep, last, DecisionKind::Relax, "victim_quiet",
+                  displayName(v.info) + " quiet for " + std::to_string(quiet) + " intervals", &v,
+                  out);
+      changes_this_round_ += static_cast<int>(out.size() - before);
+      ep.last_relax_round = round_;
+      v.last_relax_round = round_;
+      // Let the next relax try the rung again later if it comes back.
+      ep.next_rung = ep.steps.empty() ? 0 : ep.steps.back().rung + 1;
+      ep.exhausted = false;
+      ep.escalations = static_cast<int>(ep.steps.size());
+    }
+  }
+
+  void startEpisodes(std::vector<Decision>& out, std::vector<Finding>& findings) {
+    for (auto& [id, v] : tracked_) {
+      if (!v.sampled || !isVictimTier(v.tier) || v.info.exclusive_cpus) {
+        continue;
+      }
+      for (bool memory : {false, true}) {
+        const int hits = memory ? v.mem_hits : v.cpu_hits;
+        const bool hit = memory ? v.mem_hit : v.cpu_hit;
+        if (!hit || hits < config_.detection.hit_intervals) {
+          continue;
+        }
+        if (ladder(memory).empty()) {
+          continue;
+        }
+        const std::string key = episodeKey(id, memory);
+        if (episodes_.count(key) != 0) {
+          continue;
+        }
+        if (!budget()) {
+          ++stats_.rate_limited;
+          continue;
+        }
+        Episode ep;
+        ep.victim_id = id;
+        ep.memory = memory;
+        ep.engaged_p99 = v.p99;
+        // Hurt again soon after a relax: wait longer before the next relax (anti-flapping).
+        if (round_ - v.last_relax_round <= 2 * config_.actions.quiet_intervals * v.relax_backoff) {
+          v.relax_backoff = std::min(v.relax_backoff * 2, kMaxRelaxBackoff);
+        }
+        if (escalate(ep, key, v, DecisionKind::Engage, out, findings)) {
+          episodes_.emplace(key, std::move(ep));
+          ++stats_.episodes_started;
+        }
+      }
+    }
+  }
+
+  RoundResult evaluate(const Snapshot& snap) {
+    RoundResult result;
+    ++round_;
+    ++stats_.rounds;
+    now_ns_ = snap.now_ns;
+    interval_ns_ = snap.interval_ns;
+    changes_this_round_ = 0;
+    node_cpus_ = snap.node_cpu_list;
+    if (node_cpus_.empty()) {
+      for (int c = 0; c < snap.node_cpus; ++c) {
+        node_cpus_.push_back(c);
+      }
+    } else {
+      std::sort(node_cpus_.begin(), node_cpus_.end());
+    }
+    result.findings = std::move(pending_findings_);
+    pending_findings_.clear();
+
+    // Samples by id (last one wins on duplicates).
+    for (auto& [id, t] : tracked_) {
+      t.sample = nullptr;
+      t.sampled = false;
+    }
+    for (const ContainerSample& s : snap.containers) {
+      auto it = tracked_.find(s.id);
+      if (it == tracked_.end()) {
+        ++stats_.unknown_samples;
+        continue;
+      }
+      it->second.sample = &s;
+    }
+    for (auto& [id, t] : tracked_) {
+      observe(t, t.sample, snap.interval_ns);
+    }
+    // Existing episodes first (undo/escalate/relax), then new victims.
+    for (auto& [key, ep] : episodes_) {
+      stepEpisode(key, ep, result.decisions, result.findings);
+    }
+    // An episode without restrictions ends once its victim is gone or no longer in violation
+    // (an exhausted episode of a victim still in violation stays, so rungs are not retried
+    // every round).
+    std::erase_if(episodes_, [this](const auto& kv) {
+      const Episode& ep = kv.second;
+      if (!ep.steps.empty()) {
+        return false;
+      }
+      if (ep.victim_gone) {
+        return true;
+      }
+      auto it = tracked_.find(ep.victim_id);
+      if (it == tracked_.end()) {
+        return true;
+      }
+      const int hits = ep.memory ? it->second.mem_hits : it->second.cpu_hits;
+      return ep.phase == Phase::Holding && hits < config_.detection.hit_intervals;
+    });
+    startEpisodes(result.decisions, result.findings);
+    // Decay the relax backoff of containers long quiet without an episode.
+    for (auto& [id, t] : tracked_) {
+      if (t.relax_backoff > 1 && t.sampled &&
+          t.quiet_streak >= 4 * config_.actions.quiet_intervals * t.relax_backoff &&
+          episodes_.count(episodeKey(id, false)) == 0) {
+        t.relax_backoff = 1;
+      }
+    }
+    for (const Finding& f : result.findings) {
+      if (auto it = tracked_.find(f.container_id); it != tracked_.end()) {
+        it->second.last_explanation = f.message;
+      }
+    }
+    for (auto& [id, t] : tracked_) {
+      t.sample = nullptr;  // the snapshot is not ours to keep
+    }
+    stats_.tracked_containers = tracked_.size();
+    stats_.active_episodes = episodes_.size();
+    return result;
+  }
+
+  std::vector<Decision> restoreAll(int64_t now_ns) {
+    now_ns_ = now_ns;
+    std::vector<Decision> out;
+    for (auto& [id, levers] : restrictions_) {
+      auto tt = tracked_.find(id);
+      if (tt == tracked_.end()) {
+        continue;
+      }
+      for (auto& [lever, r] : levers) {
+        const Resources orig = restoreValues(r.original, lever, node_cpus_);
+        std::string text = "restore " + std::string(leverName(lever)) + " on " +
+                           displayName(tt->second.info) + " (colod stopping): " +
+                           describeValues(r.applied, lever) + " -> " +
+                           describeValues(orig, lever);
+        Decision d = makeDecision(DecisionKind::Restore, lever, r.rung, tt->second, orig, orig,
+                                  nullptr, nullptr, {}, "restore_all", std::move(text));
+        out.push_back(std::move(d));
+      }
+    }
+    restrictions_.clear();
+    episodes_.clear();
+    stats_.active_episodes = 0;
+    return out;
+  }
+
+  Result<void> seed(std::span<const AppliedAction> actions, int64_t now_ns) {
+    now_ns_ = now_ns;
+    // Validate everything first so a bad journal leaves the engine unchanged.
+    for (const AppliedAction& a : actions) {
+      auto t = tracked_.find(a.target_id);
+      if (t == tracked_.end()) {
+        return COLOD_ERR(EINVAL, "seed: unknown target container ", a.target_id);
+      }
+      if (!touchable(t->second)) {
+        return COLOD_ERR(ENOTSUP, "seed: container ", a.target_id,
+                         " is not a BE container colod may restrict (tier ",
+                         tierName(t->second.tier), t->second.info.exclusive_cpus ? ", exclusive CPUs" : "",
+                         ")");
+      }
+      if (tracked_.count(a.victim_id) == 0) {
+        return COLOD_ERR(EINVAL, "seed: unknown victim container ", a.victim_id);
+      }
+      const auto lad = ladder(a.lever == Lever::MemoryLimit);
+      if (std::find(lad.begin(), lad.end(), a.lever) == lad.end()) {
+        return COLOD_ERR(EINVAL, "seed: lever ", leverName(a.lever),
+                         " is not in the configured ladder");
+      }
+    }
+    for (const AppliedAction& a : actions) {
+      const bool memory = a.lever == Lever::MemoryLimit;
+      const std::string key = episodeKey(a.victim_id, memory);
+      auto [eit, inserted] = episodes_.try_emplace(key);
+      Episode& ep = eit->second;
+      if (inserted) {
+        ep.victim_id = a.victim_id;
+        ep.memory = memory;
+        ep.phase = Phase::Holding;
+      }
+      const auto lad = ladder(memory);
+      const int rung = static_cast<int>(std::find(lad.begin(), lad.end(), a.lever) - lad.begin());
+      auto& levers = restrictions_[a.target_id];
+      auto [rit, rnew] = levers.try_emplace(a.lever);
+      if (rnew) {
+        rit->second.lever = a.lever;
+        rit->second.rung = rung;
+        rit->second.applied = a.applied_values;
+        rit->second.original = a.original_values;
+      }
+      rit->second.owners.insert(key);
+      auto sit = std::find_if(ep.steps.begin(), ep.steps.end(),
+                              [&](const Step& s) { return s.lever == a.lever; });
+      if (sit == ep.steps.end()) {
+        Step s;
+        s.lever = a.lever;
+        s.rung = rung;
+        ep.steps.push_back(std::move(s));
+        sit = ep.steps.end() - 1;
+      }
+      if (std::find(sit->targets.begin(), sit->targets.end(), a.target_id) ==
+          sit->targets.end()) {
+        sit->targets.push_back(a.target_id);
+      }
+      std::sort(ep.steps.begin(), ep.steps.end(),
+                [](const Step& x, const Step& y) { return x.rung < y.rung; });
+      ep.next_rung = ep.steps.back().rung + 1;
+      ep.escalations = static_cast<int>(ep.steps.size());
+    }
+    stats_.active_episodes = episodes_.size();
+    return ok();
+  }
+
+  void applyFailed(const Decision& d) {
+    if (d.kind != DecisionKind::Engage && d.kind != DecisionKind::Escalate) {
+      return;  // a failed undo/relax/restore: the container is most likely gone
+    }
+    auto it = restrictions_.find(d.target_id);
+    if (it == restrictions_.end()) {
+      return;
+    }
+    auto jt = it->second.find(d.lever);
+    if (jt == it->second.end() || jt->second.applied != d.new_values) {
+      return;
+    }
+    it->second.erase(jt);
+    if (it->second.empty()) {
+      restrictions_.erase(it);
+    }
+    for (auto& [key, ep] : episodes_) {
+      for (auto& step : ep.steps) {
+        if (step.lever == d.lever) {
+          std::erase(step.targets, d.target_id);
+        }
+      }
+      std::erase_if(ep.steps, [](const Step& s) { return s.targets.empty(); });
+    }
+  }
+
+  std::vector<AppliedAction> appliedList() const {
+    std::vector<AppliedAction> out;
+    for (const auto& [id, levers] : restrictions_) {
+      for (const auto& [lever, r] : levers) {
+        for (const std::string& owner : r.owners) {
+          auto e = episodes_.find(owner);
+          AppliedAction a;
+          a.target_id = id;
+          a.victim_id = e != episodes_.end() ? e->second.victim_id : "";
+          a.lever = lever;
+          a.rung = r.rung;
+          a.applied_values = r.applied;
+          a.original_values = r.original;
+          out.push_back(std::move(a));
+        }
+      }
+    }
+    return out;
+  }
+
+  int64_t interval_ns_ = 0;
+};
+
+Result<Engine> Engine::create(Config config) {
+  COLOD_TRY_VOID(validateConfig(config, "<config>"), "creating policy engine");
+  return Engine(std::make_unique<EngineState>(std::move(config)));
+}
+
+Engine::Engine(std::unique_ptr<EngineState> state) : state_(std::move(state)) {}
+Engine::Engine(Engine&&) noexcept = default;
+Engine& Engine::operator=(Engine&&) noexcept = default;
+Engine::~Engine() = default;
+
+Result<void> Engine::setConfig(Config config) {
+  COLOD_TRY_VOID(validateConfig(config, "<config>"), "new policy config rejected");
+  const bool window_changed =
+      config.detection.window_intervals != state_->config_.detection.window_intervals;
+  state_->config_ = std::move(config);
+  for (auto& [id, t] : state_->tracked_) {
+    std::vector<std::string> problems;
+    t.thresholds = effectiveThresholds(state_->config_, t.tier, t.info, &problems);
+    if (window_changed) {
+      state_->resetWindow(t);
+    }
+  }
+  // Rungs beyond a shorter ladder cannot be escalated to; existing steps stay until relaxed.
+  for (auto& [key, ep] : state_->episodes_) {
+    const auto n = static_cast<int>(state_->ladder(ep.memory).size());
+    ep.next_rung = std::min(ep.next_rung, n);
+  }
+  return ok();
+}
+
+const Config& Engine::config() const { return state_->config_; }
+
+void Engine::upsertContainer(ContainerInfo info) { state_->upsert(std::move(info)); }
+
+void Engine::removeContainer(std::string_view id) { state_->remove(id); }
+
+RoundResult Engine::evaluate(const Snapshot& snapshot) { return state_->evaluate(snapshot); }
+
+std::vector<Decision> Engine::restoreAll(int64_t now_ns) { return state_->restoreAll(now_ns); }
+
+Result<void> Engine::seedApplied(std::span<const AppliedAction> actions, int64_t now_ns) {
+  return state_->seed(actions, now_ns);
+}
+
+void Engine::reportApplyFailure(const Decision& decision) { state_->applyFailed(decision); }
+
+std::vector<AppliedAction> Engine::applied() const { return state_->appliedList(); }
+
+Result<ContainerView> Engine::describe(std::string_view id) const {
+  auto it = state_->tracked_.find(id);
+  if (it == state_->tracked_.end()) {
+    return COLOD_ERR(ENOENT, "no container ", id);
+  }
+  const Tracked& t = it->second;
+  ContainerView v;
+  v.info = t.info;
+  v.tier = t.tier;
+  v.tier_source = t.tier_source;
+  v.thresholds = t.thresholds;
+  v.baseline_p99_us = t.has_baseline ? static_cast<uint64_t>(t.baseline) : 0;
+  v.hits_in_window = t.cpu_hits;
+  v.victim = state_->episodes_.count(episodeKey(id, false)) != 0 ||
+             state_->episodes_.count(episodeKey(id, true)) != 0;
+  for (const AppliedAction& a : state_->appliedList()) {
+    if (a.target_id == id) {
+      v.restrictions.push_back(a);
+    }
+  }
+  v.last_explanation = t.last_explanation;
+  return v;
+}
+
+EngineStats Engine::stats() const { return state_->stats_; }
+
+}  // namespace colod::policy
