@@ -14,6 +14,7 @@
 #include <functional>
 #include <mutex>
 #include <span>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -40,6 +41,10 @@ void writeBe32(std::span<std::byte> out, uint32_t v);
 // An empty message produces no frames (zero-length frames are never sent). For tests/tools;
 // Mux::send uses the same plan without copying.
 std::vector<std::byte> encodeMuxFrames(uint32_t conn, std::span<const std::byte> message);
+
+// Connects a SOCK_STREAM|SOCK_CLOEXEC Unix socket to `path` (EINTR retried). Errors are the
+// connect() errno: ENOENT/ECONNREFUSED while the runtime is down, ENAMETOOLONG for a long path.
+Result<UniqueFd> dialUnix(const std::string& path);
 
 // Incremental, bounded frame parser. feed() may be given any split of the input (short reads).
 class MuxDecoder {

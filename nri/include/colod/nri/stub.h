@@ -54,7 +54,8 @@ class ConfigureHandler {
 class SynchronizeHandler {
  public:
   virtual ~SynchronizeHandler() = default;
-  // Called once per (possibly chunked) Synchronize, after the registry was rebuilt.
+  // Called once per (possibly chunked) Synchronize with all chunks merged; the registry is rebuilt
+  // from the same data right after it returns.
   virtual Result<std::vector<ContainerUpdate>> synchronize(const std::vector<PodSandbox>& pods,
                                                            const std::vector<Container>& ctrs) = 0;
 };
@@ -225,11 +226,12 @@ class Stub {
 EventMask validEventMask(const ConfigureRequest& req);
 
 // Events the stub always subscribes to for its registry: pod run/stop/remove, post-create,
-// start, post-update, stop and remove container (0x737).
+// start, post-start (pid), post-update, stop and remove container (0x777).
 inline constexpr EventMask kRegistryEvents =
     eventBit(Event::RunPodSandbox) | eventBit(Event::StopPodSandbox) |
     eventBit(Event::RemovePodSandbox) | eventBit(Event::PostCreateContainer) |
-    eventBit(Event::StartContainer) | eventBit(Event::PostUpdateContainer) |
+    eventBit(Event::StartContainer) | eventBit(Event::PostStartContainer) |
+    eventBit(Event::PostUpdateContainer) |
     eventBit(Event::StopContainer) | eventBit(Event::RemoveContainer);
 
 }  // namespace colod::nri

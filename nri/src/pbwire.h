@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: Apache-2.0
+// Minimal protobuf wire-format reader/writer for the ttrpc envelope (private to wire/ttrpc).
+// Bounds-first: every read checks the remaining length; malformed input is an error, never UB.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+namespace colod::nri::wire::pb {
+
+enum WireType : uint32_t { kVarint = 0, kFixed64 = 1, kLen = 2, kFixed32 = 5 };
+
+class Reader {
+ public:
+  explicit Reader(std::span<const std::byte> in) : in_(in) {}
+  [[nodiscard]] bool done() const { return in_.empty(); }
+
+  std::optional<uint64_t> varint() {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      if (in_.empty()) {
+        return std::nullopt;
+      }
+      auto b = std::to_integer<uint64_t>(in_[0]);
+      in_ = in_.subspan(1);
+      v |= (b & 0x7F) << shift;
+      if ((b & 0x80) == 0) {
+        return v;
+      }
+    }
+    return std::nullopt;  // more than 10 bytes: malformed
+  }
+  std::optional<std::span<const std::byte>> bytes() {
+    auto len = varint();
+    if (!len || *len > in_.size()) {
+      return std::nullopt;
+    }
+    auto out = in_.first(static_cast<std::size_t>(*len));
+    in_ = in_.subspan(static_cast<std::size_t>(*len));
+    return out;
+  }
+  // Skips a field of the given wire type. False when malformed or a group (never used by ttrpc).
+  bool skip(uint32_t wire_type) {
+    switch (wire_type) {
+      case kVarint:
+        return varint().has_value();
+      case kFixed64:
+        return advance(8);
+      case kLen:
+        return bytes().has_value();
+      case kFixed32:
+        return advance(4);
+      default:
+        return false;
+    }
+  }
+
+ private:
+  bool advance(std::size_t n) {
+    if (in_.size() < n) {
+      return false;
+    }
+    in_ = in_.subspan(n);
+    return true;
+  }
+  std::span<const std::byte> in_;
+};
+
+inline void putVarint(std::vector<std::byte>& out, uint64_t v) {
+  while (v >= 0x80) {
+    out.push_back(static_cast<std::byte>((v & 0x7F) | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<std::byte>(v));
+}
+inline void putTag(std::vector<std::byte>& out, uint32_t field, WireType wt) {
+  putVarint(out, (static_cast<uint64_t>(field) << 3) | wt);
+}
+inline void putBytes(std::vector<std::byte>& out, uint32_t field, std::span<const std::byte> b) {
+  putTag(out, field, kLen);
+  putVarint(out, b.size());
+  out.insert(out.end(), b.begin(), b.end());
+}
+inline void putString(std::vector<std::byte>& out, uint32_t field, std::string_view s) {
+  putBytes(out, field, std::as_bytes(std::span(s.data(), s.size())));
+}
+inline std::size_t varintSize(uint64_t v) {
+  std::size_t n = 1;
+  while (v >= 0x80) {
+    v >>= 7;
+    ++n;
+  }
+  return n;
+}
+
+}  // namespace colod::nri::wire::pb

@@ -1,0 +1,854 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "colod/nri/stub.h"
+
+#include <atomic>
+#include <cerrno>
+#include <charconv>
+#include <condition_variable>
+#include <cstdlib>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "colod/nri/codec.h"
+#include "colod/nri/mux.h"
+#include "colod/nri/ttrpc.h"
+
+namespace colod::nri {
+
+namespace {
+
+constexpr const char* kDefaultSocketPath = "/var/run/nri/nri.sock";
+// The API level we implement (dedicated event RPCs of v0.12; no validation subscriptions).
+constexpr const char* kOurNriVersion = "v0.12.2";
+
+using Clock = std::chrono::steady_clock;
+using Bytes = codec::Bytes;
+
+// "v0.10.0", "0.12.1-rc1" -> {major, minor}; nullopt if unparsable.
+std::optional<std::pair<int, int>> parseVersion(std::string_view v) {
+  if (!v.empty() && (v[0] == 'v' || v[0] == 'V')) {
+    v.remove_prefix(1);
+  }
+  int major = 0;
+  int minor = 0;
+  auto r1 = std::from_chars(v.data(), v.data() + v.size(), major);
+  if (r1.ec != std::errc() || r1.ptr == v.data() + v.size() || *r1.ptr != '.') {
+    return std::nullopt;
+  }
+  auto r2 = std::from_chars(r1.ptr + 1, v.data() + v.size(), minor);
+  if (r2.ec != std::errc()) {
+    return std::nullopt;
+  }
+  return std::pair{major, minor};
+}
+
+bool validName(std::string_view name) {
+  if (name.empty()) {
+    return false;
+  }
+  for (char c : name) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '.' || c == '+' || c == '-';
+    if (!ok) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool validIdx(std::string_view idx) {
+  return idx.size() == 2 && idx[0] >= '0' && idx[0] <= '9' && idx[1] >= '0' && idx[1] <= '9';
+}
+
+std::string envOr(const char* name, bool use_env) {
+  if (!use_env) {
+    return {};
+  }
+  const char* v = std::getenv(name);  // NOLINT(concurrency-mt-unsafe): read once at create()
+  return v != nullptr ? std::string(v) : std::string();
+}
+
+// Handler pointers discovered from the plugin (style rule 34: dynamic_cast discovery).
+struct Handlers {
+  ConfigureHandler* configure = nullptr;
+  SynchronizeHandler* synchronize = nullptr;
+  RunPodSandboxHandler* run_pod = nullptr;
+  StopPodSandboxHandler* stop_pod = nullptr;
+  RemovePodSandboxHandler* remove_pod = nullptr;
+  CreateContainerHandler* create = nullptr;
+  PostCreateContainerHandler* post_create = nullptr;
+  StartContainerHandler* start = nullptr;
+  PostStartContainerHandler* post_start = nullptr;
+  UpdateContainerHandler* update = nullptr;
+  PostUpdateContainerHandler* post_update = nullptr;
+  StopContainerHandler* stop = nullptr;
+  RemoveContainerHandler* remove = nullptr;
+
+  [[nodiscard]] EventMask mask() const {
+    EventMask m = 0;
+    auto add = [&](const void* p, Event e) {
+      if (p != nullptr) {
+        m |= eventBit(e);
+      }
+    };
+    add(run_pod, Event::RunPodSandbox);
+    add(stop_pod, Event::StopPodSandbox);
+    add(remove_pod, Event::RemovePodSandbox);
+    add(create, Event::CreateContainer);
+    add(post_create, Event::PostCreateContainer);
+    add(start, Event::StartContainer);
+    add(post_start, Event::PostStartContainer);
+    add(update, Event::UpdateContainer);
+    add(post_update, Event::PostUpdateContainer);
+    add(stop, Event::StopContainer);
+    add(remove, Event::RemoveContainer);
+    return m;
+  }
+};
+
+// One connection: the trunk and its two ttrpc endpoints.
+struct Session {
+  std::unique_ptr<wire::Mux> mux;
+  std::unique_ptr<wire::TtrpcServer> server;
+  std::unique_ptr<wire::TtrpcClient> client;
+  bool closed = false;               // guarded by StubImpl::mu_
+  std::optional<Error> close_error;  // guarded by StubImpl::mu_
+  std::atomic<bool> synchronized{false};
+  // Handler-thread state (only touched by the server worker).
+  SynchronizeRequest pending_sync;
+  bool sync_final_replying = false;
+
+  void teardown() {
+    // Reader first (nothing feeds the endpoints afterwards), then the worker.
+    mux->close();
+    server->stop();
+    client->fail(COLOD_ERR(ENOTCONN, "NRI connection closed"));
+  }
+};
+
+class StubImpl final : public Stub {
+ public:
+  StubImpl(Plugin& plugin, StubOptions options, std::string name, std::string idx)
+      : plugin_(plugin),
+        options_(std::move(options)),
+        name_(std::move(name)),
+        idx_(std::move(idx)),
+        registry_(options_.registry) {
+    h_.configure = dynamic_cast<ConfigureHandler*>(&plugin_);
+    h_.synchronize = dynamic_cast<SynchronizeHandler*>(&plugin_);
+    h_.run_pod = dynamic_cast<RunPodSandboxHandler*>(&plugin_);
+    h_.stop_pod = dynamic_cast<StopPodSandboxHandler*>(&plugin_);
+    h_.remove_pod = dynamic_cast<RemovePodSandboxHandler*>(&plugin_);
+    h_.create = dynamic_cast<CreateContainerHandler*>(&plugin_);
+    h_.post_create = dynamic_cast<PostCreateContainerHandler*>(&plugin_);
+    h_.start = dynamic_cast<StartContainerHandler*>(&plugin_);
+    h_.post_start = dynamic_cast<PostStartContainerHandler*>(&plugin_);
+    h_.update = dynamic_cast<UpdateContainerHandler*>(&plugin_);
+    h_.post_update = dynamic_cast<PostUpdateContainerHandler*>(&plugin_);
+    h_.stop = dynamic_cast<StopContainerHandler*>(&plugin_);
+    h_.remove = dynamic_cast<RemoveContainerHandler*>(&plugin_);
+  }
+
+  ~StubImpl() override { stop(); }
+  StubImpl(const StubImpl&) = delete;
+  StubImpl& operator=(const StubImpl&) = delete;
+  StubImpl(StubImpl&&) = delete;
+  StubImpl& operator=(StubImpl&&) = delete;
+
+  Result<void> run() override;
+  Result<void> start() override {
+    std::lock_guard lock(mu_);
+    if (bg_.joinable()) {
+      return COLOD_ERR(EALREADY, "stub already started");
+    }
+    stop_requested_ = false;
+    bg_ = std::thread([this] {
+      auto r = run();
+      std::lock_guard l(mu_);
+      if (!r) {
+        bg_error_ = r.error();
+      }
+    });
+    return ok();
+  }
+  void stop() override {
+    std::shared_ptr<Session> s;
+    {
+      std::lock_guard lock(mu_);
+      stop_requested_ = true;
+      s = session_;
+    }
+    cv_.notify_all();
+    if (s) {
+      // Wakes a blocked RegisterPlugin call and the reader; run() does the full teardown.
+      s->client->fail(COLOD_ERR(ECANCELED, "stub stopped"));
+    }
+    std::thread t;
+    {
+      std::lock_guard lock(mu_);
+      t = std::move(bg_);
+    }
+    if (t.joinable()) {
+      t.join();
+    }
+  }
+  bool waitSynchronized(std::chrono::milliseconds timeout) override {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return session_ && session_->synchronized.load(); });
+  }
+  Result<void> updateContainers(std::vector<ContainerUpdate> updates) override;
+  const Registry& registry() const override { return registry_; }
+  StubStats stats() const override {
+    std::lock_guard lock(mu_);
+    StubStats s = stats_;
+    s.connected = session_ != nullptr && !session_->closed;
+    s.synchronized = session_ != nullptr && session_->synchronized.load();
+    return s;
+  }
+  const std::string& pluginName() const override { return name_; }
+  const std::string& pluginIdx() const override { return idx_; }
+  EventMask handledEvents() const override { return h_.mask() | kRegistryEvents; }
+
+ private:
+  Result<UniqueFd> obtainFd(bool& reconnectable);
+  void notify(ConnectionState state, std::optional<Error> err = std::nullopt);
+  std::shared_ptr<Session> makeSession(UniqueFd fd);
+  void registerMethods(Session& s);
+  bool sleepInterruptible(std::chrono::milliseconds d);
+  void countHandlerError() {
+    std::lock_guard lock(mu_);
+    ++stats_.handler_errors;
+  }
+
+  // Plugin-service handlers (run on the session's worker thread).
+  Result<Bytes> onConfigure(std::span<const std::byte> in);
+  Result<Bytes> onSynchronize(Session& s, std::span<const std::byte> in);
+  Result<void> dispatchPod(Event e, const PodSandbox& pod);
+  Result<void> dispatchContainer(Event e, const PodSandbox& pod, const Container& ctr);
+
+  Plugin& plugin_;
+  StubOptions options_;
+  std::string name_;
+  std::string idx_;
+  Handlers h_;
+  Registry registry_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_requested_ = false;
+  std::shared_ptr<Session> session_;
+  std::thread bg_;
+  std::optional<Error> bg_error_;
+  StubStats stats_;
+  bool fd_consumed_ = false;
+  std::mt19937_64 rng_{std::random_device{}()};
+};
+
+void StubImpl::notify(ConnectionState state, std::optional<Error> err) {
+  if (!options_.on_connection) {
+    return;
+  }
+  ConnectionEvent ev;
+  {
+    std::lock_guard lock(mu_);
+    ev.connects = stats_.connects;
+    ev.reconnects = stats_.reconnects;
+  }
+  ev.state = state;
+  ev.error = std::move(err);
+  options_.on_connection(ev);
+}
+
+Result<UniqueFd> StubImpl::obtainFd(bool& reconnectable) {
+  reconnectable = true;
+  if (options_.connection_fd >= 0 || (options_.use_environment && std::getenv("NRI_PLUGIN_SOCKET") != nullptr)) {  // NOLINT
+    reconnectable = false;
+    if (fd_consumed_) {
+      return COLOD_ERR(ENOTCONN, "the inherited NRI connection is gone; cannot reconnect");
+    }
+    fd_consumed_ = true;
+    int fd = options_.connection_fd;
+    if (fd < 0) {
+      std::string v = std::getenv("NRI_PLUGIN_SOCKET");  // NOLINT
+      auto r = std::from_chars(v.data(), v.data() + v.size(), fd);
+      if (r.ec != std::errc() || r.ptr != v.data() + v.size() || fd < 0) {
+        return COLOD_ERR(EINVAL, "NRI_PLUGIN_SOCKET='", v, "' is not an fd number");
+      }
+    }
+    return UniqueFd(fd);
+  }
+  return wire::dialUnix(options_.socket_path.empty() ? kDefaultSocketPath : options_.socket_path);
+}
+
+std::shared_ptr<Session> StubImpl::makeSession(UniqueFd fd) {
+  auto s = std::make_shared<Session>();
+  s->mux = std::make_unique<wire::Mux>(std::move(fd));
+  Session* raw = s.get();
+  auto sender = [raw](uint32_t conn) {
+    return [raw, conn](std::span<const std::byte> head, std::span<const std::byte> body) {
+      return raw->mux->send(conn, head, body);
+    };
+  };
+  wire::ServerOptions so;
+  so.max_message = options_.max_message;
+  so.on_served = [this, raw](const wire::CallTiming& t) {
+    if (t.method == "Synchronize" && raw->sync_final_replying) {
+      raw->sync_final_replying = false;
+      if (t.code == wire::status_code::kOk) {
+        // Only now, with the reply on the wire, may UpdateContainers go out (brief §4.8).
+        {
+          std::lock_guard lock(mu_);
+          raw->synchronized.store(true);
+        }
+        cv_.notify_all();
+        notify(ConnectionState::Synchronized);
+      }
+    }
+    if (options_.on_call) {
+      options_.on_call(t.method, t.code, t.replied - t.first_byte);
+    }
+  };
+  s->server = std::make_unique<wire::TtrpcServer>(sender(wire::kPluginServiceConn), std::move(so));
+  s->client = std::make_unique<wire::TtrpcClient>(sender(wire::kRuntimeServiceConn));
+  s->mux->open(wire::kPluginServiceConn,
+               [raw](std::span<const std::byte> b) { return raw->server->onBytes(b); });
+  s->mux->open(wire::kRuntimeServiceConn,
+               [raw](std::span<const std::byte> b) { return raw->client->onBytes(b); });
+  s->mux->onClose([this, raw](const Error& e) {
+    raw->client->fail(e);
+    {
+      std::lock_guard lock(mu_);
+      raw->closed = true;
+      raw->close_error = e;
+    }
+    cv_.notify_all();
+  });
+  registerMethods(*s);
+  return s;
+}
+
+bool StubImpl::sleepInterruptible(std::chrono::milliseconds d) {
+  std::unique_lock lock(mu_);
+  return !cv_.wait_for(lock, d, [&] { return stop_requested_; });
+}
+
+Result<void> StubImpl::run() {
+  std::chrono::milliseconds delay = options_.backoff.initial;
+  for (;;) {
+    {
+      std::lock_guard lock(mu_);
+      if (stop_requested_) {
+        break;
+      }
+    }
+    notify(ConnectionState::Connecting);
+    bool reconnectable = true;
+    auto fd = obtainFd(reconnectable);
+    std::optional<Error> failure;
+    bool was_synchronized = false;
+    if (fd) {
+      auto s = makeSession(std::move(fd).value());
+      {
+        std::lock_guard lock(mu_);
+        ++stats_.connects;
+        if (stats_.connects > 1) {
+          ++stats_.reconnects;
+        }
+        session_ = s;
+      }
+      s->server->start();
+      auto started = s->mux->start();
+      if (!started) {
+        failure = started.error();
+      } else {
+        auto reg = s->client->call(codec::kRuntimeService, "RegisterPlugin",
+                                   codec::encodeRegisterPlugin(name_, idx_, kOurNriVersion),
+                                   options_.registration_timeout);
+        if (!reg) {
+          failure = std::move(reg).error().wrap("registering plugin");
+        } else if (!reg->status.ok()) {
+          failure = COLOD_ERR(EPERM, "runtime rejected RegisterPlugin: ", reg->status.message);
+        } else {
+          notify(ConnectionState::Connected);
+          std::unique_lock lock(mu_);
+          auto handshake_deadline = Clock::now() + options_.handshake_timeout;
+          for (;;) {
+            if (stop_requested_ || s->closed) {
+              break;
+            }
+            if (!s->synchronized.load()) {
+              if (cv_.wait_until(lock, handshake_deadline) == std::cv_status::timeout &&
+                  !s->synchronized.load() && !s->closed && !stop_requested_) {
+                failure = COLOD_ERR(ETIMEDOUT, "runtime did not configure and synchronize us in ",
+                                    options_.handshake_timeout.count(), " ms");
+                break;
+              }
+            } else {
+              cv_.wait(lock);
+            }
+          }
+          if (!failure && s->close_error) {
+            failure = *s->close_error;
+          }
+        }
+      }
+      was_synchronized = s->synchronized.load();
+      s->teardown();
+      {
+        std::lock_guard lock(mu_);
+        session_.reset();
+      }
+      registry_.markUnsynchronized();
+    } else {
+      failure = fd.error();
+    }
+    bool stopping = false;
+    {
+      std::lock_guard lock(mu_);
+      stopping = stop_requested_;
+    }
+    if (stopping) {
+      break;
+    }
+    if (!failure) {
+      failure = COLOD_ERR(ECONNRESET, "NRI connection lost");
+    }
+    notify(ConnectionState::Disconnected, failure);
+    if (!reconnectable || !options_.reconnect) {
+      notify(ConnectionState::Stopped, failure);
+      return *failure;
+    }
+    // Bounded exponential back-off with jitter; a connection that got synchronized was healthy,
+    // so the next attempt starts from the initial delay.
+    if (was_synchronized) {
+      delay = options_.backoff.initial;
+    }
+    double j = std::clamp(options_.backoff.jitter, 0.0, 1.0);
+    std::uniform_real_distribution<double> dist(1.0 - j, 1.0 + j);
+    auto sleep = std::chrono::milliseconds(
+        static_cast<int64_t>(static_cast<double>(delay.count()) * dist(rng_)));
+    if (!sleepInterruptible(sleep)) {
+      break;
+    }
+    delay = std::min(options_.backoff.max,
+                     std::chrono::milliseconds(static_cast<int64_t>(
+                         static_cast<double>(delay.count()) * options_.backoff.multiplier)));
+  }
+  notify(ConnectionState::Stopped);
+  return ok();
+}
+
+EventMask validEventMaskImpl(const ConfigureRequest& req) {
+  if (auto v = parseVersion(req.nri_version)) {
+    return (v->first > 0 || v->second >= 10) ? kValidEventsV010 : kValidEventsV02;
+  }
+  // No NRI_version (< v0.12): infer from the runtime's own version (brief §5.1/§5.2).
+  if (auto v = parseVersion(req.runtime_version)) {
+    if (req.runtime_name == "containerd" && (v->first > 2 || (v->first == 2 && v->second >= 2))) {
+      return kValidEventsV010;
+    }
+    if (req.runtime_name == "cri-o" && v->first == 1) {
+      if (v->second >= 34) {
+        return kValidEventsV010;
+      }
+      if (v->second == 33) {
+        return kValidEventsCrio133;
+      }
+    }
+  }
+  return kValidEventsV02;
+}
+
+Result<Bytes> StubImpl::onConfigure(std::span<const std::byte> in) {
+  auto req = codec::decodeConfigureRequest(in);
+  if (!req) {
+    return std::move(req).error();
+  }
+  const EventMask handled = handledEvents();
+  const EventMask valid = validEventMaskImpl(*req);
+  EventMask mask = 0;
+  if (h_.configure != nullptr) {
+    auto m = h_.configure->configure(*req);
+    if (!m) {
+      countHandlerError();
+      return std::move(m).error().wrap("plugin Configure");
+    }
+    mask = *m;
+    if ((mask & ~handled) != 0) {
+      return COLOD_ERR(EINVAL, "plugin subscribes to events it does not handle: mask 0x", std::hex,
+                       mask, " handled 0x", handled);
+    }
+  }
+  // The registry needs its events whatever the plugin asked for.
+  mask = (mask == 0 ? handled : mask) | kRegistryEvents;
+  // Bits the runtime does not know make it refuse the plugin (brief §3.2): keep only valid ones.
+  mask &= valid;
+  {
+    std::lock_guard lock(mu_);
+    stats_.mask = mask;
+    stats_.runtime_name = req->runtime_name;
+    stats_.runtime_version = req->runtime_version;
+    stats_.nri_version = req->nri_version;
+  }
+  return codec::encodeConfigureResponse(mask);
+}
+
+Result<Bytes> StubImpl::onSynchronize(Session& s, std::span<const std::byte> in) {
+  auto req = codec::decodeSynchronizeRequest(in);
+  if (!req) {
+    return std::move(req).error();
+  }
+  auto& acc = s.pending_sync;
+  if (acc.pods.empty() && acc.containers.empty()) {
+    acc.pods = std::move(req->pods);
+    acc.containers = std::move(req->containers);
+  } else {
+    std::move(req->pods.begin(), req->pods.end(), std::back_inserter(acc.pods));
+    std::move(req->containers.begin(), req->containers.end(), std::back_inserter(acc.containers));
+  }
+  // Bound what a runtime can make us accumulate across chunks.
+  if (acc.pods.size() > 2 * options_.registry.max_pods ||
+      acc.containers.size() > 2 * options_.registry.max_containers) {
+    acc = {};
+    return COLOD_ERR(E2BIG, "Synchronize carries more objects than the registry bounds allow");
+  }
+  if (req->more) {
+    // Non-final chunk: echo more=true with no updates (brief §4.2).
+    return codec::encodeSynchronizeResponse({}, true);
+  }
+  SynchronizeRequest all = std::move(acc);
+  acc = {};
+  std::vector<ContainerUpdate> updates;
+  if (h_.synchronize != nullptr) {
+    auto u = h_.synchronize->synchronize(all.pods, all.containers);
+    if (!u) {
+      countHandlerError();
+      return std::move(u).error().wrap("plugin Synchronize");
+    }
+    updates = std::move(*u);
+  }
+  registry_.reset(std::move(all.pods), std::move(all.containers));
+  for (const auto& u : updates) {
+    registry_.applyUpdate(u);
+  }
+  {
+    std::lock_guard lock(mu_);
+    ++stats_.syncs;
+  }
+  s.sync_final_replying = true;
+  return codec::encodeSynchronizeResponse(updates, false);
+}
+
+Result<void> StubImpl::dispatchPod(Event e, const PodSandbox& pod) {
+  {
+    std::lock_guard lock(mu_);
+    ++stats_.events;
+  }
+  Result<void> r;
+  switch (e) {
+    case Event::RunPodSandbox:
+      registry_.upsertPod(pod);
+      if (h_.run_pod != nullptr) r = h_.run_pod->runPodSandbox(pod);
+      break;
+    case Event::StopPodSandbox:
+      if (h_.stop_pod != nullptr) r = h_.stop_pod->stopPodSandbox(pod);
+      break;
+    case Event::RemovePodSandbox:
+      registry_.removePod(pod.id);
+      if (h_.remove_pod != nullptr) r = h_.remove_pod->removePodSandbox(pod);
+      break;
+    case Event::PostUpdatePodSandbox:
+      registry_.upsertPod(pod);
+      break;
+    default:
+      break;
+  }
+  if (!r) {
+    countHandlerError();
+  }
+  return r;
+}
+
+Result<void> StubImpl::dispatchContainer(Event e, const PodSandbox& pod, const Container& ctr) {
+  {
+    std::lock_guard lock(mu_);
+    ++stats_.events;
+  }
+  Result<void> r;
+  switch (e) {
+    case Event::PostCreateContainer:
+      registry_.upsertContainer(ctr);
+      if (h_.post_create != nullptr) r = h_.post_create->postCreateContainer(pod, ctr);
+      break;
+    case Event::StartContainer:
+      registry_.upsertContainer(ctr);
+      if (h_.start != nullptr) r = h_.start->startContainer(pod, ctr);
+      break;
+    case Event::PostStartContainer:
+      registry_.upsertContainer(ctr);
+      if (h_.post_start != nullptr) r = h_.post_start->postStartContainer(pod, ctr);
+      break;
+    case Event::PostUpdateContainer:
+      registry_.upsertContainer(ctr);
+      if (h_.post_update != nullptr) r = h_.post_update->postUpdateContainer(pod, ctr);
+      break;
+    case Event::RemoveContainer:
+      registry_.removeContainer(ctr.id);
+      if (h_.remove != nullptr) r = h_.remove->removeContainer(pod, ctr);
+      break;
+    default:
+      break;
+  }
+  if (!r) {
+    countHandlerError();
+  }
+  return r;
+}
+
+void StubImpl::registerMethods(Session& s) {
+  auto& srv = *s.server;
+  const std::string svc = codec::kPluginService;
+  auto reg = [&](const char* method, auto fn) {
+    srv.registerMethod(svc, method,
+                       [fn](const wire::CallContext&, std::span<const std::byte> in) -> Result<Bytes> {
+                         return fn(in);
+                       });
+  };
+  Session* raw = &s;
+  reg("Configure", [this](std::span<const std::byte> in) { return onConfigure(in); });
+  reg("Synchronize", [this, raw](std::span<const std::byte> in) { return onSynchronize(*raw, in); });
+  reg("Shutdown", [](std::span<const std::byte>) -> Result<Bytes> { return codec::encodeEmpty(); });
+
+  auto pod_rpc = [&](const char* method, Event e) {
+    reg(method, [this, e](std::span<const std::byte> in) -> Result<Bytes> {
+      auto ev = codec::decodePodEvent(in);
+      if (!ev) {
+        return std::move(ev).error();
+      }
+      auto r = dispatchPod(e, ev->pod);
+      if (!r) {
+        return std::move(r).error();
+      }
+      return codec::encodeEmpty();
+    });
+  };
+  pod_rpc("RunPodSandbox", Event::RunPodSandbox);
+  pod_rpc("StopPodSandbox", Event::StopPodSandbox);
+  pod_rpc("RemovePodSandbox", Event::RemovePodSandbox);
+  pod_rpc("PostUpdatePodSandbox", Event::PostUpdatePodSandbox);
+
+  auto ctr_rpc = [&](const char* method, Event e) {
+    reg(method, [this, e](std::span<const std::byte> in) -> Result<Bytes> {
+      auto ev = codec::decodeContainerEvent(in);
+      if (!ev) {
+        return std::move(ev).error();
+      }
+      auto r = dispatchContainer(e, ev->pod, ev->container);
+      if (!r) {
+        return std::move(r).error();
+      }
+      return codec::encodeEmpty();
+    });
+  };
+  ctr_rpc("PostCreateContainer", Event::PostCreateContainer);
+  ctr_rpc("StartContainer", Event::StartContainer);
+  ctr_rpc("PostStartContainer", Event::PostStartContainer);
+  ctr_rpc("PostUpdateContainer", Event::PostUpdateContainer);
+  ctr_rpc("RemoveContainer", Event::RemoveContainer);
+
+  reg("CreateContainer", [this](std::span<const std::byte> in) -> Result<Bytes> {
+    auto ev = codec::decodeContainerEvent(in);
+    if (!ev) {
+      return std::move(ev).error();
+    }
+    {
+      std::lock_guard lock(mu_);
+      ++stats_.events;
+    }
+    CreateContainerResult result;
+    if (h_.create != nullptr) {
+      auto r = h_.create->createContainer(ev->pod, ev->container);
+      if (!r) {
+        countHandlerError();
+        return std::move(r).error();
+      }
+      result = std::move(*r);
+    }
+    Container c = std::move(ev->container);
+    if (result.adjust.resources) {
+      mergeResources(c.resources, *result.adjust.resources);
+    }
+    if (c.state == ContainerState::Unknown) {
+      c.state = ContainerState::Created;
+    }
+    registry_.upsertContainer(std::move(c));
+    return codec::encodeCreateContainerResponse(result);
+  });
+  reg("UpdateContainer", [this](std::span<const std::byte> in) -> Result<Bytes> {
+    auto ev = codec::decodeUpdateContainerRequest(in);
+    if (!ev) {
+      return std::move(ev).error();
+    }
+    {
+      std::lock_guard lock(mu_);
+      ++stats_.events;
+    }
+    std::vector<ContainerUpdate> updates;
+    if (h_.update != nullptr) {
+      auto r = h_.update->updateContainer(ev->pod, ev->container, ev->requested);
+      if (!r) {
+        countHandlerError();
+        return std::move(r).error();
+      }
+      updates = std::move(*r);
+    }
+    registry_.applyUpdate({.container_id = ev->container.id, .resources = ev->requested});
+    for (const auto& u : updates) {
+      registry_.applyUpdate(u);
+    }
+    return codec::encodeUpdatesResponse(updates);
+  });
+  reg("StopContainer", [this](std::span<const std::byte> in) -> Result<Bytes> {
+    auto ev = codec::decodeContainerEvent(in);
+    if (!ev) {
+      return std::move(ev).error();
+    }
+    {
+      std::lock_guard lock(mu_);
+      ++stats_.events;
+    }
+    std::vector<ContainerUpdate> updates;
+    if (h_.stop != nullptr) {
+      auto r = h_.stop->stopContainer(ev->pod, ev->container);
+      if (!r) {
+        countHandlerError();
+        return std::move(r).error();
+      }
+      updates = std::move(*r);
+    }
+    registry_.setContainerState(ev->container.id, ContainerState::Stopped);
+    return codec::encodeUpdatesResponse(updates);
+  });
+  reg("StateChange", [this](std::span<const std::byte> in) -> Result<Bytes> {
+    auto ev = codec::decodeStateChange(in);
+    if (!ev) {
+      return std::move(ev).error();
+    }
+    Result<void> r;
+    switch (ev->event) {
+      case Event::RunPodSandbox:
+      case Event::StopPodSandbox:
+      case Event::RemovePodSandbox:
+      case Event::PostUpdatePodSandbox:
+        r = dispatchPod(ev->event, ev->pod);
+        break;
+      case Event::PostCreateContainer:
+      case Event::StartContainer:
+      case Event::PostStartContainer:
+      case Event::PostUpdateContainer:
+      case Event::RemoveContainer:
+        if (!ev->container) {
+          return COLOD_ERR(EINVAL, "StateChange container event without a container");
+        }
+        r = dispatchContainer(ev->event, ev->pod, *ev->container);
+        break;
+      default:
+        break;  // events without a StateChange form: nothing to do
+    }
+    if (!r) {
+      return std::move(r).error();
+    }
+    return codec::encodeEmpty();
+  });
+}
+
+Result<void> StubImpl::updateContainers(std::vector<ContainerUpdate> updates) {
+  if (wire::TtrpcServer::onWorkerThread()) {
+    return COLOD_ERR(EDEADLK,
+                     "updateContainers() from inside an NRI handler would deadlock the runtime; "
+                     "call it from another thread after the handler returned");
+  }
+  std::shared_ptr<Session> s;
+  {
+    std::lock_guard lock(mu_);
+    s = session_;
+  }
+  if (!s || !s->synchronized.load() || s->closed) {
+    return COLOD_ERR(ENOTCONN, "not synchronized with the runtime");
+  }
+  auto reply = s->client->call(codec::kRuntimeService, "UpdateContainers",
+                               codec::encodeUpdateContainers(updates), options_.update_timeout);
+  {
+    std::lock_guard lock(mu_);
+    ++stats_.updates_sent;
+  }
+  if (!reply) {
+    std::lock_guard lock(mu_);
+    ++stats_.updates_failed;
+    return std::move(reply).error().wrap("UpdateContainers");
+  }
+  if (!reply->status.ok()) {
+    std::lock_guard lock(mu_);
+    ++stats_.updates_failed;
+    return COLOD_ERR(EREMOTEIO, "runtime: some container updates failed (code ",
+                     reply->status.code, "): ", reply->status.message);
+  }
+  auto failed = codec::decodeUpdateContainersResponse(reply->payload);
+  std::vector<std::string> failed_ids = failed ? std::move(*failed) : std::vector<std::string>{};
+  for (const auto& u : updates) {
+    if (std::find(failed_ids.begin(), failed_ids.end(), u.container_id) == failed_ids.end()) {
+      registry_.applyUpdate(u);
+    }
+  }
+  if (!failed_ids.empty()) {
+    std::lock_guard lock(mu_);
+    ++stats_.updates_failed;
+    std::string ids;
+    for (const auto& id : failed_ids) {
+      ids += (ids.empty() ? "" : ",") + id;
+    }
+    return COLOD_ERR(EREMOTEIO, "runtime: updates failed for ", ids);
+  }
+  return ok();
+}
+
+}  // namespace
+
+EventMask validEventMask(const ConfigureRequest& req) { return validEventMaskImpl(req); }
+
+Result<std::unique_ptr<Stub>> Stub::create(Plugin& plugin, StubOptions options) {
+  std::string name = options.plugin_name;
+  std::string idx = options.plugin_idx;
+  if (name.empty()) {
+    name = envOr("NRI_PLUGIN_NAME", options.use_environment);
+  }
+  if (idx.empty()) {
+    idx = envOr("NRI_PLUGIN_IDX", options.use_environment);
+  }
+  if ((name.empty() || idx.empty()) && !options.argv0.empty()) {
+    std::string_view base = options.argv0;
+    if (auto slash = base.rfind('/'); slash != std::string_view::npos) {
+      base.remove_prefix(slash + 1);
+    }
+    // "NN-name": exactly two digits, then the first '-' (brief §1.4).
+    if (base.size() > 3 && base[2] == '-' && validIdx(base.substr(0, 2))) {
+      if (idx.empty()) {
+        idx = std::string(base.substr(0, 2));
+      }
+      if (name.empty()) {
+        name = std::string(base.substr(3));
+      }
+    }
+  }
+  if (!validName(name)) {
+    return COLOD_ERR(EINVAL, "plugin name '", name, "' is empty or not [A-Za-z0-9_.+-]+");
+  }
+  if (!validIdx(idx)) {
+    return COLOD_ERR(EINVAL, "plugin index '", idx, "' is not two digits");
+  }
+  return std::unique_ptr<Stub>(new StubImpl(plugin, std::move(options), std::move(name),
+                                            std::move(idx)));
+}
+
+}  // namespace colod::nri

@@ -1,0 +1,504 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "colod/nri/ttrpc.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "colod/nri/mux.h"
+#include "pbwire.h"
+
+namespace colod::nri::wire {
+
+namespace {
+thread_local bool t_on_server_worker = false;
+
+std::string toString(std::span<const std::byte> b) {
+  return {reinterpret_cast<const char*>(b.data()), b.size()};  // NOLINT: bytes -> chars
+}
+}  // namespace
+
+std::array<std::byte, kTtrpcHeaderSize> encodeHeader(const TtrpcHeader& h) {
+  std::array<std::byte, kTtrpcHeaderSize> out{};
+  writeBe32(std::span(out).first<4>(), h.length);
+  writeBe32(std::span(out).subspan<4, 4>(), h.stream_id);
+  out[8] = static_cast<std::byte>(h.type);
+  out[9] = static_cast<std::byte>(h.flags);
+  return out;
+}
+
+Result<TtrpcHeader> decodeHeader(std::span<const std::byte> in) {
+  if (in.size() < kTtrpcHeaderSize) {
+    return COLOD_ERR(EPROTO, "ttrpc header needs 10 bytes, got ", in.size());
+  }
+  TtrpcHeader h;
+  h.length = readBe32(in.first(4));
+  h.stream_id = readBe32(in.subspan(4, 4));
+  h.type = std::to_integer<uint8_t>(in[8]);
+  h.flags = std::to_integer<uint8_t>(in[9]);
+  return h;
+}
+
+Result<RequestView> decodeRequest(std::span<const std::byte> body) {
+  RequestView req;
+  pb::Reader r(body);
+  while (!r.done()) {
+    auto tag = r.varint();
+    if (!tag) {
+      return COLOD_ERR(EPROTO, "ttrpc.Request: truncated tag");
+    }
+    auto field = *tag >> 3;
+    auto wt = static_cast<uint32_t>(*tag & 7);
+    if (wt == pb::kLen && field >= 1 && field <= 3) {
+      auto b = r.bytes();
+      if (!b) {
+        return COLOD_ERR(EPROTO, "ttrpc.Request: truncated field ", field);
+      }
+      if (field == 1) {
+        req.service = toString(*b);
+      } else if (field == 2) {
+        req.method = toString(*b);
+      } else {
+        req.payload = *b;
+      }
+    } else if (wt == pb::kVarint && field == 4) {
+      auto v = r.varint();
+      if (!v) {
+        return COLOD_ERR(EPROTO, "ttrpc.Request: truncated timeout_nano");
+      }
+      req.timeout_nano = static_cast<int64_t>(*v);
+    } else if (wt == pb::kLen && field == 5) {
+      auto b = r.bytes();
+      if (!b) {
+        return COLOD_ERR(EPROTO, "ttrpc.Request: truncated metadata");
+      }
+      pb::Reader kv(*b);
+      std::pair<std::string, std::string> entry;
+      while (!kv.done()) {
+        auto t = kv.varint();
+        if (!t) {
+          return COLOD_ERR(EPROTO, "ttrpc.KeyValue: truncated tag");
+        }
+        auto f = *t >> 3;
+        auto w = static_cast<uint32_t>(*t & 7);
+        if (w == pb::kLen && (f == 1 || f == 2)) {
+          auto s = kv.bytes();
+          if (!s) {
+            return COLOD_ERR(EPROTO, "ttrpc.KeyValue: truncated field");
+          }
+          (f == 1 ? entry.first : entry.second) = toString(*s);
+        } else if (!kv.skip(w)) {
+          return COLOD_ERR(EPROTO, "ttrpc.KeyValue: malformed field ", f);
+        }
+      }
+      req.metadata.push_back(std::move(entry));
+    } else if (!r.skip(wt)) {
+      return COLOD_ERR(EPROTO, "ttrpc.Request: malformed field ", field);
+    }
+  }
+  return req;
+}
+
+std::vector<std::byte> encodeRequest(std::string_view service,
+                                     std::string_view method,
+                                     std::span<const std::byte> payload,
+                                     int64_t timeout_nano) {
+  std::vector<std::byte> out;
+  out.reserve(service.size() + method.size() + payload.size() + 24);
+  pb::putString(out, 1, service);
+  pb::putString(out, 2, method);
+  // proto3 omits empty bytes; Go does the same for an empty payload.
+  if (!payload.empty()) {
+    pb::putBytes(out, 3, payload);
+  }
+  if (timeout_nano != 0) {
+    pb::putTag(out, 4, pb::kVarint);
+    pb::putVarint(out, static_cast<uint64_t>(timeout_nano));
+  }
+  return out;
+}
+
+Result<ResponseView> decodeResponse(std::span<const std::byte> body) {
+  ResponseView resp;
+  pb::Reader r(body);
+  while (!r.done()) {
+    auto tag = r.varint();
+    if (!tag) {
+      return COLOD_ERR(EPROTO, "ttrpc.Response: truncated tag");
+    }
+    auto field = *tag >> 3;
+    auto wt = static_cast<uint32_t>(*tag & 7);
+    if (wt == pb::kLen && field == 1) {
+      auto b = r.bytes();
+      if (!b) {
+        return COLOD_ERR(EPROTO, "ttrpc.Response: truncated status");
+      }
+      pb::Reader s(*b);
+      while (!s.done()) {
+        auto t = s.varint();
+        if (!t) {
+          return COLOD_ERR(EPROTO, "google.rpc.Status: truncated tag");
+        }
+        auto f = *t >> 3;
+        auto w = static_cast<uint32_t>(*t & 7);
+        if (w == pb::kVarint && f == 1) {
+          auto v = s.varint();
+          if (!v) {
+            return COLOD_ERR(EPROTO, "google.rpc.Status: truncated code");
+          }
+          resp.status.code = static_cast<int32_t>(*v);
+        } else if (w == pb::kLen && f == 2) {
+          auto m = s.bytes();
+          if (!m) {
+            return COLOD_ERR(EPROTO, "google.rpc.Status: truncated message");
+          }
+          resp.status.message = toString(*m);
+        } else if (!s.skip(w)) {  // details (field 3) and anything newer
+          return COLOD_ERR(EPROTO, "google.rpc.Status: malformed field ", f);
+        }
+      }
+    } else if (wt == pb::kLen && field == 2) {
+      auto b = r.bytes();
+      if (!b) {
+        return COLOD_ERR(EPROTO, "ttrpc.Response: truncated payload");
+      }
+      resp.payload = *b;
+    } else if (!r.skip(wt)) {
+      return COLOD_ERR(EPROTO, "ttrpc.Response: malformed field ", field);
+    }
+  }
+  return resp;
+}
+
+std::vector<std::byte> encodeResponse(const Status& status, std::span<const std::byte> payload) {
+  std::vector<std::byte> out;
+  if (!status.ok()) {
+    std::vector<std::byte> st;
+    pb::putTag(st, 1, pb::kVarint);
+    // int32 is sign-extended to 64 bits on the wire (protobuf rule for negative int32).
+    pb::putVarint(st, static_cast<uint64_t>(static_cast<int64_t>(status.code)));
+    if (!status.message.empty()) {
+      pb::putString(st, 2, status.message);
+    }
+    pb::putBytes(out, 1, st);
+    return out;  // an error reply carries no payload (Go's unaryCall)
+  }
+  if (!payload.empty()) {
+    out.reserve(payload.size() + 6);
+    pb::putBytes(out, 2, payload);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+Result<void> TtrpcDecoder::feed(std::span<const std::byte> data, const Emit& emit) {
+  while (!data.empty()) {
+    if (!in_body_) {
+      if (header_fill_ == 0) {
+        current_ = TtrpcMessage{};
+        current_.first_byte = std::chrono::steady_clock::now();
+      }
+      std::size_t take = std::min(kTtrpcHeaderSize - header_fill_, data.size());
+      std::memcpy(header_.data() + header_fill_, data.data(), take);
+      header_fill_ += take;
+      data = data.subspan(take);
+      if (header_fill_ < kTtrpcHeaderSize) {
+        break;
+      }
+      header_fill_ = 0;
+      auto h = decodeHeader(header_);
+      if (!h) {
+        return std::move(h).error();
+      }
+      current_.header = *h;
+      remaining_ = h->length;
+      // Bounds first: the length is checked before anything is allocated.
+      current_.oversized = h->length > max_message_;
+      if (!current_.oversized) {
+        current_.body.reserve(h->length);
+      }
+      in_body_ = true;
+    }
+    std::size_t take = std::min(remaining_, data.size());
+    if (!current_.oversized) {
+      current_.body.insert(current_.body.end(), data.begin(), data.begin() + static_cast<std::ptrdiff_t>(take));
+    }
+    remaining_ -= take;
+    data = data.subspan(take);
+    if (remaining_ == 0) {
+      in_body_ = false;
+      auto r = emit(std::move(current_));
+      current_ = TtrpcMessage{};
+      if (!r) {
+        return r;
+      }
+    }
+  }
+  return ok();
+}
+
+// ---------------------------------------------------------------------------------------------
+TtrpcServer::TtrpcServer(SendFn send, ServerOptions options)
+    : send_(std::move(send)), options_(std::move(options)), decoder_(options_.max_message) {}
+
+TtrpcServer::~TtrpcServer() { stop(); }
+
+void TtrpcServer::registerMethod(std::string service, std::string method, Handler handler) {
+  services_[std::move(service)][std::move(method)] = std::move(handler);
+}
+
+void TtrpcServer::start() {
+  std::lock_guard lock(mu_);
+  stopping_ = false;
+  if (!worker_.joinable()) {
+    worker_ = std::thread([this] { workerLoop(); });
+  }
+}
+
+void TtrpcServer::stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    queue_.clear();
+  }
+  cv_.notify_all();
+  if (worker_.joinable() && worker_.get_id() != std::this_thread::get_id()) {
+    worker_.join();
+  }
+}
+
+bool TtrpcServer::onWorkerThread() { return t_on_server_worker; }
+
+Result<void> TtrpcServer::onBytes(std::span<const std::byte> data) {
+  return decoder_.feed(data, [this](TtrpcMessage&& m) { return enqueue(std::move(m)); });
+}
+
+Result<void> TtrpcServer::enqueue(TtrpcMessage&& msg) {
+  if (msg.header.type != static_cast<uint8_t>(MessageType::Request)) {
+    return ok();  // Go servers ignore other message types on a server connection
+  }
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) {
+      return ok();
+    }
+    queue_.push_back(std::move(msg));
+  }
+  cv_.notify_one();
+  return ok();
+}
+
+void TtrpcServer::workerLoop() {
+  t_on_server_worker = true;
+  for (;;) {
+    TtrpcMessage msg;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (stopping_) {
+        return;
+      }
+      msg = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    serve(msg);
+  }
+}
+
+void TtrpcServer::reply(uint32_t stream,
+                        const Status& status,
+                        std::span<const std::byte> payload,
+                        const TtrpcMessage& req,
+                        std::string_view service,
+                        std::string_view method) {
+  auto body = encodeResponse(status, payload);
+  auto head = encodeHeader({.length = static_cast<uint32_t>(body.size()),
+                            .stream_id = stream,
+                            .type = static_cast<uint8_t>(MessageType::Response),
+                            .flags = 0});
+  // A failed send means the trunk is gone; the mux reports that through its close callback.
+  (void)send_(head, body);
+  if (options_.on_served) {
+    options_.on_served({.service = service,
+                        .method = method,
+                        .code = status.code,
+                        .first_byte = req.first_byte,
+                        .replied = std::chrono::steady_clock::now(),
+                        .request_bytes = req.header.length});
+  }
+}
+
+namespace {
+int32_t codeFor(const Error& e) {
+  switch (e.errnoValue()) {
+    case ENOSYS:
+      return status_code::kUnimplemented;
+    case ETIMEDOUT:
+      return status_code::kDeadlineExceeded;
+    case EINVAL:
+    case EPROTO:
+      return status_code::kInvalidArgument;
+    default:
+      return status_code::kUnknown;
+  }
+}
+}  // namespace
+
+void TtrpcServer::serve(TtrpcMessage& msg) {
+  const uint32_t stream = msg.header.stream_id;
+  if (msg.oversized) {
+    reply(stream,
+          {status_code::kResourceExhausted,
+           "message length " + std::to_string(msg.header.length) +
+               " exceed maximum message size of " + std::to_string(options_.max_message)},
+          {}, msg, "", "");
+    return;
+  }
+  // Stream-id rules of the Go server (brief §2.2).
+  if (stream % 2 == 0) {
+    reply(stream, {status_code::kInvalidArgument, "StreamID must be odd for client initiated streams"},
+          {}, msg, "", "");
+    return;
+  }
+  if (stream <= last_stream_) {
+    reply(stream, {status_code::kInvalidArgument, "StreamID cannot be re-used and must increment"},
+          {}, msg, "", "");
+    return;
+  }
+  last_stream_ = stream;
+  auto req = decodeRequest(msg.body);
+  if (!req) {
+    reply(stream, {status_code::kInvalidArgument, req.error().message()}, {}, msg, "", "");
+    return;
+  }
+  auto svc = services_.find(req->service);
+  if (svc == services_.end()) {
+    reply(stream, {status_code::kUnimplemented, "service " + req->service}, {}, msg, "", "");
+    return;
+  }
+  auto m = svc->second.find(req->method);
+  if (m == svc->second.end()) {
+    reply(stream, {status_code::kUnimplemented, "method " + req->method}, {}, msg, "", "");
+    return;
+  }
+  CallContext ctx{.service = svc->first, .method = m->first, .stream_id = stream,
+                  .deadline = std::nullopt, .received = msg.first_byte};
+  if (req->timeout_nano > 0) {
+    ctx.deadline = msg.first_byte + std::chrono::nanoseconds(req->timeout_nano);
+    if (std::chrono::steady_clock::now() >= *ctx.deadline) {
+      // The client has given up already; don't run work nobody waits for.
+      reply(stream, {status_code::kDeadlineExceeded, "deadline exceeded before the call ran"}, {},
+            msg, svc->first, m->first);
+      return;
+    }
+  }
+  auto result = m->second(ctx, req->payload);
+  if (!result) {
+    reply(stream, {codeFor(result.error()), result.error().message()}, {}, msg, svc->first,
+          m->first);
+    return;
+  }
+  reply(stream, {}, *result, msg, svc->first, m->first);
+}
+
+// ---------------------------------------------------------------------------------------------
+TtrpcClient::TtrpcClient(SendFn send, uint32_t max_message)
+    : send_(std::move(send)), decoder_(max_message) {}
+
+Result<void> TtrpcClient::onBytes(std::span<const std::byte> data) {
+  return decoder_.feed(data, [this](TtrpcMessage&& m) -> Result<void> {
+    if (m.header.type != static_cast<uint8_t>(MessageType::Response)) {
+      return ok();
+    }
+    std::shared_ptr<Slot> slot;
+    {
+      std::lock_guard lock(mu_);
+      auto it = pending_.find(m.header.stream_id);
+      if (it == pending_.end()) {
+        return ok();  // a late reply for an abandoned call
+      }
+      slot = it->second;
+      pending_.erase(it);
+      if (m.oversized) {
+        slot->error = COLOD_ERR(EMSGSIZE, "response of ", m.header.length,
+                                " bytes exceeds the maximum message size");
+      } else {
+        auto resp = decodeResponse(m.body);
+        if (!resp) {
+          slot->error = std::move(resp).error();
+        } else {
+          slot->reply.status = std::move(resp->status);
+          slot->reply.payload.assign(resp->payload.begin(), resp->payload.end());
+        }
+      }
+      slot->done = true;
+    }
+    cv_.notify_all();
+    return ok();
+  });
+}
+
+void TtrpcClient::fail(const Error& err) {
+  {
+    std::lock_guard lock(mu_);
+    if (!failed_) {
+      failed_ = err;
+    }
+    for (auto& [id, slot] : pending_) {
+      slot->error = err;
+      slot->done = true;
+    }
+    pending_.clear();
+  }
+  cv_.notify_all();
+}
+
+Result<TtrpcClient::Reply> TtrpcClient::call(std::string_view service,
+                                             std::string_view method,
+                                             std::span<const std::byte> payload,
+                                             std::optional<std::chrono::nanoseconds> timeout) {
+  const int64_t timeout_nano = timeout ? std::max<int64_t>(1, timeout->count()) : 0;
+  auto body = encodeRequest(service, method, payload, timeout_nano);
+  if (body.size() > kTtrpcMaxMessage) {
+    return COLOD_ERR(EMSGSIZE, "request ", service, "/", method, " of ", body.size(),
+                     " bytes exceeds the maximum message size");
+  }
+  const auto deadline = std::chrono::steady_clock::now() + timeout.value_or(std::chrono::nanoseconds(0));
+  auto slot = std::make_shared<Slot>();
+  uint32_t stream = 0;
+  {
+    std::lock_guard send_lock(send_mu_);
+    {
+      std::lock_guard lock(mu_);
+      if (failed_) {
+        return failed_->wrap(std::string(method));
+      }
+      stream = next_stream_;
+      next_stream_ += 2;
+      pending_[stream] = slot;
+    }
+    auto head = encodeHeader({.length = static_cast<uint32_t>(body.size()),
+                              .stream_id = stream,
+                              .type = static_cast<uint8_t>(MessageType::Request),
+                              .flags = 0});
+    auto sent = send_(head, body);
+    if (!sent) {
+      std::lock_guard lock(mu_);
+      pending_.erase(stream);
+      return std::move(sent).error().wrap(std::string(method));
+    }
+  }
+  std::unique_lock lock(mu_);
+  if (!timeout) {
+    cv_.wait(lock, [&] { return slot->done; });
+  } else if (!cv_.wait_until(lock, deadline, [&] { return slot->done; })) {
+    pending_.erase(stream);
+    return COLOD_ERR(ETIMEDOUT, service, "/", method, " got no reply in time");
+  }
+  if (slot->error) {
+    return slot->error->wrap(std::string(method));
+  }
+  return std::move(slot->reply);
+}
+
+}  // namespace colod::nri::wire
