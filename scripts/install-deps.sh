@@ -18,6 +18,8 @@ packages=(
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev
   # Tests and benchmarks.
   libgtest-dev libgmock-dev libbenchmark-dev stress-ng redis-server redis-tools procps util-linux
+  # The colocation benchmark and demo harness (peer control socket, result parsing).
+  python3
   # The Go runtime-side NRI test peer (GOPATH mode, Debian's Go sources only).
   golang-go golang-github-containerd-ttrpc-dev golang-github-gogo-protobuf-dev
   golang-google-protobuf-dev golang-github-sirupsen-logrus-dev

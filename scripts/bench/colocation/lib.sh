@@ -1,0 +1,292 @@
+# SPDX-License-Identifier: Apache-2.0
+# Shared by scripts/bench/colocation.sh and scripts/demo.sh: build, simulated node (the Go runtime
+# peer colod-testpeer, or plain cgroups when the peer is not built), workload containers driven
+# through FIFOs (worker.sh), colod start/stop. Source it; it defines cb_* functions only.
+# Every wait is bounded; cb_cleanup (called from the caller's EXIT trap) stops what was started.
+
+CB_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+CB_ROOT=$(cd "$CB_HERE/../../.." && pwd)
+CB_BUILD=${COLOD_BUILD_DIR:-$CB_ROOT/build-bench}
+CB_RUN=                 # run dir (FIFOs, outputs, logs); set by cb_init
+CB_BACKEND=             # peer | cgroup
+CB_PEER_PID=
+CB_COLOD_PID=
+CB_CG_DIRS=()           # cgroup backend: dirs to remove
+CB_WORKER_PIDS=()       # cgroup backend: worker pids
+CB_NAMES=()             # container names, in start order
+# cpu.shares of the benchmark's top cgroup. In a cgroup v1 root every task is its own entity of
+# weight 1024, so other work on the machine (a compile: 10 tasks) would outweigh the whole
+# simulated node at 1024. A high weight keeps the experiment about LS vs BE.
+CB_NODE_SHARES=${CB_NODE_SHARES:-16384}
+declare -A CB_SPEC=()   # name -> "pod|tier|milli|kind|args..."
+
+cb_log() { printf '%s [%s] %s\n' "$(date +%H:%M:%S)" "${CB_TAG:-colocation}" "$*" >&2; }
+cb_die() { cb_log "error: $*"; exit 1; }
+cb_now_ns() { date +%s%N; }
+
+cb_init() {  # RUNDIR
+  CB_RUN=$1
+  mkdir -p "$CB_RUN"
+  [[ $(id -u) -eq 0 ]] || cb_die "must run as root (creates cgroups)"
+}
+
+# Configures the build dir once and builds only the given targets, -j2 (shared 2-core machine).
+cb_build() {  # TARGETS...
+  if [[ ! -f $CB_BUILD/CMakeCache.txt ]]; then
+    cmake -S "$CB_ROOT" -B "$CB_BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$CB_RUN/cmake.log" 2>&1 ||
+      { tail -20 "$CB_RUN/cmake.log" >&2; cb_die "cmake configure failed (log: $CB_RUN/cmake.log)"; }
+  fi
+  local t
+  for t in "$@"; do
+    cmake --build "$CB_BUILD" -j "${COLOD_JOBS:-2}" --target "$t" >>"$CB_RUN/build.log" 2>&1 ||
+      { cb_log "build of $t failed (log: $CB_RUN/build.log)"; return 1; }
+  done
+}
+
+cb_has_target() {  # TARGET: is it known to the build system?
+  cmake --build "$CB_BUILD" --target help 2>/dev/null | grep -q -E "^\.\.\. $1( |$)"
+}
+
+cb_bin() {  # NAME -> path of a built binary, or empty
+  local p
+  for p in "$CB_BUILD/userspace/probe/$1" "$CB_BUILD/nri/testpeer/$1" \
+           "$CB_BUILD/userspace/daemon/$1" "$CB_BUILD/userspace/ctl/$1" \
+           "$CB_BUILD/userspace/collectview/$1"; do
+    [[ -x $p ]] && { echo "$p"; return 0; }
+  done
+  return 0
+}
+
+# Declares a container: cb_add NAME POD TIER MILLICPU KIND [ARGS...] (see worker.sh for KIND).
+cb_add() {
+  local name=$1 pod=$2 tier=$3 milli=$4
+  shift 4
+  CB_NAMES+=("$name")
+  CB_SPEC[$name]="$pod|$tier|$milli|$*"
+}
+
+cb_set_shares() {  # DIR SHARES: cpu.shares (v1) or the equivalent cpu.weight (v2, runc's formula)
+  if [[ -f $1/cpu.shares ]]; then
+    echo "$2" >"$1/cpu.shares"
+  elif [[ -f $1/cpu.weight ]]; then
+    echo $((1 + ($2 - 2) * 9999 / 262142)) >"$1/cpu.weight"
+  else
+    cb_log "warning: no cpu.shares/cpu.weight in $1"
+  fi
+}
+
+cb_shares() { local m=$1; local s=$((m * 1024 / 1000)); ((s < 2)) && s=2; echo $s; }
+
+# Starts every declared container on the simulated node. BACKEND: peer (needs colod-testpeer)
+# or cgroup (plain cgroups, no NRI: enough for the phases without colod).
+cb_start_node() {  # BACKEND
+  CB_BACKEND=$1
+  local name
+  for name in "${CB_NAMES[@]}"; do
+    rm -f "$CB_RUN/fifo.$name"
+    mkfifo "$CB_RUN/fifo.$name"
+  done
+  if [[ $CB_BACKEND == peer ]]; then
+    cb_start_peer
+  else
+    cb_start_cgroups
+  fi
+}
+
+cb_scenario_json() {  # the declared containers as a colod-testpeer scenario
+  python3 - "$CB_RUN" "$CB_HERE/worker.sh" "${CB_NAMES[@]}" <<'PY' 3<<<"$(for n in "${CB_NAMES[@]}"; do echo "$n|${CB_SPEC[$n]}"; done)"
+import json, os, sys
+run, worker, names = sys.argv[1], sys.argv[2], sys.argv[3:]
+spec = {}
+with os.fdopen(3) as f:
+    for line in f.read().splitlines():
+        name, pod, tier, milli, args = line.split("|", 4)
+        spec[name] = (pod, tier, int(milli), args.split())
+pods, ctrs, tl = [], [], []
+t = 0
+for n in names:
+    pod, tier, milli, args = spec[n]
+    kind = args[0]
+    pods.append({"name": pod, "namespace": "bench", "qos": "burstable",
+                 "annotations": {"colod.io/tier": tier}})
+    ctrs.append({"name": n, "pod": pod,
+                 "command": ["bash", worker, f"{run}/fifo.{n}", run, n] + args,
+                 "annotations": {"colod.io/tier": tier},
+                 "resources": {"cpu_request_milli": milli}})
+    tl += [{"at_ms": t, "op": "run_pod", "pod": pod},
+           {"at_ms": t, "op": "create_start", "container": n}]
+print(json.dumps({"pods": pods, "containers": ctrs, "timeline": tl}, indent=1))
+PY
+}
+
+cb_start_peer() {
+  local peer
+  peer=$(cb_bin colod-testpeer)
+  [[ -n $peer ]] || cb_die "colod-testpeer is not built"
+  cb_scenario_json >"$CB_RUN/scenario.json"
+  CB_PEER_PARENT=colobench-$$
+  "$peer" --socket "$CB_RUN/nri.sock" --control "$CB_RUN/peer.ctl" --log "$CB_RUN/peer.log" \
+    --cgroup-parent "$CB_PEER_PARENT" --scenario "$CB_RUN/scenario.json" \
+    >"$CB_RUN/peer.stdout" 2>&1 &
+  CB_PEER_PID=$!
+  local want=${#CB_NAMES[@]} i
+  for i in $(seq 1 200); do  # <= 20 s
+    kill -0 "$CB_PEER_PID" 2>/dev/null || { tail -5 "$CB_RUN/peer.stdout" "$CB_RUN/peer.log" >&2; cb_die "colod-testpeer exited"; }
+    (( $(grep -c '"event":"container-started"' "$CB_RUN/peer.log" 2>/dev/null || true) >= want )) && break
+    sleep 0.1
+  done
+  (( $(grep -c '"event":"container-started"' "$CB_RUN/peer.log") >= want )) ||
+    cb_die "colod-testpeer did not start $want containers in 20 s (log: $CB_RUN/peer.log)"
+  cb_kubelet_pod_shares
+  cb_log "node: colod-testpeer pid $CB_PEER_PID, ${#CB_NAMES[@]} containers (cgroup parent $CB_PEER_PARENT)"
+}
+
+# kubelet sets a pod cgroup's cpu.shares to the sum of its containers' requests; the peer creates
+# only the directories. Without this every pod would weigh 1024 and the LS:BE ratio would be
+# set by the pod count, not the requests.
+cb_kubelet_pod_shares() {
+  local list name dir
+  list=$(python3 "$CB_HERE/peerctl.py" "$CB_RUN/peer.ctl" '{"op":"list"}') || cb_die "peer list failed"
+  for name in "${CB_NAMES[@]}"; do
+    dir=$(python3 -c '
+import json, sys
+r = json.loads(sys.argv[1])["result"]
+for c in r.get("containers", []):
+    if c.get("name") == sys.argv[2]:
+        d = c.get("cgroup_dirs") or c.get("cgroups") or {}
+        print(d.get("cpu") or d.get("unified") or "")
+' "$list" "$name")
+    [[ -n $dir && -d $dir ]] || { cb_log "warning: no cgroup dir for $name in peer list"; continue; }
+    local milli=${CB_SPEC[$name]#*|*|}
+    milli=${milli%%|*}
+    cb_set_shares "$(dirname "$dir")" "$(cb_shares "$milli")"
+    echo "$name $dir" >>"$CB_RUN/cgroups.txt"
+  done
+  # The peer's parent sits in the root cgroup: weigh it like a node (see CB_NODE_SHARES), and
+  # kubepods like kubelet does (allocatable CPUs x 1024).
+  local top=${dir%%/kubepods/*}
+  if [[ -n $dir && $top != "$dir" ]]; then
+    cb_set_shares "$top" "$CB_NODE_SHARES"
+    cb_set_shares "$top/kubepods" $(($(nproc) * 1024))
+  fi
+}
+
+cb_start_cgroups() {
+  local base name pod tier milli args
+  if [[ -d /sys/fs/cgroup/cpu && ! -f /sys/fs/cgroup/cgroup.controllers ]]; then
+    base=/sys/fs/cgroup/cpu/colobench-$$
+  else
+    base=/sys/fs/cgroup/colobench-$$
+    mkdir -p "$base"
+    echo +cpu >"$base/cgroup.subtree_control" 2>/dev/null || true
+  fi
+  mkdir -p "$base"
+  CB_CG_DIRS+=("$base")
+  cb_set_shares "$base" "$CB_NODE_SHARES"
+  for name in "${CB_NAMES[@]}"; do
+    IFS='|' read -r pod tier milli args <<<"${CB_SPEC[$name]}"
+    local dir=$base/$name s
+    s=$(cb_shares "$milli")
+    mkdir -p "$dir"
+    CB_CG_DIRS=("$dir" "${CB_CG_DIRS[@]}")
+    cb_set_shares "$dir" "$s"
+    # shellcheck disable=SC2086
+    setsid bash -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' _ "$dir" \
+      bash "$CB_HERE/worker.sh" "$CB_RUN/fifo.$name" "$CB_RUN" "$name" $args &
+    CB_WORKER_PIDS+=($!)
+    echo "$name $dir" >>"$CB_RUN/cgroups.txt"
+  done
+  cb_log "node: plain cgroups under $base (no NRI runtime: colod phases unavailable)"
+}
+
+# Tells containers to run their workload for SECONDS under TAG (does not wait).
+cb_trigger() {  # TAG SECONDS NAMES...
+  local tag=$1 secs=$2 name
+  shift 2
+  for name in "$@"; do
+    rm -f "$CB_RUN/$tag.$name.done"
+    timeout 10 bash -c 'echo "run $2 $3" >"$1"' _ "$CB_RUN/fifo.$name" "$tag" "$secs" ||
+      cb_die "container $name does not read its FIFO"
+    echo "$tag $name $(cb_now_ns)" >>"$CB_RUN/triggers.txt"
+  done
+}
+
+cb_wait_done() {  # TAG TIMEOUT_S NAMES...
+  local tag=$1 limit=$2 name i
+  shift 2
+  for name in "$@"; do
+    for ((i = 0; i < limit * 10; i++)); do
+      [[ -f $CB_RUN/$tag.$name.done ]] && break
+      sleep 0.1
+    done
+    [[ -f $CB_RUN/$tag.$name.done ]] || cb_die "$name did not finish $tag within ${limit}s"
+  done
+}
+
+# Starts colod against the peer's NRI socket (act mode) and waits until the peer reports it
+# synchronized. Returns 1 if colod is not built or does not connect within 20 s.
+cb_start_colod() {  # CONFIG_FILE LOG_FILE
+  local colod synced0 i
+  colod=$(cb_bin colod)
+  [[ -n $colod ]] || { cb_log "colod is not built"; return 1; }
+  synced0=$(grep -c '"event":"plugin-synchronized"' "$CB_RUN/peer.log" 2>/dev/null || true)
+  "$colod" --config "$1" >>"$2" 2>&1 &
+  CB_COLOD_PID=$!
+  for i in $(seq 1 200); do
+    kill -0 "$CB_COLOD_PID" 2>/dev/null || { CB_COLOD_PID=; tail -5 "$2" >&2; cb_log "colod exited"; return 1; }
+    (( $(grep -c '"event":"plugin-synchronized"' "$CB_RUN/peer.log" 2>/dev/null || true) > synced0 )) && return 0
+    sleep 0.1
+  done
+  cb_log "colod did not synchronize with the peer within 20 s"
+  cb_stop_colod
+  return 1
+}
+
+cb_stop_colod() {
+  if [[ -n $CB_COLOD_PID ]] && kill -0 "$CB_COLOD_PID" 2>/dev/null; then
+    kill -TERM "$CB_COLOD_PID"
+    local i
+    for i in $(seq 1 100); do kill -0 "$CB_COLOD_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$CB_COLOD_PID" 2>/dev/null && { cb_log "colod did not stop in 10 s: SIGKILL"; kill -KILL "$CB_COLOD_PID"; }
+    wait "$CB_COLOD_PID" 2>/dev/null
+  fi
+  CB_COLOD_PID=
+}
+
+cb_cleanup() {
+  set +e
+  cb_stop_colod
+  local name
+  for name in "${CB_NAMES[@]}"; do
+    [[ -p $CB_RUN/fifo.$name ]] && timeout 2 bash -c 'echo exit >"$1"' _ "$CB_RUN/fifo.$name" 2>/dev/null
+  done
+  if [[ -n $CB_PEER_PID ]] && kill -0 "$CB_PEER_PID" 2>/dev/null; then
+    kill -TERM "$CB_PEER_PID"
+    local i
+    for i in $(seq 1 100); do kill -0 "$CB_PEER_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$CB_PEER_PID" 2>/dev/null
+    wait "$CB_PEER_PID" 2>/dev/null
+  fi
+  local pid
+  for pid in "${CB_WORKER_PIDS[@]}"; do
+    kill -TERM -- "-$pid" 2>/dev/null
+  done
+  sleep 0.3
+  for pid in "${CB_WORKER_PIDS[@]}"; do
+    kill -KILL -- "-$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+  done
+  local d p
+  for d in "${CB_CG_DIRS[@]}"; do
+    # Anything a workload forked into its own process group is still in the cgroup.
+    if [[ -f $d/cgroup.procs ]]; then
+      while read -r p; do kill -KILL "$p" 2>/dev/null; done <"$d/cgroup.procs"
+    fi
+  done
+  sleep 0.2
+  for d in "${CB_CG_DIRS[@]}"; do
+    [[ -d $d ]] && rmdir "$d" 2>/dev/null
+  done
+  CB_WORKER_PIDS=()
+  CB_CG_DIRS=()
+}
