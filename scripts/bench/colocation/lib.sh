@@ -153,9 +153,12 @@ import json, sys
 r = json.loads(sys.argv[1])["result"]
 for c in r.get("containers", []):
     if c.get("name") == sys.argv[2]:
-        d = c.get("cgroup_dirs") or c.get("cgroups") or {}
-        print(d.get("cpu") or d.get("unified") or "")
+        print(c.get("cgroup_rel", "").strip("/"))
 ' "$list" "$name")
+    if [[ -n $dir ]]; then
+      if [[ -f /sys/fs/cgroup/cgroup.controllers ]]; then dir=/sys/fs/cgroup/$dir
+      else dir=/sys/fs/cgroup/cpu/$dir; fi
+    fi
     [[ -n $dir && -d $dir ]] || { cb_log "warning: no cgroup dir for $name in peer list"; continue; }
     local milli=${CB_SPEC[$name]#*|*|}
     milli=${milli%%|*}
