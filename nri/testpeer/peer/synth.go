@@ -34,7 +34,7 @@ func (rt *Runtime) Synthesize(nPods, nCtrs int) error {
 			"kubernetes.io/config.seen": seen, "kubernetes.io/config.source": "api",
 			"io.kubernetes.cri.container-type": "sandbox", "io.kubernetes.cri.sandbox-id": p.id,
 			"io.kubernetes.cri.sandbox-name": name, "io.kubernetes.cri.sandbox-namespace": ns,
-			"io.kubernetes.cri.sandbox-uid": p.uid,
+			"io.kubernetes.cri.sandbox-uid":           p.uid,
 			"io.kubernetes.cri.sandbox-log-directory": "/var/log/pods/" + ns + "_" + name + "_" + p.uid,
 		}
 		rt.order++
