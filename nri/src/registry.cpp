@@ -123,6 +123,7 @@ void Registry::upsertPod(PodSandbox pod) {
   auto it = pods_.find(p->id);
   if (it == pods_.end() && pods_.size() >= options_.max_pods) {
     ++dropped_;
+    bumpLocked();  // the drop counter is part of the snapshot
     return;
   }
   if (it == pods_.end()) {
@@ -149,6 +150,7 @@ void Registry::upsertContainer(Container ctr) {
   auto it = containers_.find(c->id);
   if (it == containers_.end() && containers_.size() >= options_.max_containers) {
     ++dropped_;
+    bumpLocked();  // the drop counter is part of the snapshot
     return;
   }
   if (it == containers_.end()) {

@@ -1,1 +1,69 @@
 // SPDX-License-Identifier: Apache-2.0
+#include "colod/nri/registry.h"
+
+#include <gtest/gtest.h>
+
+namespace colod::nri {
+namespace {
+
+Container ctr(const std::string& id, const std::string& pod) {
+  Container c;
+  c.id = id;
+  c.pod_sandbox_id = pod;
+  c.state = ContainerState::Running;
+  c.args = {"a", "b"};
+  c.resources.cpu.shares = 100;
+  return c;
+}
+
+TEST(Registry, ResetEventsUpdatesAndSnapshots) {
+  Registry r;
+  auto s0 = r.snapshot();
+  EXPECT_FALSE(s0->synchronized);
+  PodSandbox p;
+  p.id = "p1";
+  r.reset({p}, {ctr("c1", "p1"), ctr("c2", "p1")});
+  auto s1 = r.snapshot();
+  EXPECT_TRUE(s1->synchronized);
+  EXPECT_EQ(s1->containers.size(), 2U);
+  EXPECT_TRUE(s1->container("c1")->args.empty()) << "args are not kept";
+  EXPECT_EQ(r.snapshot(), s1) << "cached until a change";
+
+  ContainerUpdate u{.container_id = "c1", .resources = {}, .ignore_failure = false};
+  u.resources.cpu.cpus = "0-1";
+  u.resources.memory.limit = 1 << 20;
+  r.applyUpdate(u);
+  r.applyUpdate({.container_id = "nope", .resources = {}, .ignore_failure = false});
+  auto s2 = r.snapshot();
+  EXPECT_GT(s2->generation, s1->generation);
+  EXPECT_EQ(s2->container("c1")->resources.cpu.cpus, "0-1");
+  EXPECT_EQ(s2->container("c1")->resources.cpu.shares, 100U) << "unset fields kept";
+  EXPECT_EQ(s1->container("c1")->resources.cpu.cpus, "") << "old snapshots are immutable";
+
+  r.setContainerState("c2", ContainerState::Stopped);
+  EXPECT_EQ(r.snapshot()->container("c2")->state, ContainerState::Stopped);
+  EXPECT_EQ(r.snapshot()->containersOfPod("p1").size(), 2U);
+  r.removeContainer("c2");
+  EXPECT_EQ(r.snapshot()->container("c2"), nullptr);
+  r.removePod("p1");
+  EXPECT_TRUE(r.snapshot()->containers.empty()) << "pod removal drops its containers";
+  r.markUnsynchronized();
+  EXPECT_FALSE(r.snapshot()->synchronized);
+}
+
+TEST(Registry, Bounded) {
+  Registry r({.max_pods = 2, .max_containers = 3});
+  std::vector<Container> cs;
+  for (int i = 0; i < 5; ++i) {
+    cs.push_back(ctr("c" + std::to_string(i), "p"));
+  }
+  r.reset({}, cs);
+  EXPECT_EQ(r.snapshot()->containers.size(), 3U);
+  EXPECT_EQ(r.snapshot()->dropped, 2U);
+  r.upsertContainer(ctr("c9", "p"));
+  EXPECT_EQ(r.snapshot()->containers.size(), 3U);
+  EXPECT_EQ(r.snapshot()->dropped, 3U);
+}
+
+}  // namespace
+}  // namespace colod::nri
