@@ -9,7 +9,7 @@
 
 namespace colod::collect {
 
-// Formats a log2 histogram like bcc's print_log2_hist: one line per slot from the first to the
+// Formats a log2 histogram like bcc's print_log2_hist: one line per slot from slot 0 to the
 // last non-empty slot, "     lo -> hi         : count    |****    |", lines < 80 columns.
 // `unit` is the column title ("usecs"). An all-zero histogram yields "" (nothing to show).
 std::string formatLog2Hist(std::span<const uint32_t> slots, std::string_view unit);

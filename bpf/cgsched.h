@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* Shared between cgsched.bpf.c and userspace: per-cgroup scheduler aggregates. */
+#ifndef COLOD_CGSCHED_H
+#define COLOD_CGSCHED_H
+
+#include "colod_common.h"
+
+/* Value of the per-CPU hash cg_sched, keyed by the cgroup id (__u64). 168 bytes. */
+struct colod_cg_sched {
+	__u32 hist[COLOD_HIST_SLOTS]; /* run-queue latency, log2 microsecond slots */
+	__u64 count;                  /* run-queue waits recorded */
+	__u64 total_ns;               /* sum of those waits */
+	__u64 stale;                  /* waits that read exactly 0: rq clock update skipped */
+	__u64 invol;                  /* involuntary switches (preempted while runnable) */
+	__u64 preempt_wait_ns;        /* wait after those preemptions */
+	__u64 oncpu_ns;               /* CPU time (sum_exec_runtime slices) */
+	__u64 wakeups;                /* wakeups seen by handle_sched_wakeup */
+	__u64 depth_sum;              /* sum of rq->nr_running at those wakeups */
+};
+
+/* Key of the hash pairs: value is a __u64 count of victim <- aggressor preemptions. */
+struct colod_pair_key {
+	__u64 victim;
+	__u64 aggressor;
+};
+
+#endif /* COLOD_CGSCHED_H */

@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* Definitions shared by every colod BPF program and userspace (style rule 21). */
+#ifndef COLOD_COMMON_H
+#define COLOD_COMMON_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+/* log2 histogram slots: slot i counts values in [2^i, 2^(i+1)); 2^25 us = 33 s. */
+#define COLOD_HIST_SLOTS 26
+
+/* Which cgroup a task is charged to (rodata knob cg_mode). */
+#define COLOD_CGMODE_V2 0     /* task->cgroups->dfl_cgrp */
+#define COLOD_CGMODE_V1CPU 1  /* task->cgroups->subsys[cpu_cgrp_id]->cgroup */
+
+/* Indexes of the per-CPU drops array: map updates that failed, never silently lost. */
+#define COLOD_DROP_CG_ENTRY 0   /* per-cgroup map full */
+#define COLOD_DROP_PAIR 1       /* victim<-aggressor map full */
+#define COLOD_DROP_STORAGE 2    /* task storage / pid map could not be created */
+#define COLOD_DROP_MAX 4
+
+/* Default bounds; userspace overrides them with bpf_map__set_max_entries before load. */
+#define COLOD_DEFAULT_MAX_CGROUPS 4096
+#define COLOD_DEFAULT_MAX_PAIRS 16384
+#define COLOD_DEFAULT_MAX_PIDS 32768
+
+#endif /* COLOD_COMMON_H */

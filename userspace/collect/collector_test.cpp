@@ -1,0 +1,3 @@
+// SPDX-License-Identifier: Apache-2.0
+// Privileged tests: real BPF, real cgroups (written below).
+#include <gtest/gtest.h>
