@@ -23,6 +23,11 @@ declare -A CB_SPEC=()   # name -> "pod|tier|milli|kind|args..."
 cb_log() { printf '%s [%s] %s\n' "$(date +%H:%M:%S)" "${CB_TAG:-colocation}" "$*" >&2; }
 cb_die() { cb_log "error: $*"; exit 1; }
 cb_now_ns() { date +%s%N; }
+cb_count() {  # PATTERN FILE: matching lines, 0 when the file does not exist yet
+  local n
+  n=$(grep -c -e "$1" "$2" 2>/dev/null) || true
+  echo "${n:-0}"
+}
 
 cb_init() {  # RUNDIR
   CB_RUN=$1
@@ -132,10 +137,10 @@ cb_start_peer() {
   local want=${#CB_NAMES[@]} i
   for i in $(seq 1 200); do  # <= 20 s
     kill -0 "$CB_PEER_PID" 2>/dev/null || { tail -5 "$CB_RUN/peer.stdout" "$CB_RUN/peer.log" >&2; cb_die "colod-testpeer exited"; }
-    (( $(grep -c '"event":"container-started"' "$CB_RUN/peer.log" 2>/dev/null || true) >= want )) && break
+    (( $(cb_count '"event":"container-started"' "$CB_RUN/peer.log") >= want )) && break
     sleep 0.1
   done
-  (( $(grep -c '"event":"container-started"' "$CB_RUN/peer.log") >= want )) ||
+  (( $(cb_count '"event":"container-started"' "$CB_RUN/peer.log") >= want )) ||
     cb_die "colod-testpeer did not start $want containers in 20 s (log: $CB_RUN/peer.log)"
   cb_kubelet_pod_shares
   cb_log "node: colod-testpeer pid $CB_PEER_PID, ${#CB_NAMES[@]} containers (cgroup parent $CB_PEER_PARENT)"
@@ -232,12 +237,12 @@ cb_start_colod() {  # CONFIG_FILE LOG_FILE
   local colod synced0 i
   colod=$(cb_bin colod)
   [[ -n $colod ]] || { cb_log "colod is not built"; return 1; }
-  synced0=$(grep -c '"event":"plugin-synchronized"' "$CB_RUN/peer.log" 2>/dev/null || true)
+  synced0=$(cb_count '"event":"plugin-synchronized"' "$CB_RUN/peer.log")
   "$colod" --config "$1" >>"$2" 2>&1 &
   CB_COLOD_PID=$!
   for i in $(seq 1 200); do
     kill -0 "$CB_COLOD_PID" 2>/dev/null || { CB_COLOD_PID=; tail -5 "$2" >&2; cb_log "colod exited"; return 1; }
-    (( $(grep -c '"event":"plugin-synchronized"' "$CB_RUN/peer.log" 2>/dev/null || true) > synced0 )) && return 0
+    (( $(cb_count '"event":"plugin-synchronized"' "$CB_RUN/peer.log") > synced0 )) && return 0
     sleep 0.1
   done
   cb_log "colod did not synchronize with the peer within 20 s"

@@ -180,7 +180,7 @@ def main(argv):
     for r in rows:
         print(phase_line(r))
     stats = {}
-    print("\n%-8s %28s %28s %30s" % ("phase", "LS probe p99 us med [min-max]",
+    print("\n%-8s %28s %28s %30s" % ("kind", "LS probe p99 us med [min-max]",
                                       "redis p99 us med [min-max]", "BE bogo ops med [min-max]"))
     for kind in KINDS:
         sel = [r for r in rows if r["kind"] == kind]
