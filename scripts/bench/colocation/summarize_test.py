@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Tests summarize.py from a synthetic run directory (verbatim tool output formats)."""
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import summarize  # noqa: E402
+
+PROBE = ("probe: threads=2 period_us=1000 work_us=300 duration_s=40.0 requests=80000 missed={m} "
+         "p50_us=360 p90_us=380 p99_us={p99} p999_us=9000 max_us=12000 mean_us=400.0 "
+         "cpu_pct_node=30.0\n")
+REDIS = ('"test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms",'
+         '"p99_latency_ms","max_latency_ms"\n"GET","57142.86","0.024","0.008","0.023","0.039",'
+         '"{p99}","0.175"\n')
+STRESS = """stress-ng: info:  [7422] dispatching hogs: 2 cpu
+stress-ng: metrc: [7422] stressor       bogo ops real time  usr time  sys time   bogo ops/s     bogo ops/s
+stress-ng: metrc: [7422]                           (secs)    (secs)    (secs)   (real time) (usr+sys time)
+stress-ng: metrc: [7422] cpu               {ops}      2.00      1.97      0.00      1233.93        1252.32
+stress-ng: info:  [7422] successful run completed in 2.01s
+"""
+
+
+def write(d, name, text):
+    with open(os.path.join(d, name), "w") as f:
+        f.write(text)
+
+
+class SummarizeTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        d = self.d = self.tmp.name
+        p99 = {"solo": [500, 700, 600], "nocolod": [4_000_000, 5_000_000, 3_000_000],
+               "colod": [800, 900, 650]}
+        ops = {"nocolod": [1000, 1200, 1100], "colod": [900, 950, 1000]}
+        trig = []
+        base = 1_000_000_000_000
+        writes = []
+        for r in range(3):
+            for k in ("solo", "nocolod", "colod"):
+                tag = f"r{r + 1}-{k}"
+                write(d, f"{tag}.ls-probe.out", PROBE.format(m=0, p99=p99[k][r]))
+                write(d, f"{tag}.ls-redis.out", REDIS.format(p99="0.100"))
+                if k != "solo":
+                    write(d, f"{tag}.be-cpu.out", STRESS.format(ops=ops[k][r] // 2))
+                    write(d, f"{tag}.be-antagonist.out", STRESS.format(ops=ops[k][r] // 2))
+                if k == "colod":
+                    t0 = base + r * 10**11
+                    trig += [f"{tag} colod-started {t0}", f"{tag} be-cpu {t0 + 10**9}",
+                             f"{tag} be-antagonist {t0 + 5 * 10**9}",
+                             f"{tag} colod-stopped {t0 + 9 * 10**9}"]
+                    # colod reacts 100+r ms after the BE start, 200 ms after the antagonist.
+                    writes.append((t0 + 10**9 + (100 + r) * 10**6, "be-cpu"))
+                    writes.append((t0 + 5 * 10**9 + 200 * 10**6, "be-antagonist"))
+        write(d, "triggers.txt", "\n".join(trig) + "\n")
+        log = ['{"event":"cgroup-write","container":"%s","file":"cpu.shares","new":"2",'
+               '"source":"update","ts_ns":%d}' % (c, t) for t, c in writes]
+        # Writes from other sources (kubelet, create) are not colod's.
+        log.append('{"event":"cgroup-write","container":"be-cpu","source":"create","ts_ns":%d}'
+                   % (base + 10**9 + 1))
+        write(d, "peer.log", "\n".join(log) + "\n")
+        write(d, "rss.txt", "colod_rss_mib=21.5 containers=1000\n")
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_parsers(self):
+        self.assertEqual(summarize.probe_result(self.d, "r1-solo")["p99_us"], 500)
+        self.assertAlmostEqual(summarize.redis_p99_us(self.d, "r1-solo"), 100.0)
+        self.assertEqual(summarize.be_ops(self.d, "r2-nocolod"), 1200)
+        self.assertIsNone(summarize.be_ops(self.d, "r1-solo"))
+
+    def test_reactions_use_only_colod_updates(self):
+        samples, notes = summarize.reactions(self.d)
+        self.assertEqual(sorted(round(s) for s in samples), [100, 101, 102, 200, 200, 200])
+        self.assertEqual(notes, [])
+
+    def test_final_line_is_medians(self):
+        out = subprocess.run([sys.executable, os.path.join(HERE, "summarize.py"), self.d],
+                             check=True, capture_output=True, text=True).stdout
+        last = out.strip().splitlines()[-1]
+        self.assertEqual(last, "colocation: ls_p99_solo_us=600 ls_p99_nocolod_us=4000000 "
+                               "ls_p99_colod_us=800 be_ops_nocolod=1100 be_ops_colod=950 "
+                               "reaction_p50_ms=151 colod_rss_mib=21.5")
+        self.assertIn("target ls_p99_colod_us <= 1.5 x solo: PASS", out)
+        self.assertIn("target be_ops_colod >= 0.7 x nocolod: PASS", out)
+
+
+if __name__ == "__main__":
+    unittest.main()
