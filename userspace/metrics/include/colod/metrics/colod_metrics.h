@@ -1,0 +1,65 @@
+// SPDX-License-Identifier: Apache-2.0
+// The colod metric set: a plain data view filled by the daemon each tick, and the pure
+// formatter that turns it into the Prometheus text exposition (tested from data).
+//
+// Every per-container family carries the labels pod, namespace, container and tier. All
+// counters are cumulative since colod started (the daemon accumulates the per-tick deltas).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace colod::metrics {
+
+inline constexpr std::size_t kLog2Slots = 26;
+
+struct ContainerMetrics {
+  std::string pod;
+  std::string namespace_;
+  std::string container;
+  std::string tier;  // "ls", "be", "unknown" ... as the policy names it
+
+  // Run-queue latency, microsecond log2 slots, cumulative counts since colod started.
+  std::array<uint64_t, kLog2Slots> runq_slots{};
+  double runq_sum_seconds = 0;
+  uint64_t preemptions = 0;          // times a task of this container was preempted
+  uint64_t throttled_periods = 0;    // cpu.stat nr_throttled
+  double throttled_seconds = 0;      // cpu.stat throttled time
+  double reclaim_stall_seconds = 0;  // direct + memcg reclaim stall
+  std::optional<uint32_t> cpuset_cpus;  // number of CPUs in the current cpuset, if known
+  std::optional<double> quota_cpus;     // quota / period, absent when unlimited
+  std::optional<uint64_t> cpu_shares;
+};
+
+struct DaemonMetrics {
+  std::map<std::string, uint64_t> decisions_by_kind;  // e.g. "throttle" -> 3
+  bool nri_connected = false;
+  uint64_t nri_reconnects = 0;
+  uint64_t updates_sent = 0;
+  uint64_t update_failures = 0;      // UpdateContainers attempts that failed
+  uint64_t updates_dropped = 0;      // gave up after the retry bound / queue full
+  uint64_t bpf_dropped_events = 0;   // BPF map updates that failed (maps full)
+  uint64_t ticks = 0;
+  uint64_t tick_overruns = 0;
+  uint64_t config_reloads = 0;
+  uint64_t config_reload_failures = 0;
+  uint64_t unresolved_containers = 0;  // containers whose cgroup could not be found
+  double cpu_seconds = 0;              // colod's own user+system CPU
+  uint64_t rss_bytes = 0;
+  uint64_t containers = 0;
+  std::string mode;  // "act", "dry-run", "observe-only"
+};
+
+struct MetricsView {
+  DaemonMetrics daemon;
+  std::vector<ContainerMetrics> containers;
+};
+
+// Renders the whole exposition. Pure.
+std::string formatColodMetrics(const MetricsView& view);
+
+}  // namespace colod::metrics

@@ -1,0 +1,53 @@
+// SPDX-License-Identifier: Apache-2.0
+// A minimal HTTP server for /metrics on cpp-httplib, running one worker thread.
+//
+// The render callback is called on the server thread for each GET /metrics; it must be
+// thread-safe with respect to the daemon (the daemon hands it a mutex-guarded snapshot).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include "colod/base/result.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace colod::metrics {
+
+struct ListenAddress {
+  std::string host;
+  int port = 0;
+};
+
+// Parses "host:port", "[v6]:port" or ":port" (host defaults to 127.0.0.1). EINVAL on bad input.
+Result<ListenAddress> parseListenAddress(std::string_view text);
+
+class HttpServer {
+ public:
+  // Binds (EADDRINUSE/EACCES/EADDRNOTAVAIL from the bind as errors) and starts serving.
+  // A port of 0 picks a free port; see port().
+  static Result<std::unique_ptr<HttpServer>> start(const ListenAddress& address,
+                                                   std::function<std::string()> render);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+  HttpServer(HttpServer&&) = delete;
+  HttpServer& operator=(HttpServer&&) = delete;
+
+  [[nodiscard]] int port() const { return port_; }
+  // Stops accepting and joins the server thread. Idempotent.
+  void stop();
+
+ private:
+  HttpServer() = default;
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
+  int port_ = 0;
+};
+
+}  // namespace colod::metrics

@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "colod/metrics/colod_metrics.h"
+
+#include <functional>
+
+#include "colod/metrics/prom_text.h"
+
+namespace colod::metrics {
+
+namespace {
+
+Labels containerLabels(const ContainerMetrics& c) {
+  return {{"pod", c.pod}, {"namespace", c.namespace_}, {"container", c.container}, {"tier", c.tier}};
+}
+
+void perContainer(TextWriter& w,
+                  const MetricsView& view,
+                  const char* name,
+                  MetricType type,
+                  const char* help,
+                  const std::function<std::optional<double>(const ContainerMetrics&)>& get) {
+  w.family(name, type, help);
+  for (const auto& c : view.containers) {
+    if (auto v = get(c)) {
+      w.sample(name, containerLabels(c), *v);
+    }
+  }
+}
+
+}  // namespace
+
+std::string formatColodMetrics(const MetricsView& view) {
+  TextWriter w;
+  const auto& d = view.daemon;
+
+  w.family("colod_runqueue_latency_seconds", MetricType::Histogram,
+           "Time tasks of the container waited runnable on a run queue before running.");
+  for (const auto& c : view.containers) {
+    w.log2Histogram("colod_runqueue_latency_seconds", containerLabels(c), c.runq_slots, 1e-6,
+                    c.runq_sum_seconds);
+  }
+  perContainer(w, view, "colod_preemptions_total", MetricType::Counter,
+               "Involuntary context switches of the container's runnable tasks.",
+               [](const ContainerMetrics& c) { return static_cast<double>(c.preemptions); });
+  perContainer(w, view, "colod_throttled_periods_total", MetricType::Counter,
+               "CFS periods in which the container was throttled (cpu.stat nr_throttled).",
+               [](const ContainerMetrics& c) { return static_cast<double>(c.throttled_periods); });
+  perContainer(w, view, "colod_throttled_seconds_total", MetricType::Counter,
+               "Time the container spent throttled by its CFS quota.",
+               [](const ContainerMetrics& c) { return c.throttled_seconds; });
+  perContainer(w, view, "colod_reclaim_stall_seconds_total", MetricType::Counter,
+               "Time the container's tasks stalled in memory reclaim.",
+               [](const ContainerMetrics& c) { return c.reclaim_stall_seconds; });
+  perContainer(w, view, "colod_cpuset_cpus", MetricType::Gauge,
+               "Number of CPUs in the container's current cpuset.",
+               [](const ContainerMetrics& c) -> std::optional<double> {
+                 if (c.cpuset_cpus) {
+                   return static_cast<double>(*c.cpuset_cpus);
+                 }
+                 return std::nullopt;
+               });
+  perContainer(w, view, "colod_cpu_quota_cpus", MetricType::Gauge,
+               "The container's CFS quota in CPUs (quota/period); absent when unlimited.",
+               [](const ContainerMetrics& c) { return c.quota_cpus; });
+  perContainer(w, view, "colod_cpu_shares", MetricType::Gauge,
+               "The container's CPU shares (weight), as last known.",
+               [](const ContainerMetrics& c) -> std::optional<double> {
+                 if (c.cpu_shares) {
+                   return static_cast<double>(*c.cpu_shares);
+                 }
+                 return std::nullopt;
+               });
+
+  w.family("colod_decisions_total", MetricType::Counter, "Decisions taken, by kind.");
+  for (const auto& [kind, n] : d.decisions_by_kind) {
+    w.sample("colod_decisions_total", {{"kind", kind}}, static_cast<double>(n));
+  }
+
+  struct Scalar {
+    const char* name;
+    MetricType type;
+    const char* help;
+    double value;
+  };
+  const Scalar scalars[] = {
+      {"colod_nri_connected", MetricType::Gauge, "1 when connected to the runtime over NRI.",
+       d.nri_connected ? 1.0 : 0.0},
+      {"colod_nri_reconnects_total", MetricType::Counter, "NRI connections re-established.",
+       static_cast<double>(d.nri_reconnects)},
+      {"colod_nri_updates_sent_total", MetricType::Counter,
+       "Container updates sent to the runtime.", static_cast<double>(d.updates_sent)},
+      {"colod_nri_update_failures_total", MetricType::Counter,
+       "UpdateContainers calls that failed (each retry counts).",
+       static_cast<double>(d.update_failures)},
+      {"colod_nri_updates_dropped_total", MetricType::Counter,
+       "Container updates given up after the retry bound.", static_cast<double>(d.updates_dropped)},
+      {"colod_bpf_dropped_events_total", MetricType::Counter,
+       "BPF map updates that failed because a map was full.",
+       static_cast<double>(d.bpf_dropped_events)},
+      {"colod_ticks_total", MetricType::Counter, "Policy evaluation ticks.",
+       static_cast<double>(d.ticks)},
+      {"colod_tick_overruns_total", MetricType::Counter,
+       "Ticks that took longer than the interval.", static_cast<double>(d.tick_overruns)},
+      {"colod_config_reloads_total", MetricType::Counter, "Successful configuration reloads.",
+       static_cast<double>(d.config_reloads)},
+      {"colod_config_reload_failures_total", MetricType::Counter,
+       "Rejected configuration reloads (the running configuration was kept).",
+       static_cast<double>(d.config_reload_failures)},
+      {"colod_unresolved_containers", MetricType::Gauge,
+       "Known containers whose cgroup could not be found.",
+       static_cast<double>(d.unresolved_containers)},
+      {"colod_containers", MetricType::Gauge, "Containers known from the runtime.",
+       static_cast<double>(d.containers)},
+      {"colod_process_cpu_seconds_total", MetricType::Counter,
+       "CPU time (user+system) used by colod itself.", d.cpu_seconds},
+      {"colod_process_resident_memory_bytes", MetricType::Gauge, "Resident memory of colod.",
+       static_cast<double>(d.rss_bytes)},
+  };
+  for (const auto& s : scalars) {
+    w.family(s.name, s.type, s.help);
+    w.sample(s.name, {}, s.value);
+  }
+  w.family("colod_mode", MetricType::Gauge, "The operating mode (1 for the current one).");
+  for (const char* m : {"act", "dry-run", "observe-only"}) {
+    w.sample("colod_mode", {{"mode", m}}, d.mode == m ? 1.0 : 0.0);
+  }
+  return w.take();
+}
+
+}  // namespace colod::metrics

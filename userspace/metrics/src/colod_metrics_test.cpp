@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "colod/metrics/colod_metrics.h"
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <set>
+#include <sstream>
+
+#include "colod/metrics/http_server.h"
+#include "colod/testing/result_matchers.h"
+
+namespace colod::metrics {
+namespace {
+
+MetricsView sampleView() {
+  MetricsView v;
+  ContainerMetrics c;
+  c.pod = "web-0";
+  c.namespace_ = "prod";
+  c.container = "nginx \"edge\"";
+  c.tier = "ls";
+  c.runq_slots[2] = 5;
+  c.runq_sum_seconds = 0.00002;
+  c.preemptions = 11;
+  c.throttled_periods = 3;
+  c.throttled_seconds = 0.25;
+  c.reclaim_stall_seconds = 0.5;
+  c.cpuset_cpus = 2;
+  c.cpu_shares = 1024;
+  v.containers.push_back(c);
+  ContainerMetrics b;
+  b.pod = "batch";
+  b.namespace_ = "jobs";
+  b.container = "hog";
+  b.tier = "be";
+  b.quota_cpus = 0.5;
+  v.containers.push_back(b);
+  v.daemon.decisions_by_kind = {{"cap_quota", 2}, {"release", 1}};
+  v.daemon.nri_connected = true;
+  v.daemon.nri_reconnects = 4;
+  v.daemon.rss_bytes = 10 << 20;
+  v.daemon.cpu_seconds = 1.5;
+  v.daemon.mode = "act";
+  return v;
+}
+
+bool contains(const std::string& text, const std::string& line) {
+  std::istringstream in(text);
+  std::string l;
+  while (std::getline(in, l)) {
+    if (l == line) {
+      return true;
+    }
+  }
+  return false;
+}
+
+TEST(ColodMetrics, FormatsPerContainerFamiliesWithEscapedLabels) {
+  const std::string text = formatColodMetrics(sampleView());
+  const std::string ls = R"(pod="web-0",namespace="prod",container="nginx \"edge\"",tier="ls")";
+  const std::string be = R"(pod="batch",namespace="jobs",container="hog",tier="be")";
+  EXPECT_TRUE(contains(text, "# TYPE colod_runqueue_latency_seconds histogram"));
+  EXPECT_TRUE(contains(text, "colod_runqueue_latency_seconds_bucket{" + ls + ",le=\"8e-06\"} 5"));
+  EXPECT_TRUE(contains(text, "colod_runqueue_latency_seconds_bucket{" + ls + ",le=\"+Inf\"} 5"));
+  EXPECT_TRUE(contains(text, "colod_runqueue_latency_seconds_count{" + be + "} 0"));
+  EXPECT_TRUE(contains(text, "colod_preemptions_total{" + ls + "} 11"));
+  EXPECT_TRUE(contains(text, "colod_throttled_seconds_total{" + ls + "} 0.25"));
+  EXPECT_TRUE(contains(text, "colod_reclaim_stall_seconds_total{" + ls + "} 0.5"));
+  EXPECT_TRUE(contains(text, "colod_cpuset_cpus{" + ls + "} 2"));
+  EXPECT_FALSE(contains(text, "colod_cpuset_cpus{" + be + "} 0"));  // unknown: absent
+  EXPECT_TRUE(contains(text, "colod_cpu_quota_cpus{" + be + "} 0.5"));
+  EXPECT_TRUE(contains(text, "colod_decisions_total{kind=\"cap_quota\"} 2"));
+  EXPECT_TRUE(contains(text, "colod_nri_connected 1"));
+  EXPECT_TRUE(contains(text, "colod_nri_reconnects_total 4"));
+  EXPECT_TRUE(contains(text, "colod_process_resident_memory_bytes 10485760"));
+  EXPECT_TRUE(contains(text, "colod_process_cpu_seconds_total 1.5"));
+  EXPECT_TRUE(contains(text, "colod_mode{mode=\"act\"} 1"));
+  EXPECT_TRUE(contains(text, "colod_mode{mode=\"dry-run\"} 0"));
+}
+
+TEST(ColodMetrics, EveryFamilyDeclaredOnceAndSamplesContiguous) {
+  const std::string text = formatColodMetrics(sampleView());
+  std::istringstream in(text);
+  std::string line;
+  std::string current;
+  std::set<std::string> seen;
+  while (std::getline(in, line)) {
+    if (line.starts_with("# TYPE ")) {
+      auto name = line.substr(7, line.find(' ', 7) - 7);
+      EXPECT_TRUE(seen.insert(name).second) << "family twice: " << name;
+      current = name;
+      continue;
+    }
+    if (line.starts_with("#")) {
+      continue;
+    }
+    EXPECT_TRUE(line.starts_with(current)) << line << " outside family " << current;
+  }
+  EXPECT_GT(seen.size(), 15U);
+}
+
+TEST(HttpServer, ServesMetricsOnLoopback) {
+  int calls = 0;
+  auto server = ASSERT_OK(HttpServer::start({.host = "127.0.0.1", .port = 0}, [&calls] {
+    ++calls;
+    return std::string("x 1\n");
+  }));
+  ASSERT_GT(server->port(), 0);
+  httplib::Client cli("127.0.0.1", server->port());
+  cli.set_connection_timeout(10, 0);
+  auto res = cli.Get("/metrics");
+  ASSERT_TRUE(res) << httplib::to_string(res.error());
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(res->body, "x 1\n");
+  EXPECT_EQ(calls, 1);
+  EXPECT_NE(res->get_header_value("Content-Type").find("version=0.0.4"), std::string::npos);
+  auto missing = cli.Get("/nothing");
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 404);
+  server->stop();
+}
+
+TEST(HttpServer, BindConflictIsAnError) {
+  auto first = ASSERT_OK(HttpServer::start({.host = "127.0.0.1", .port = 0}, [] { return ""; }));
+  auto second = HttpServer::start({.host = "127.0.0.1", .port = first->port()}, [] { return ""; });
+  EXPECT_FALSE(second.has_value());
+}
+
+}  // namespace
+}  // namespace colod::metrics
