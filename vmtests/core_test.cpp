@@ -61,16 +61,6 @@ bool writeFile(const std::string& path, const std::string& value) {
   return static_cast<bool>(f);
 }
 
-std::optional<std::string> readFile(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) {
-    return std::nullopt;
-  }
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 // Runs fn in a child placed in cgroup `name` (it moves itself by writing "0", as the kernel
 // allows). The child exits when fn returns or is killed by the parent.
 pid_t spawnIn(const std::string& name, void (*fn)(int), int arg) {
@@ -117,15 +107,16 @@ void allocator(int mib) {
   pause();  // holds the memory until killed
 }
 
-struct Run {
+struct SuiteRun {
   std::optional<Collector> collector;
   std::string create_error;
-  std::optional<Snapshot> snap;
+  std::optional<Snapshot> mid;   // mid-workload
+  std::optional<Snapshot> snap;  // end of the workload
   std::string snap_error;
   std::string links;  // bpftool output, for the record
   int bpftool_links = -1;
 };
-Run* g_run = nullptr;
+SuiteRun* g_run = nullptr;
 
 std::string runCapture(const std::string& cmd, int* status) {
   std::string out;
@@ -180,7 +171,7 @@ void printSample(const CgroupSample& c) {
 class Core : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    g_run = new Run();
+    g_run = new SuiteRun();
     for (const char* name : {kLs, kBe, kMem}) {
       std::string dir = g_flags.root + "/" + name;
       rmdir(dir.c_str());
@@ -230,17 +221,32 @@ class Core : public ::testing::Test {
           ++g_run->bpftool_links;
         }
       }
-      std::printf("core: bpftool link show:\n%s", g_run->links.c_str());
+      std::printf("core: bpftool link show (%d links, %zu bytes):\n%s", g_run->bpftool_links,
+                  g_run->links.size(), g_run->links.c_str());
       std::string progs = runCapture("bpftool prog show 2>&1 | grep -E '^[0-9]+: '", &status);
       std::printf("core: bpftool prog show:\n%s", progs.c_str());
     } else {
       std::printf("core: bpftool not available (status %d): link list not cross-checked\n", status);
     }
 
+    // Throttling and PSI are deltas between snapshots: take the baseline now.
+    if (auto base = g_run->collector->snapshot(); !base.has_value()) {
+      g_run->snap_error = "baseline: " + base.error().message();
+      return;
+    }
+
     int secs = g_flags.seconds;
     std::vector<pid_t> kids = {spawnIn(kLs, hog, secs), spawnIn(kLs, napper, secs),
                                spawnIn(kBe, hog, secs), spawnIn(kBe, hog, secs)};
     pid_t mem = spawnIn(kMem, allocator, 32);
+    // The collector reads cpu.stat deltas from the second interval a cgroup is active in, so
+    // take one snapshot mid-workload; checks of counters sum both intervals.
+    std::this_thread::sleep_for(std::chrono::milliseconds(secs * 400));
+    if (auto mid = g_run->collector->snapshot(); mid.has_value()) {
+      g_run->mid.emplace(std::move(*mid));
+    } else {
+      g_run->snap_error = "mid: " + mid.error().message();
+    }
     for (pid_t k : kids) {
       int st = 0;
       waitpid(k, &st, 0);
@@ -254,14 +260,14 @@ class Core : public ::testing::Test {
       return;
     }
     g_run->snap.emplace(std::move(*s));
-    std::printf("core: snapshot interval=%.2fs cgroups=%zu drops=%llu unresolved=%llu\n",
+    std::printf("core: end snapshot interval=%.2fs cgroups=%zu drops=%llu unresolved=%llu\n",
                 static_cast<double>(g_run->snap->interval.count()) / 1e9,
                 g_run->snap->cgroups.size(),
                 static_cast<unsigned long long>(g_run->snap->stats.map_drops),
                 static_cast<unsigned long long>(g_run->snap->stats.unresolved_ids));
-    for (const auto& c : g_run->snap->cgroups) {
-      if (c.path.rfind("/vmcore-", 0) == 0 || c.path == "/init.scope") {
-        printSample(c);
+    for (const auto& sample : g_run->snap->cgroups) {
+      if (sample.path.rfind("/vmcore-", 0) == 0 || sample.path == "/init.scope") {
+        printSample(sample);
       }
     }
   }
@@ -276,7 +282,19 @@ class Core : public ::testing::Test {
 
   void SetUp() override {
     ASSERT_TRUE(g_run->collector.has_value()) << "Collector::create: " << g_run->create_error;
-    ASSERT_TRUE(g_run->snap.has_value()) << "snapshot: " << g_run->snap_error;
+    ASSERT_TRUE(g_run->mid.has_value() && g_run->snap.has_value())
+        << "snapshot: " << g_run->snap_error;
+  }
+
+  // A counter summed over both workload intervals.
+  static uint64_t total(const char* name, uint64_t CgroupSample::*field) {
+    uint64_t sum = 0;
+    for (const auto* snap : {&*g_run->mid, &*g_run->snap}) {
+      if (const CgroupSample* c = find(*snap, std::string("/") + name); c != nullptr) {
+        sum += c->*field;
+      }
+    }
+    return sum;
   }
 
   static const CgroupSample& sample(const char* name) {
@@ -312,16 +330,21 @@ TEST_F(Core, PureV2ModeAndIdsAreCgroup2Inodes) {
 
 TEST_F(Core, RunQueueLatencyPerCgroup) {
   for (const char* name : {kLs, kBe}) {
-    const auto& c = sample(name);
-    EXPECT_GT(c.runq.count, 0U) << name;
-    EXPECT_GT(c.runq.total_ns, 0U) << name;
-    EXPECT_GT(c.oncpu_ns, 10'000'000U) << name << ": hogs ran for seconds";
+    EXPECT_GT(total(name, &CgroupSample::oncpu_ns), 10'000'000U) << name << ": hogs ran for seconds";
+    uint64_t waits = 0;
+    for (const auto* snap : {&*g_run->mid, &*g_run->snap}) {
+      if (const CgroupSample* c = find(*snap, std::string("/") + name); c != nullptr) {
+        waits += c->runq.count;
+      }
+    }
+    EXPECT_GT(waits, 0U) << name;
   }
-  EXPECT_GT(sample(kLs).wakeups, 0U) << "the napper wakes every 2 ms";
+  EXPECT_GT(total(kLs, &CgroupSample::wakeups), 0U) << "the napper wakes every 2 ms";
 }
 
 TEST_F(Core, ContentionAttributedToAggressors) {
-  uint64_t invol = sample(kLs).involuntary_switches + sample(kBe).involuntary_switches;
+  uint64_t invol = total(kLs, &CgroupSample::involuntary_switches) +
+                   total(kBe, &CgroupSample::involuntary_switches);
   EXPECT_GT(invol, 0U) << "4 runnable tasks on 2 vCPUs must preempt each other";
   size_t aggressors = sample(kLs).preempted_by.size() + sample(kBe).preempted_by.size();
   EXPECT_GT(aggressors, 0U);
@@ -344,9 +367,8 @@ TEST_F(Core, PsiPerCgroup) {
 }
 
 TEST_F(Core, ReclaimStallPerCgroup) {
-  const auto& m = sample(kMem);
-  EXPECT_GT(m.reclaim_count, 0U) << "32 MiB touched under memory.high=8M";
-  EXPECT_GT(m.reclaim_stall_ns, 0U);
+  EXPECT_GT(total(kMem, &CgroupSample::reclaim_count), 0U) << "32 MiB touched under memory.high=8M";
+  EXPECT_GT(total(kMem, &CgroupSample::reclaim_stall_ns), 0U);
 }
 
 }  // namespace
