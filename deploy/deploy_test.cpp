@@ -26,8 +26,7 @@ std::string readFile(const std::filesystem::path& p) {
 }
 
 // Deep equality of two YAML trees: maps by key set, sequences by order, scalars by text.
-bool sameYaml(const YAML::Node& a, const YAML::Node& b, const std::string& path,
-              std::string& why) {
+bool sameYaml(const YAML::Node& a, const YAML::Node& b, const std::string& path, std::string& why) {
   if (a.Type() != b.Type()) {
     why = path + ": node types differ";
     return false;
@@ -90,9 +89,9 @@ TEST(Deploy, DaemonSetParsesAndHasWhatTheReadmePromises) {
   const YAML::Node pod = ds["spec"]["template"]["spec"];
   EXPECT_TRUE(pod["hostPID"].as<bool>());
   // Selector must match the template labels or the API server rejects the object.
-  EXPECT_EQ(ds["spec"]["selector"]["matchLabels"]["app.kubernetes.io/name"].as<std::string>(),
-            ds["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/name"]
-                .as<std::string>());
+  EXPECT_EQ(
+      ds["spec"]["selector"]["matchLabels"]["app.kubernetes.io/name"].as<std::string>(),
+      ds["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/name"].as<std::string>());
   ASSERT_EQ(pod["containers"].size(), 1U);
   const YAML::Node c = pod["containers"][0];
 
@@ -117,8 +116,8 @@ TEST(Deploy, DaemonSetParsesAndHasWhatTheReadmePromises) {
     mounts[m["mountPath"].as<std::string>()] = m["readOnly"] && m["readOnly"].as<bool>();
   }
   const std::vector<std::pair<std::string, bool>> want = {
-      {"/var/run/nri", false},     {"/sys/fs/cgroup", true}, {"/sys/kernel/btf", true},
-      {"/var/lib/colod", false},   {"/etc/colod", true},     {"/run/colod", false},
+      {"/var/run/nri", false},   {"/sys/fs/cgroup", true}, {"/sys/kernel/btf", true},
+      {"/var/lib/colod", false}, {"/etc/colod", true},     {"/run/colod", false},
   };
   for (const auto& [path, ro] : want) {
     ASSERT_TRUE(mounts.count(path)) << "missing mount " << path;
@@ -138,8 +137,7 @@ TEST(Deploy, ConfigMapPolicyEqualsPolicyDefaults) {
   EXPECT_EQ(cm["metadata"]["name"].as<std::string>(), "colod-config");
   const YAML::Node config = YAML::Load(cm["data"]["colod.yaml"].as<std::string>());
   ASSERT_TRUE(config["policy"]) << "ConfigMap colod.yaml has no policy: section";
-  const YAML::Node defaults =
-      YAML::LoadFile((kRoot / "policy/config/default.yaml").string());
+  const YAML::Node defaults = YAML::LoadFile((kRoot / "policy/config/default.yaml").string());
   std::string why;
   EXPECT_TRUE(sameYaml(config["policy"], defaults, "policy", why))
       << why << " (run deploy/gen-config.sh)";

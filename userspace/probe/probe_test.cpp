@@ -18,9 +18,9 @@ TEST(Probe, CalibratedSpinTakesAboutTheRequestedTime) {
   const auto iters = static_cast<uint64_t>(ipu * 5000.0);  // 5 ms of work
   const auto t0 = std::chrono::steady_clock::now();
   const uint64_t sink = spin(iters);
-  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(
-                      std::chrono::steady_clock::now() - t0)
-                      .count();
+  const auto us =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0)
+          .count();
   EXPECT_NE(sink, 0U);
   // Calibration keeps the fastest trial, so a run can only be slower (preemption), never much
   // faster; 0.6 leaves room for frequency changes between the two.

@@ -21,8 +21,7 @@ TEST(Schedule, PhaseShiftsAndTrims) {
   EXPECT_EQ((Schedule{.start_ns = 100, .end_ns = 200, .period_ns = 10, .phase_ns = 5}.count()),
             10U);
   // Due at 105 ... 195, end 196 -> ten; end 195 -> nine (195 excluded).
-  EXPECT_EQ((Schedule{.start_ns = 100, .end_ns = 195, .period_ns = 10, .phase_ns = 5}.count()),
-            9U);
+  EXPECT_EQ((Schedule{.start_ns = 100, .end_ns = 195, .period_ns = 10, .phase_ns = 5}.count()), 9U);
   EXPECT_EQ((Schedule{.start_ns = 0, .end_ns = 1, .period_ns = 1000, .phase_ns = 0}.count()), 1U);
 }
 
@@ -79,8 +78,8 @@ TEST(Summarize, SortsConvertsAndCarriesMissed) {
   EXPECT_EQ(s.missed, 3U);
   EXPECT_EQ(s.p50_us, 100U);
   EXPECT_EQ(s.p90_us, 100U);
-  EXPECT_EQ(s.p99_us, 100U);     // rank 990
-  EXPECT_EQ(s.p999_us, 5000U);   // rank 999
+  EXPECT_EQ(s.p99_us, 100U);    // rank 990
+  EXPECT_EQ(s.p999_us, 5000U);  // rank 999
   EXPECT_EQ(s.max_us, 2'000'000U);
   EXPECT_NEAR(s.mean_us, (990 * 100.0 + 9 * 5000.0 + 2e6) / 1000.0, 1e-6);
 }

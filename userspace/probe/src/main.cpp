@@ -2,12 +2,11 @@
 // colod-probe: the open-loop LS request probe. See README.md.
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <string>
-
-#include <CLI/CLI.hpp>
 
 #include "colod/probe/probe.h"
 

@@ -167,9 +167,8 @@ Result<ProbeReport> runProbe(const ProbeOptions& o) {
       .work_us = o.work_us,
       .duration_s = o.duration_s,
       .iters_per_us = ipu,
-      .cpu_pct_node = wall_s > 0 && cpus > 0
-                          ? cpu_s / (wall_s * static_cast<double>(cpus)) * 100.0
-                          : 0.0,
+      .cpu_pct_node =
+          wall_s > 0 && cpus > 0 ? cpu_s / (wall_s * static_cast<double>(cpus)) * 100.0 : 0.0,
   };
   return report;
 }

@@ -4,9 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <numeric>
-
 #include <nlohmann/json.hpp>
+#include <numeric>
 
 namespace colod::probe {
 
@@ -65,42 +64,40 @@ Summary summarize(std::vector<uint64_t>& latencies_ns, uint64_t missed) {
   s.p999_us = percentileSorted(v, 0.999) / 1000;
   s.max_us = v.back() / 1000;
   // Sum in long double: 10^7 samples of up to 10^10 ns overflow nothing but lose precision.
-  const long double sum = std::accumulate(v.begin(), v.end(), 0.0L,
-                                          [](long double acc, uint64_t x) {
-                                            return acc + static_cast<long double>(x);
-                                          });
+  const long double sum = std::accumulate(
+      v.begin(), v.end(), 0.0L,
+      [](long double acc, uint64_t x) { return acc + static_cast<long double>(x); });
   s.mean_us = static_cast<double>(sum / static_cast<long double>(v.size()) / 1000.0L);
   return s;
 }
 
 std::string formatLine(const RunInfo& info, const Summary& summary) {
   char buf[512];
-  std::snprintf(buf, sizeof buf,
-                "probe: threads=%u period_us=%lld work_us=%lld duration_s=%.1f requests=%llu "
-                "missed=%llu p50_us=%llu p90_us=%llu p99_us=%llu p999_us=%llu max_us=%llu "
-                "mean_us=%.1f cpu_pct_node=%.1f",
-                info.threads, static_cast<long long>(info.period_us),
-                static_cast<long long>(info.work_us), info.duration_s,
-                static_cast<unsigned long long>(summary.requests),
-                static_cast<unsigned long long>(summary.missed),
-                static_cast<unsigned long long>(summary.p50_us),
-                static_cast<unsigned long long>(summary.p90_us),
-                static_cast<unsigned long long>(summary.p99_us),
-                static_cast<unsigned long long>(summary.p999_us),
-                static_cast<unsigned long long>(summary.max_us), summary.mean_us,
-                info.cpu_pct_node);
+  std::snprintf(
+      buf, sizeof buf,
+      "probe: threads=%u period_us=%lld work_us=%lld duration_s=%.1f requests=%llu "
+      "missed=%llu p50_us=%llu p90_us=%llu p99_us=%llu p999_us=%llu max_us=%llu "
+      "mean_us=%.1f cpu_pct_node=%.1f",
+      info.threads, static_cast<long long>(info.period_us), static_cast<long long>(info.work_us),
+      info.duration_s, static_cast<unsigned long long>(summary.requests),
+      static_cast<unsigned long long>(summary.missed),
+      static_cast<unsigned long long>(summary.p50_us),
+      static_cast<unsigned long long>(summary.p90_us),
+      static_cast<unsigned long long>(summary.p99_us),
+      static_cast<unsigned long long>(summary.p999_us),
+      static_cast<unsigned long long>(summary.max_us), summary.mean_us, info.cpu_pct_node);
   return buf;
 }
 
 std::string formatJson(const RunInfo& info, const Summary& summary) {
   nlohmann::json j = {
-      {"threads", info.threads},        {"period_us", info.period_us},
-      {"work_us", info.work_us},        {"duration_s", info.duration_s},
+      {"threads", info.threads},           {"period_us", info.period_us},
+      {"work_us", info.work_us},           {"duration_s", info.duration_s},
       {"iters_per_us", info.iters_per_us}, {"cpu_pct_node", info.cpu_pct_node},
-      {"requests", summary.requests},   {"missed", summary.missed},
-      {"p50_us", summary.p50_us},       {"p90_us", summary.p90_us},
-      {"p99_us", summary.p99_us},       {"p999_us", summary.p999_us},
-      {"max_us", summary.max_us},       {"mean_us", summary.mean_us},
+      {"requests", summary.requests},      {"missed", summary.missed},
+      {"p50_us", summary.p50_us},          {"p90_us", summary.p90_us},
+      {"p99_us", summary.p99_us},          {"p999_us", summary.p999_us},
+      {"max_us", summary.max_us},          {"mean_us", summary.mean_us},
   };
   return j.dump();
 }

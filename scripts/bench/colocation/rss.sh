@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# rss.sh RUNDIR CONTAINERS: colod's resident memory with CONTAINERS containers known. Starts a
+# second colod-testpeer that reports CONTAINERS fake containers (no cgroups, shaped like real
+# Kubernetes objects) in 1/10 as many pods, starts colod against it, waits for the Synchronize,
+# lets it run 5 s more, and prints "colod_rss_mib=<max VmRSS over that time> containers=N".
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=lib.sh
+source "$here/lib.sh"
+CB_TAG=rss
+run=$1/rss n=$2
+mkdir -p "$run"
+peer=$(cb_bin colod-testpeer) colod=$(cb_bin colod)
+[[ -n $peer && -n $colod ]] || cb_die "needs colod-testpeer and colod"
+pods=$(( n / 10 > 0 ? n / 10 : 1 ))
+
+peer_pid= colod_pid=
+stop() {
+  local p
+  for p in $colod_pid $peer_pid; do
+    kill -TERM "$p" 2>/dev/null || continue
+    for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$p" 2>/dev/null || true
+    wait "$p" 2>/dev/null || true
+  done
+}
+trap stop EXIT
+"$peer" --socket "$run/nri.sock" --log "$run/peer.log" --cgroup-parent "colobench-rss-$$" \
+  --synth-pods "$pods" --synth-containers "$n" >"$run/peer.stdout" 2>&1 &
+peer_pid=$!
+for _ in $(seq 1 100); do [[ -S $run/nri.sock ]] && break; sleep 0.1; done
+[[ -S $run/nri.sock ]] || cb_die "peer socket did not appear"
+bash "$here/colod-config.sh" "$run" >"$run/colod.yaml"
+"$colod" --config "$run/colod.yaml" >"$run/colod.log" 2>&1 &
+colod_pid=$!
+synced=0
+for _ in $(seq 1 300); do  # <= 30 s
+  kill -0 "$colod_pid" 2>/dev/null || { tail -5 "$run/colod.log" >&2; cb_die "colod exited"; }
+  if grep -q '"event":"plugin-synchronized"' "$run/peer.log"; then synced=1; break; fi
+  sleep 0.1
+done
+((synced)) || cb_die "colod did not synchronize with $n containers in 30 s"
+containers=$(grep '"event":"plugin-synchronized"' "$run/peer.log" | head -1 |
+  python3 -c 'import json,sys; print(json.loads(sys.stdin.readline()).get("containers", "?"))')
+sleep 2
+max_kib=0
+for _ in $(seq 1 10); do
+  kib=$(awk '/^VmRSS:/ {print $2}' "/proc/$colod_pid/status")
+  ((kib > max_kib)) && max_kib=$kib
+  sleep 0.5
+done
+python3 -c "import sys; print(f'colod_rss_mib={int(sys.argv[1]) / 1024:.1f} containers={sys.argv[2]}')" \
+  "$max_kib" "$containers"
