@@ -61,7 +61,7 @@ class Parser {
   Result<void> checkMap(const YAML::Node& node, std::string_view path,
                         std::initializer_list<std::string_view> allowed) const {
     if (!node.IsMap()) {
-      return err(node, path, show(node), "expected a mapping");
+      return err(node, path.empty() ? "<top>" : path, show(node), "expected a mapping");
     }
     for (const auto& kv : node) {
       if (!kv.first.IsScalar()) {
@@ -201,14 +201,22 @@ class Parser {
     }                                                                 \
   } while (0)
 
+// Propagates an error unchanged: messages already carry file, line and key path.
+#define COLOD_TRY_PLAIN(expr)       \
+  do {                              \
+    auto r_ = (expr);               \
+    if (!r_.has_value()) {          \
+      return std::move(r_).error(); \
+    }                               \
+  } while (0)
+
 constexpr uint64_t kMaxU64 = std::numeric_limits<int64_t>::max();
 
 Result<void> parseThresholdOverride(const Parser& p, const YAML::Node& node,
                                     const std::string& path, ThresholdOverride& out) {
-  COLOD_TRY_VOID(p.checkMap(node, path,
+  COLOD_TRY_PLAIN(p.checkMap(node, path,
                             {"runq_p99_us", "baseline_factor", "baseline_floor_us",
-                             "psi_cpu_some_avg10", "reclaim_stall_us_per_s"}),
-                 "config");
+                             "psi_cpu_some_avg10", "reclaim_stall_us_per_s"}));
   auto us = [&](const YAML::Node& n, const std::string& k) { return p.u64(n, k, 1, 60'000'000); };
   auto fac = [&](const YAML::Node& n, const std::string& k) { return p.dbl(n, k, 1.0, 1000.0); };
   auto pct = [&](const YAML::Node& n, const std::string& k) { return p.dbl(n, k, 0.0, 100.0); };
@@ -246,20 +254,18 @@ Result<Config> parseSectionNode(const Parser& p, const YAML::Node& root, const s
   if (!root || root.IsNull()) {
     return c;
   }
-  COLOD_TRY_VOID(p.checkMap(root, pre.empty() ? "<top>" : pre,
+  COLOD_TRY_PLAIN(p.checkMap(root, pre,
                             {"dry_run", "detection", "thresholds", "tier_thresholds", "actions",
-                             "floors", "levers"}),
-                 "config");
+                             "floors", "levers"}));
   auto boolean = [&](const YAML::Node& n, const std::string& k) { return p.boolean(n, k); };
   COLOD_FIELD(root, pre, "dry_run", c.dry_run, boolean);
 
   if (const YAML::Node d = root["detection"]) {
     const std::string path = joinPath(pre, "detection");
-    COLOD_TRY_VOID(p.checkMap(d, path,
+    COLOD_TRY_PLAIN(p.checkMap(d, path,
                               {"window_intervals", "hit_intervals", "min_samples",
                                "baseline_alpha", "victim_tiers", "self_throttle_fraction",
-                               "self_wait_fraction"}),
-                   "config");
+                               "self_wait_fraction"}));
     auto win = [&](const YAML::Node& n, const std::string& k) { return p.i32(n, k, 1, 1000); };
     auto samples = [&](const YAML::Node& n, const std::string& k) {
       return p.u64(n, k, 1, 1'000'000);
@@ -286,29 +292,28 @@ Result<Config> parseSectionNode(const Parser& p, const YAML::Node& root, const s
 
   if (const YAML::Node t = root["thresholds"]) {
     ThresholdOverride o;
-    COLOD_TRY_VOID(parseThresholdOverride(p, t, joinPath(pre, "thresholds"), o), "config");
+    COLOD_TRY_PLAIN(parseThresholdOverride(p, t, joinPath(pre, "thresholds"), o));
     applyOverride(c.thresholds, o);
   }
 
   if (const YAML::Node tt = root["tier_thresholds"]) {
     const std::string path = joinPath(pre, "tier_thresholds");
-    COLOD_TRY_VOID(p.checkMap(tt, path, {"ls", "system"}), "config");
+    COLOD_TRY_PLAIN(p.checkMap(tt, path, {"ls", "system"}));
     for (const auto& kv : tt) {
       const std::string key = kv.first.Scalar();
       ThresholdOverride o;
-      COLOD_TRY_VOID(parseThresholdOverride(p, kv.second, joinPath(path, key), o), "config");
+      COLOD_TRY_PLAIN(parseThresholdOverride(p, kv.second, joinPath(path, key), o));
       c.tier_thresholds[*tierFromName(key)] = o;
     }
   }
 
   if (const YAML::Node a = root["actions"]) {
     const std::string path = joinPath(pre, "actions");
-    COLOD_TRY_VOID(p.checkMap(a, path,
+    COLOD_TRY_PLAIN(p.checkMap(a, path,
                               {"cpu_ladder", "memory_ladder", "verify_intervals", "improve_ratio",
                                "quiet_intervals", "relax_cooldown_intervals",
                                "change_cooldown_intervals", "max_changes_per_round",
-                               "max_antagonists", "min_antagonist_score", "max_escalations"}),
-                   "config");
+                               "max_antagonists", "min_antagonist_score", "max_escalations"}));
     auto cpu = [&](const YAML::Node& n, const std::string& k) { return p.ladder(n, k, false); };
     auto mem = [&](const YAML::Node& n, const std::string& k) { return p.ladder(n, k, true); };
     auto pos = [&](const YAML::Node& n, const std::string& k) { return p.i32(n, k, 1, 100000); };
@@ -334,10 +339,9 @@ Result<Config> parseSectionNode(const Parser& p, const YAML::Node& root, const s
 
   if (const YAML::Node f = root["floors"]) {
     const std::string path = joinPath(pre, "floors");
-    COLOD_TRY_VOID(p.checkMap(f, path,
+    COLOD_TRY_PLAIN(p.checkMap(f, path,
                               {"be_min_cpu_shares", "be_min_cpus", "be_min_quota_millicores",
-                               "be_min_memory_bytes"}),
-                   "config");
+                               "be_min_memory_bytes"}));
     auto shares = [&](const YAML::Node& n, const std::string& k) {
       return p.u64(n, k, 2, 262144);  // kernel cpu.shares range
     };
@@ -362,10 +366,9 @@ Result<Config> parseSectionNode(const Parser& p, const YAML::Node& root, const s
 
   if (const YAML::Node l = root["levers"]) {
     const std::string path = joinPath(pre, "levers");
-    COLOD_TRY_VOID(p.checkMap(l, path,
+    COLOD_TRY_PLAIN(p.checkMap(l, path,
                               {"be_cpu_shares", "be_cpuset_max_fraction", "be_quota_fraction",
-                               "quota_period_us", "memory_step_fraction"}),
-                   "config");
+                               "quota_period_us", "memory_step_fraction"}));
     auto shares = [&](const YAML::Node& n, const std::string& k) {
       return p.u64(n, k, 2, 262144);
     };
@@ -409,7 +412,9 @@ Result<Config> parseGuarded(const YAML::Node& node, std::string_view file, std::
     if (!c) {
       return c;
     }
-    COLOD_TRY_VOID(validateConfig(*c, file), "config");
+    if (auto v = validateConfig(*c, file); !v) {
+      return std::move(v).error();
+    }
     return c;
   } catch (const YAML::Exception& e) {
     return Error(EINVAL, std::string(file) + ": invalid YAML: " + e.msg);

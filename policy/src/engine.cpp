@@ -52,6 +52,10 @@ struct Tracked {
   // Relax backoff (anti-flapping): grows when the victim is hurt again soon after a relax.
   int relax_backoff = 1;
   int64_t last_relax_round = kNever;
+  // Ladder index of the last rung verified to help (cpu), -1 if none: when the victim is hurt
+  // again soon after a relax, the next episode starts there instead of replaying rungs that
+  // did not help.
+  int effective_rung = -1;
   std::string last_explanation;
 };
 
@@ -757,8 +761,8 @@ class EngineState {
                            " -> " + describeValues(orig, step.lever);
         t.last_change_round = round_;
         t.last_explanation = text;
-        out.push_back(makeDecision(kind, step.lever, step.rung, t, orig, orig, victim, &ep, {},
-                                   rule, std::move(text)));
+        out.push_back(makeDecision(kind, step.lever, step.rung, t, orig, orig, victim, &ep,
+                                   step.antagonists, rule, std::move(text)));
       }
       it->second.erase(jt);
       if (it->second.empty()) {
@@ -854,6 +858,9 @@ class EngineState {
                                                        static_cast<double>(ep.start_p99));
       if (improved || ep.steps.empty()) {
         ep.phase = Phase::Holding;
+        if (improved && !ep.steps.empty() && !ep.memory) {
+          v.effective_rung = ep.steps.back().rung;
+        }
         return;
       }
       // Not improved: undo this rung, then try the next one.
@@ -871,8 +878,10 @@ class EngineState {
       releaseStep(key, ep, failed, DecisionKind::Undo, "rung_not_effective", why.str(), &v, out);
       changes_this_round_ += static_cast<int>(out.size() - before);
       ep.phase = Phase::Holding;
-      if (!escalate(ep, key, v, DecisionKind::Escalate, out, findings, true)) {
-        ep.phase = Phase::Holding;
+      // The next rung only if the victim is still hurt now; otherwise hold (the episode ends
+      // once the window is quiet, or escalates from the next rung if it is hurt again).
+      if (hit) {
+        escalate(ep, key, v, DecisionKind::Escalate, out, findings, true);
       }
       return;
     }
@@ -931,6 +940,10 @@ class EngineState {
         // Hurt again soon after a relax: wait longer before the next relax (anti-flapping).
         if (round_ - v.last_relax_round <= 2 * config_.actions.quiet_intervals * v.relax_backoff) {
           v.relax_backoff = std::min(v.relax_backoff * 2, kMaxRelaxBackoff);
+          if (!memory && v.effective_rung >= 0 &&
+              v.effective_rung < static_cast<int>(ladder(false).size())) {
+            ep.next_rung = v.effective_rung;
+          }
         }
         if (escalate(ep, key, v, DecisionKind::Engage, out, findings)) {
           episodes_.emplace(key, std::move(ep));

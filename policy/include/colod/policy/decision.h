@@ -40,6 +40,8 @@ struct Antagonist {
   uint64_t oncpu_ns = 0;       // its CPU time this interval
   uint64_t memory_growth_bytes = 0;  // memory victims: its growth this interval
   double score = 0.0;          // share of the evidence, 0..1
+
+  friend bool operator==(const Antagonist&, const Antagonist&) = default;
 };
 
 // The numbers behind a decision (victim side), for `coloctl explain` and metrics.
@@ -54,6 +56,8 @@ struct Evidence {
   int hits = 0;                     // intervals over threshold in the window
   int window = 0;                   // window length N
   int quiet_intervals = 0;          // consecutive quiet intervals (relax)
+
+  friend bool operator==(const Evidence&, const Evidence&) = default;
 };
 
 // One change to one container. new_values holds only the fields to change; original_values
