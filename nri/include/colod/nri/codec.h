@@ -34,21 +34,21 @@ Result<SynchronizeRequest> decodeSynchronizeRequest(std::span<const std::byte> i
 Bytes encodeSynchronizeResponse(const std::vector<ContainerUpdate>& updates, bool more);
 
 struct PodEvent {
-  PodSandbox pod;
+  PodSandbox pod{};
 };
 struct ContainerEvent {
-  PodSandbox pod;
-  Container container;
+  PodSandbox pod{};
+  Container container{};
 };
 struct UpdateContainerEvent {
-  PodSandbox pod;
-  Container container;
-  LinuxResources requested;
+  PodSandbox pod{};
+  Container container{};
+  LinuxResources requested{};
 };
 struct StateChange {
   Event event = Event::Unknown;
-  PodSandbox pod;
-  std::optional<Container> container;
+  PodSandbox pod{};
+  std::optional<Container> container{};
 };
 // RunPodSandbox / StopPodSandbox / RemovePodSandbox / PostUpdatePodSandbox requests ({1: pod}).
 Result<PodEvent> decodePodEvent(std::span<const std::byte> in);

@@ -28,8 +28,8 @@ struct RegistryOptions {
 struct RegistrySnapshot {
   uint64_t generation = 0;  // bumps on every change; equal generations = equal content
   bool synchronized = false;  // false until the first Synchronize, and after a disconnect
-  std::map<std::string, std::shared_ptr<const PodSandbox>, std::less<>> pods;
-  std::map<std::string, std::shared_ptr<const Container>, std::less<>> containers;
+  std::map<std::string, std::shared_ptr<const PodSandbox>, std::less<>> pods{};
+  std::map<std::string, std::shared_ptr<const Container>, std::less<>> containers{};
   uint64_t dropped = 0;  // objects refused because a cap was reached
 
   [[nodiscard]] const PodSandbox* pod(std::string_view id) const;
@@ -64,10 +64,10 @@ class Registry {
  private:
   void bumpLocked();
 
-  RegistryOptions options_;
+  RegistryOptions options_{};
   mutable std::mutex mu_;
-  std::map<std::string, std::shared_ptr<const PodSandbox>, std::less<>> pods_;
-  std::map<std::string, std::shared_ptr<const Container>, std::less<>> containers_;
+  std::map<std::string, std::shared_ptr<const PodSandbox>, std::less<>> pods_{};
+  std::map<std::string, std::shared_ptr<const Container>, std::less<>> containers_{};
   uint64_t generation_ = 0;
   uint64_t dropped_ = 0;
   bool synchronized_ = false;

@@ -132,7 +132,7 @@ struct ConnectionEvent {
   ConnectionState state = ConnectionState::Connecting;
   uint64_t connects = 0;    // successful connections so far
   uint64_t reconnects = 0;  // connections after the first
-  std::optional<Error> error;
+  std::optional<Error> error{};
 };
 
 struct BackoffOptions {
@@ -144,19 +144,19 @@ struct BackoffOptions {
 
 struct StubOptions {
   // Socket to dial; "" = /var/run/nri/nri.sock. Ignored when an fd is used.
-  std::string socket_path;
+  std::string socket_path{};
   // "" = NRI_PLUGIN_NAME, else the "name" of an argv0 basename "NN-name".
-  std::string plugin_name;
+  std::string plugin_name{};
   // "" = NRI_PLUGIN_IDX, else the "NN" of argv0.
-  std::string plugin_idx;
-  std::string argv0;
+  std::string plugin_idx{};
+  std::string argv0{};
   // >= 0: an already connected trunk (taken over; closed by the stub). Beats NRI_PLUGIN_SOCKET.
   // A plugin on an inherited fd cannot reconnect: run() returns when the trunk ends.
   int connection_fd = -1;
   // Read NRI_PLUGIN_SOCKET / NRI_PLUGIN_NAME / NRI_PLUGIN_IDX (off in hermetic tests).
   bool use_environment = true;
   bool reconnect = true;
-  BackoffOptions backoff;
+  BackoffOptions backoff{};
   // Deadline of our RegisterPlugin call (sent as timeout_nano, as the Go stub does).
   std::chrono::milliseconds registration_timeout{5000};
   // A connection that is not synchronized this long after RegisterPlugin is dropped and redialed.
@@ -165,11 +165,11 @@ struct StubOptions {
   std::chrono::milliseconds update_timeout{10000};
   // Largest ttrpc message accepted from the runtime (> this: drained, RESOURCE_EXHAUSTED).
   uint32_t max_message = 4U << 20;
-  RegistryOptions registry;
+  RegistryOptions registry{};
   // Connection state changes (metrics). Runs on stub threads; must not call back into the stub.
-  std::function<void(const ConnectionEvent&)> on_connection;
+  std::function<void(const ConnectionEvent&)> on_connection{};
   // Per served runtime call: method, status code, first request byte -> last reply byte.
-  std::function<void(std::string_view method, int32_t code, std::chrono::nanoseconds took)> on_call;
+  std::function<void(std::string_view method, int32_t code, std::chrono::nanoseconds took)> on_call{};
 };
 
 struct StubStats {
@@ -183,9 +183,9 @@ struct StubStats {
   bool connected = false;
   bool synchronized = false;
   EventMask mask = 0;  // what the last Configure subscribed to
-  std::string runtime_name;
-  std::string runtime_version;
-  std::string nri_version;
+  std::string runtime_name{};
+  std::string runtime_version{};
+  std::string nri_version{};
 };
 
 class Stub {

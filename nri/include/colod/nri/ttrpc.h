@@ -60,17 +60,17 @@ inline constexpr int32_t kUnavailable = 14;
 
 struct Status {
   int32_t code = status_code::kOk;
-  std::string message;
+  std::string message{};
   [[nodiscard]] bool ok() const { return code == status_code::kOk; }
 };
 
 // A decoded ttrpc.Request. `payload` points into the buffer given to decodeRequest().
 struct RequestView {
-  std::string service;
-  std::string method;
-  std::span<const std::byte> payload;
+  std::string service{};
+  std::string method{};
+  std::span<const std::byte> payload{};
   int64_t timeout_nano = 0;  // 0 = no deadline
-  std::vector<std::pair<std::string, std::string>> metadata;
+  std::vector<std::pair<std::string, std::string>> metadata{};
 };
 // EPROTO on malformed protobuf (truncation, bad wire type, overlong varint). Unknown fields are
 // skipped.
@@ -81,8 +81,8 @@ std::vector<std::byte> encodeRequest(std::string_view service,
                                      int64_t timeout_nano);
 
 struct ResponseView {
-  Status status;  // missing status on the wire = OK
-  std::span<const std::byte> payload;
+  Status status{};  // missing status on the wire = OK
+  std::span<const std::byte> payload{};
 };
 Result<ResponseView> decodeResponse(std::span<const std::byte> body);
 // A successful response omits status (Go does); an error response carries only the status.
@@ -90,10 +90,10 @@ std::vector<std::byte> encodeResponse(const Status& status, std::span<const std:
 
 // One reassembled ttrpc message of a logical connection.
 struct TtrpcMessage {
-  TtrpcHeader header;
-  std::vector<std::byte> body;  // empty if oversized
+  TtrpcHeader header{};
+  std::vector<std::byte> body{};  // empty if oversized
   bool oversized = false;       // length > the limit: the body was drained, not stored
-  std::chrono::steady_clock::time_point first_byte;  // when its first header byte arrived
+  std::chrono::steady_clock::time_point first_byte{};  // when its first header byte arrived
 };
 
 // Incremental reassembly of ttrpc messages from one logical byte stream. Bounds-first: the body
@@ -121,11 +121,11 @@ using SendFn = std::function<Result<void>(std::span<const std::byte> head,
 
 // What a server handler sees.
 struct CallContext {
-  std::string_view service;
-  std::string_view method;
+  std::string_view service{};
+  std::string_view method{};
   uint32_t stream_id = 0;
-  std::optional<std::chrono::steady_clock::time_point> deadline;  // from timeout_nano
-  std::chrono::steady_clock::time_point received;  // first byte of the request
+  std::optional<std::chrono::steady_clock::time_point> deadline{};  // from timeout_nano
+  std::chrono::steady_clock::time_point received{};  // first byte of the request
 };
 
 // A handler returns the serialized response message, or an error that becomes the status:
@@ -135,18 +135,18 @@ using Handler =
     std::function<Result<std::vector<std::byte>>(const CallContext&, std::span<const std::byte>)>;
 
 struct CallTiming {
-  std::string_view service;
-  std::string_view method;
+  std::string_view service{};
+  std::string_view method{};
   int32_t code = 0;
-  std::chrono::steady_clock::time_point first_byte;  // request's first byte received
-  std::chrono::steady_clock::time_point replied;     // reply's last byte written
+  std::chrono::steady_clock::time_point first_byte{};  // request's first byte received
+  std::chrono::steady_clock::time_point replied{};     // reply's last byte written
   std::size_t request_bytes = 0;
 };
 
 struct ServerOptions {
   uint32_t max_message = kTtrpcMaxMessage;
   // Called on the worker thread after each reply was written (metrics, benchmarks).
-  std::function<void(const CallTiming&)> on_served;
+  std::function<void(const CallTiming&)> on_served{};
 };
 
 // Unary ttrpc server for one logical connection.
@@ -188,13 +188,13 @@ class TtrpcServer {
   SendFn send_;
   ServerOptions options_;
   TtrpcDecoder decoder_;
-  std::map<std::string, std::map<std::string, Handler, std::less<>>, std::less<>> services_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<TtrpcMessage> queue_;
+  std::map<std::string, std::map<std::string, Handler, std::less<>>, std::less<>> services_{};
+  std::mutex mu_{};
+  std::condition_variable cv_{};
+  std::deque<TtrpcMessage> queue_{};
   bool stopping_ = false;
   uint32_t last_stream_ = 0;
-  std::thread worker_;
+  std::thread worker_{};
 };
 
 // Unary ttrpc client for one logical connection. call() is thread-safe and may be used by many
@@ -230,11 +230,11 @@ class TtrpcClient {
   };
   SendFn send_;
   TtrpcDecoder decoder_;
-  std::mutex send_mu_;  // id allocation + send, so ids hit the wire in order
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<uint32_t, std::shared_ptr<Slot>> pending_;
-  std::optional<Error> failed_;
+  std::mutex send_mu_{};  // id allocation + send, so ids hit the wire in order
+  std::mutex mu_{};
+  std::condition_variable cv_{};
+  std::map<uint32_t, std::shared_ptr<Slot>> pending_{};
+  std::optional<Error> failed_{};
   uint32_t next_stream_ = 1;
 };
 

@@ -55,112 +55,112 @@ enum class ContainerState : int32_t {
 };
 
 struct CpuResources {
-  std::optional<uint64_t> shares;
-  std::optional<int64_t> quota;   // µs; -1 = unlimited
-  std::optional<uint64_t> period;  // µs
-  std::optional<int64_t> realtime_runtime;
-  std::optional<uint64_t> realtime_period;
-  std::string cpus;  // cpuset list "0-3,8"; "" = not set
-  std::string mems;  // NUMA node list; "" = not set
+  std::optional<uint64_t> shares{};
+  std::optional<int64_t> quota{};   // µs; -1 = unlimited
+  std::optional<uint64_t> period{};  // µs
+  std::optional<int64_t> realtime_runtime{};
+  std::optional<uint64_t> realtime_period{};
+  std::string cpus{};  // cpuset list "0-3,8"; "" = not set
+  std::string mems{};  // NUMA node list; "" = not set
   bool operator==(const CpuResources&) const = default;
 };
 
 struct MemoryResources {
-  std::optional<int64_t> limit;  // bytes
-  std::optional<int64_t> reservation;
-  std::optional<int64_t> swap;
-  std::optional<int64_t> kernel;
-  std::optional<int64_t> kernel_tcp;
-  std::optional<uint64_t> swappiness;
-  std::optional<bool> disable_oom_killer;
-  std::optional<bool> use_hierarchy;
+  std::optional<int64_t> limit{};  // bytes
+  std::optional<int64_t> reservation{};
+  std::optional<int64_t> swap{};
+  std::optional<int64_t> kernel{};
+  std::optional<int64_t> kernel_tcp{};
+  std::optional<uint64_t> swappiness{};
+  std::optional<bool> disable_oom_killer{};
+  std::optional<bool> use_hierarchy{};
   bool operator==(const MemoryResources&) const = default;
 };
 
 struct HugepageLimit {
-  std::string page_size;  // "2MB"
+  std::string page_size{};  // "2MB"
   uint64_t limit = 0;
   bool operator==(const HugepageLimit&) const = default;
 };
 
 // LinuxResources. Optional fields: present = set (0 allowed), absent = unchanged (brief §3.5).
 struct LinuxResources {
-  MemoryResources memory;
-  CpuResources cpu;
-  std::vector<HugepageLimit> hugepage_limits;
-  std::optional<std::string> blockio_class;
-  std::optional<std::string> rdt_class;
-  StringMap unified;  // cgroup v2 files, e.g. {"memory.oom.group", "1"}
-  std::optional<int64_t> pids_limit;
+  MemoryResources memory{};
+  CpuResources cpu{};
+  std::vector<HugepageLimit> hugepage_limits{};
+  std::optional<std::string> blockio_class{};
+  std::optional<std::string> rdt_class{};
+  StringMap unified{};  // cgroup v2 files, e.g. {"memory.oom.group", "1"}
+  std::optional<int64_t> pids_limit{};
   bool operator==(const LinuxResources&) const = default;
 };
 
 struct PodSandbox {
-  std::string id;
-  std::string name;
-  std::string uid;
-  std::string namespace_name;  // PodSandbox.namespace
-  StringMap labels;
-  StringMap annotations;
-  std::string runtime_handler;
-  std::string cgroup_parent;  // kubelet's pod cgroup, e.g. /kubepods/burstable/pod<uid>
-  std::string cgroups_path;
+  std::string id{};
+  std::string name{};
+  std::string uid{};
+  std::string namespace_name{};  // PodSandbox.namespace
+  StringMap labels{};
+  StringMap annotations{};
+  std::string runtime_handler{};
+  std::string cgroup_parent{};  // kubelet's pod cgroup, e.g. /kubepods/burstable/pod<uid>
+  std::string cgroups_path{};
   uint32_t pid = 0;
-  std::vector<std::string> ips;
-  LinuxResources pod_resources;  // CRI pod-level resources (LinuxPodSandbox.pod_resources)
-  LinuxResources pod_overhead;
-  LinuxResources resources;  // from the sandbox OCI spec
+  std::vector<std::string> ips{};
+  LinuxResources pod_resources{};  // CRI pod-level resources (LinuxPodSandbox.pod_resources)
+  LinuxResources pod_overhead{};
+  LinuxResources resources{};  // from the sandbox OCI spec
 };
 
 struct Container {
-  std::string id;
-  std::string pod_sandbox_id;
-  std::string name;
+  std::string id{};
+  std::string pod_sandbox_id{};
+  std::string name{};
   ContainerState state = ContainerState::Unknown;
-  StringMap labels;
-  StringMap annotations;
-  std::vector<std::string> args;
-  std::vector<std::string> env;  // "K=V"
-  std::string cgroups_path;  // runtime format: "<parent>/<id>" or "<slice>:cri-containerd:<id>"
+  StringMap labels{};
+  StringMap annotations{};
+  std::vector<std::string> args{};
+  std::vector<std::string> env{};  // "K=V"
+  std::string cgroups_path{};  // runtime format: "<parent>/<id>" or "<slice>:cri-containerd:<id>"
   uint32_t pid = 0;  // 0 before start
-  LinuxResources resources;
-  std::optional<int64_t> oom_score_adj;
+  LinuxResources resources{};
+  std::optional<int64_t> oom_score_adj{};
 };
 
 // A live resource update for one container (ContainerUpdate).
 struct ContainerUpdate {
-  std::string container_id;
-  LinuxResources resources;
+  std::string container_id{};
+  LinuxResources resources{};
   bool ignore_failure = false;
 };
 
 // What a CreateContainer handler may change on the container being created.
 struct ContainerAdjustment {
-  StringMap annotations;  // a key "-name" removes annotation "name"
-  std::vector<std::pair<std::string, std::string>> env;  // key "-NAME" removes NAME
-  std::optional<LinuxResources> resources;
-  std::optional<int64_t> oom_score_adj;
+  StringMap annotations{};  // a key "-name" removes annotation "name"
+  std::vector<std::pair<std::string, std::string>> env{};  // key "-NAME" removes NAME
+  std::optional<LinuxResources> resources{};
+  std::optional<int64_t> oom_score_adj{};
 };
 
 struct CreateContainerResult {
-  ContainerAdjustment adjust;
+  ContainerAdjustment adjust{};
   // Updates for *other* containers only; the runtime fails the creation if the new container is
   // listed here (brief §3.5).
-  std::vector<ContainerUpdate> updates;
+  std::vector<ContainerUpdate> updates{};
 };
 
 struct ConfigureRequest {
-  std::string config;
-  std::string runtime_name;     // "containerd" / "cri-o"
-  std::string runtime_version;
+  std::string config{};
+  std::string runtime_name{};     // "containerd" / "cri-o"
+  std::string runtime_version{};
   int64_t registration_timeout_ms = 0;  // 0 = not sent (runtime < v0.7.0)
   int64_t request_timeout_ms = 0;
-  std::string nri_version;  // "" before v0.12.0
+  std::string nri_version{};  // "" before v0.12.0
 };
 
 struct SynchronizeRequest {
-  std::vector<PodSandbox> pods;
-  std::vector<Container> containers;
+  std::vector<PodSandbox> pods{};
+  std::vector<Container> containers{};
   bool more = false;
 };
 
