@@ -663,11 +663,16 @@ class EngineState {
     return d;
   }
 
-  // Applies ladder rung `rung` of episode ep: restricts the antagonists. Returns false when the
-  // rung changed nothing (every antagonist already at or below it).
-  bool applyRung(Episode& ep, const std::string& key, Tracked& victim, int rung,
-                 const std::vector<Antagonist>& antagonists, DecisionKind kind,
-                 std::vector<Decision>& out, std::vector<Finding>& findings) {
+  enum class RungResult { Applied, NothingToDo, Deferred };
+
+  // Applies ladder rung `rung` of episode ep: restricts the antagonists. NothingToDo when every
+  // antagonist is already at or below the rung (try the next one); Deferred when the changes
+  // wait for a cooldown or the round's budget (retry the same rung later).
+  RungResult applyRung(Episode& ep, const std::string& key, Tracked& victim, int rung,
+                       const std::vector<Antagonist>& antagonists, DecisionKind kind,
+                       bool replacing, std::vector<Decision>& out,
+                       std::vector<Finding>& findings) {
+    bool deferred = false;
     const Lever lever = ladder(ep.memory)[static_cast<size_t>(rung)];
     Step step;
     step.lever = lever;
@@ -684,6 +689,17 @@ class EngineState {
         // Already restricted on this lever for another victim: share it.
         if (jt->second.owners.insert(key).second) {
           step.targets.push_back(t.info.id);
+        }
+        continue;
+      }
+      // An undo followed by the next rung in the same round is one replacement, not two changes.
+      const bool cooling =
+          !replacing &&
+          round_ - t.last_change_round < config_.actions.change_cooldown_intervals;
+      if (cooling || !budget()) {
+        deferred = true;
+        if (levers.empty()) {
+          restrictions_.erase(t.info.id);
         }
         continue;
       }
@@ -726,12 +742,13 @@ class EngineState {
                                  os.str()));
       levers.emplace(lever, std::move(r));
       step.targets.push_back(t.info.id);
+      ++changes_this_round_;
     }
     if (step.targets.empty()) {
-      return false;
+      return deferred ? RungResult::Deferred : RungResult::NothingToDo;
     }
     ep.steps.push_back(std::move(step));
-    return true;
+    return RungResult::Applied;
   }
 
   // Removes the episode's ownership of one step; restores levers nobody else holds.
@@ -771,17 +788,6 @@ class EngineState {
     }
   }
 
-  [[nodiscard]] bool targetsCooling(const std::vector<Antagonist>& as) const {
-    for (const auto& a : as) {
-      auto it = tracked_.find(a.id);
-      if (it != tracked_.end() &&
-          round_ - it->second.last_change_round < config_.actions.change_cooldown_intervals) {
-        return true;
-      }
-    }
-    return false;
-  }
-
   [[nodiscard]] bool budget() const {
     return changes_this_round_ < config_.actions.max_changes_per_round;
   }
@@ -795,18 +801,18 @@ class EngineState {
     if (antagonists.empty()) {
       return false;
     }
-    // An undo followed by the next rung in the same round is one replacement, not two changes.
-    if (!replacing && targetsCooling(antagonists)) {
-      ++stats_.rate_limited;
-      return false;
-    }
     while (ep.next_rung < static_cast<int>(lad.size()) &&
            ep.escalations < config_.actions.max_escalations) {
-      const int rung = ep.next_rung++;
+      const int rung = ep.next_rung;
+      const RungResult res =
+          applyRung(ep, key, victim, rung, antagonists, kind, replacing, out, findings);
+      if (res == RungResult::Deferred) {
+        ++stats_.rate_limited;
+        return false;
+      }
+      ++ep.next_rung;
       ++ep.escalations;
-      const size_t before = out.size();
-      if (applyRung(ep, key, victim, rung, antagonists, kind, out, findings)) {
-        changes_this_round_ += static_cast<int>(out.size() - before);
+      if (res == RungResult::Applied) {
         ep.phase = Phase::Verifying;
         ep.verify_until = round_ + config_.actions.verify_intervals;
         ep.verify_hits = 0;

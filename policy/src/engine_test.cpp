@@ -1,2 +1,270 @@
 // SPDX-License-Identifier: Apache-2.0
+// Engine API: restore, seed (journal reconcile), registry changes, apply failures, config
+// reload, bounded state, describe, rate limit.
+#include "colod/policy/engine.h"
+
 #include <gtest/gtest.h>
+
+#include "colod/policy/testing/synthetic.h"
+#include "colod/testing/result_matchers.h"
+
+namespace colod::policy {
+namespace {
+
+using testing::beInfo;
+using testing::beSample;
+using testing::lsInfo;
+using testing::lsSample;
+using testing::Sim;
+
+std::vector<ContainerSample> hurt(const std::string& victim = "web",
+                                  const std::string& hog = "hog") {
+  return {lsSample(victim, 5000, {{hog, 50, 5'000'000}}), beSample(hog, 90'000'000)};
+}
+std::vector<ContainerSample> quiet() {
+  return {lsSample("web", 200), beSample("hog", 90'000'000)};
+}
+
+Sim engagedSim() {
+  Sim sim{Config{}};
+  sim.add(lsInfo("web"));
+  sim.add(beInfo("hog"));
+  for (int i = 0; i < 3; ++i) {
+    (void)sim.step(hurt());
+  }
+  return sim;
+}
+
+TEST(EngineTest, CreateRejectsInvalidConfig) {
+  Config c;
+  c.floors.be_min_cpu_shares = 0;
+  EXPECT_ERR(Engine::create(c), EINVAL, "be_min_cpu_shares");
+}
+
+TEST(EngineTest, RestoreAllReturnsOriginals) {
+  Sim sim = engagedSim();
+  ASSERT_EQ(sim.engine().applied().size(), 1u);
+  auto restore = sim.engine().restoreAll(sim.now());
+  ASSERT_EQ(restore.size(), 1u);
+  EXPECT_EQ(restore[0].kind, DecisionKind::Restore);
+  EXPECT_EQ(restore[0].target_id, "hog");
+  EXPECT_EQ(restore[0].new_values.cpu_shares, 1024u);
+  EXPECT_EQ(restore[0].rule, "restore_all");
+  EXPECT_TRUE(sim.engine().applied().empty());
+  EXPECT_TRUE(sim.engine().restoreAll(sim.now()).empty());
+  EXPECT_EQ(sim.engine().stats().active_episodes, 0u);
+}
+
+TEST(EngineTest, SeedAppliedThenRelaxesToSeededOriginal) {
+  Sim sim{Config{}};
+  sim.add(lsInfo("web"));
+  ContainerInfo hog = beInfo("hog");
+  hog.resources.cpuset_cpus = "1";  // the registry sees the applied value after a crash
+  sim.add(hog);
+  AppliedAction a;
+  a.target_id = "hog";
+  a.victim_id = "web";
+  a.lever = Lever::Cpuset;
+  a.applied_values.cpuset_cpus = "1";
+  a.original_values.cpuset_cpus = "0-1";
+  ASSERT_OK(sim.engine().seedApplied(std::vector<AppliedAction>{a}, 0));
+  EXPECT_EQ(sim.engine().applied(), (std::vector<AppliedAction>{[&] {
+              AppliedAction b = a;
+              b.rung = 1;  // its index in the default ladder
+              return b;
+            }()}));
+  std::optional<Decision> relax;
+  for (int i = 0; i < 30 && !relax; ++i) {
+    for (const auto& d : sim.step(quiet()).decisions) {
+      relax = d;
+    }
+  }
+  ASSERT_TRUE(relax.has_value());
+  EXPECT_EQ(relax->kind, DecisionKind::Relax);
+  EXPECT_EQ(relax->new_values.cpuset_cpus, "0-1");
+  EXPECT_TRUE(sim.engine().applied().empty());
+}
+
+TEST(EngineTest, SeedRejectsWhatColodMustNotTouch) {
+  Sim sim{Config{}};
+  sim.add(lsInfo("web"));
+  sim.add(lsInfo("other-ls"));
+  sim.add(testing::exclusiveInfo("pinned", {1}));
+  AppliedAction a;
+  a.target_id = "other-ls";
+  a.victim_id = "web";
+  EXPECT_ERR(sim.engine().seedApplied(std::vector<AppliedAction>{a}, 0), ENOTSUP,
+             "not a BE container");
+  a.target_id = "pinned";
+  EXPECT_ERR(sim.engine().seedApplied(std::vector<AppliedAction>{a}, 0), ENOTSUP,
+             "not a BE container");
+  a.target_id = "ghost";
+  EXPECT_ERR(sim.engine().seedApplied(std::vector<AppliedAction>{a}, 0), EINVAL,
+             "unknown target container ghost");
+  EXPECT_TRUE(sim.engine().applied().empty());
+}
+
+TEST(EngineTest, VictimRemovedRestoresItsRestrictions) {
+  Sim sim = engagedSim();
+  sim.engine().removeContainer("web");
+  auto r = sim.step({beSample("hog", 90'000'000)});
+  ASSERT_EQ(r.decisions.size(), 1u);
+  EXPECT_EQ(r.decisions[0].kind, DecisionKind::Restore);
+  EXPECT_EQ(r.decisions[0].rule, "victim_removed");
+  EXPECT_EQ(r.decisions[0].new_values.cpu_shares, 1024u);
+  EXPECT_TRUE(sim.engine().applied().empty());
+  EXPECT_EQ(sim.engine().stats().active_episodes, 0u);
+}
+
+TEST(EngineTest, TargetRemovedIsForgottenWithoutDecision) {
+  Sim sim = engagedSim();
+  sim.engine().removeContainer("hog");
+  EXPECT_TRUE(sim.engine().applied().empty());
+  auto r = sim.step({lsSample("web", 200)});
+  EXPECT_TRUE(r.decisions.empty());
+  EXPECT_TRUE(sim.engine().restoreAll(0).empty());
+}
+
+TEST(EngineTest, ApplyFailureForgetsTheRestriction) {
+  Sim sim = engagedSim();
+  ASSERT_EQ(sim.decisions().size(), 1u);
+  sim.engine().reportApplyFailure(sim.decisions()[0]);
+  EXPECT_TRUE(sim.engine().applied().empty());
+  EXPECT_TRUE(sim.engine().restoreAll(0).empty());
+}
+
+TEST(EngineTest, InvalidNewConfigKeepsTheOld) {
+  Sim sim{Config{}};
+  Config bad;
+  bad.actions.cpu_ladder.clear();
+  EXPECT_ERR(sim.engine().setConfig(bad), EINVAL, "cpu_ladder");
+  EXPECT_EQ(sim.engine().config(), Config{});
+  Config good;
+  good.dry_run = true;
+  ASSERT_OK(sim.engine().setConfig(good));
+  EXPECT_TRUE(sim.engine().config().dry_run);
+}
+
+TEST(EngineTest, StateIsBoundedByTheRegistry) {
+  Sim sim{Config{}};
+  for (int round = 0; round < 50; ++round) {
+    std::vector<ContainerSample> samples;
+    for (int i = 0; i < 20; ++i) {
+      const std::string id = "c" + std::to_string(round * 20 + i);
+      sim.add(i % 2 == 0 ? lsInfo(id) : beInfo(id));
+      samples.push_back(i % 2 == 0 ? lsSample(id, 300) : beSample(id, 1'000'000));
+    }
+    samples.push_back(beSample("not-registered", 1));
+    (void)sim.step(samples);
+    for (int i = 0; i < 20; ++i) {
+      sim.engine().removeContainer("c" + std::to_string(round * 20 + i));
+    }
+  }
+  EXPECT_EQ(sim.engine().stats().tracked_containers, 20u);  // as of the last round
+  (void)sim.step({});
+  EXPECT_EQ(sim.engine().stats().tracked_containers, 0u);
+  EXPECT_EQ(sim.engine().stats().unknown_samples, 50u);
+}
+
+TEST(EngineTest, DescribeExplains) {
+  Sim sim = engagedSim();
+  auto web = ASSERT_OK(sim.engine().describe("web"));
+  EXPECT_TRUE(web.victim);
+  EXPECT_EQ(web.tier, Tier::Ls);
+  EXPECT_EQ(web.tier_source, "cgroup parent (burstable)");
+  EXPECT_EQ(web.hits_in_window, 3);
+  auto hog = ASSERT_OK(sim.engine().describe("hog"));
+  ASSERT_EQ(hog.restrictions.size(), 1u);
+  EXPECT_EQ(hog.restrictions[0].victim_id, "web");
+  EXPECT_NE(hog.last_explanation.find("cpu.shares 1024 -> cpu.shares 2"), std::string::npos);
+  EXPECT_ERR(sim.engine().describe("nope"), ENOENT, "no container nope");
+}
+
+TEST(EngineTest, UnknownTierIsReportedNotGuessed) {
+  Sim sim{Config{}};
+  ContainerInfo c = beInfo("odd");
+  c.cgroup_parent = "/system.slice/odd";
+  c.pod_annotations["colod.io/tier"] = "gold";
+  sim.add(c);
+  auto r = sim.step({beSample("odd", 1)});
+  ASSERT_GE(r.findings.size(), 2u);
+  EXPECT_EQ(r.findings[0].rule, "unknown_tier");
+  EXPECT_NE(r.findings[0].message.find("\"gold\" of colod.io/tier (pod annotation)"),
+            std::string::npos);
+  EXPECT_EQ(r.findings[1].rule, "unclassified");
+  EXPECT_EQ(ASSERT_OK(sim.engine().describe("odd")).tier, Tier::Unknown);
+}
+
+TEST(EngineTest, PinnedVictimSplitsBeAwayFromItsCpus) {
+  Config c;
+  c.actions.cpu_ladder = {Lever::Cpuset};
+  Sim sim{c, 4};
+  ContainerInfo web = lsInfo("web", 4);
+  web.resources.cpuset_cpus = "0-1";
+  sim.add(web);
+  sim.add(beInfo("hog", 4));
+  for (int i = 0; i < 3; ++i) {
+    (void)sim.step(hurt());
+  }
+  ASSERT_EQ(sim.decisions().size(), 1u);
+  EXPECT_EQ(sim.decisions()[0].new_values.cpuset_cpus, "2-3");
+  EXPECT_EQ(sim.decisions()[0].original_values.cpuset_cpus, "0-3");
+}
+
+TEST(EngineTest, RateLimitDefersChanges) {
+  Config c;
+  c.actions.max_changes_per_round = 1;
+  Sim sim{c};
+  sim.add(lsInfo("web"));
+  sim.add(lsInfo("api"));
+  sim.add(beInfo("hog"));
+  sim.add(beInfo("hog2"));
+  auto samples = [] {
+    return std::vector<ContainerSample>{lsSample("web", 5000, {{"hog", 50, 5'000'000}}),
+                                        lsSample("api", 5000, {{"hog2", 50, 5'000'000}}),
+                                        beSample("hog", 90'000'000), beSample("hog2", 90'000'000)};
+  };
+  for (int i = 0; i < 3; ++i) {
+    auto r = sim.step(samples());
+    EXPECT_LE(r.decisions.size(), 1u);
+  }
+  EXPECT_EQ(sim.decisions().size(), 1u);
+  auto r = sim.step(samples());
+  EXPECT_EQ(r.decisions.size(), 1u);
+  EXPECT_GE(sim.engine().stats().rate_limited, 1u);
+}
+
+TEST(EngineTest, SharedAntagonistIsReleasedOnlyWhenNoVictimNeedsIt) {
+  Sim sim{Config{}};
+  sim.add(lsInfo("web"));
+  sim.add(lsInfo("api"));
+  sim.add(beInfo("hog"));
+  auto both = [] {
+    return std::vector<ContainerSample>{lsSample("web", 5000, {{"hog", 50, 5'000'000}}),
+                                        lsSample("api", 5000, {{"hog", 50, 5'000'000}}),
+                                        beSample("hog", 90'000'000)};
+  };
+  for (int i = 0; i < 3; ++i) {
+    (void)sim.step(both());
+  }
+  ASSERT_EQ(sim.decisions().size(), 1u);  // one change, shared by two victims
+  EXPECT_EQ(sim.engine().applied().size(), 2u);
+  // web recovers, api does not: hog stays restricted for api.
+  for (int i = 0; i < 4; ++i) {
+    (void)sim.step({lsSample("web", 200), lsSample("api", 200), beSample("hog", 90'000'000)});
+  }
+  for (int i = 0; i < 20; ++i) {
+    (void)sim.step({lsSample("web", 200), lsSample("api", 5000, {{"hog", 50, 5'000'000}}),
+                    beSample("hog", 90'000'000)});
+  }
+  bool relaxed_hog_shares = false;
+  for (const auto& d : sim.decisions()) {
+    if (d.kind == DecisionKind::Relax && d.lever == Lever::CpuShares) {
+      relaxed_hog_shares = true;
+    }
+  }
+  EXPECT_FALSE(relaxed_hog_shares);
+}
+
+}  // namespace
+}  // namespace colod::policy
