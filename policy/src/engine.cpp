@@ -186,6 +186,12 @@ class EngineState {
 
   Config config_;
   std::map<std::string, Tracked, std::less<>> tracked_;
+  // Hash index over tracked_ (keys point into tracked_'s nodes, which are stable): the per-round
+  // sample lookup is O(1). Iteration always uses the ordered map (determinism).
+  std::unordered_map<std::string_view, Tracked*> index_;
+  // Per round: total BE CPU time and the BE containers with the most CPU (ranking shortcut).
+  uint64_t be_cpu_total_ = 0;
+  std::vector<const Tracked*> be_top_cpu_;
   // (target id) -> lever -> restriction
   std::map<std::string, std::map<Lever, Restriction>, std::less<>> restrictions_;
   std::map<std::string, Episode, std::less<>> episodes_;
@@ -201,6 +207,9 @@ class EngineState {
   void upsert(ContainerInfo info) {
     auto [it, inserted] = tracked_.try_emplace(info.id);
     Tracked& t = it->second;
+    if (inserted) {
+      index_.emplace(std::string_view(it->first), &t);
+    }
     TierResult tr = classifyTier(info);
     for (const auto& u : tr.unknown) {
       pending_findings_.push_back({info.id, "unknown_tier",
@@ -249,6 +258,7 @@ class EngineState {
       }
     }
     if (auto it = tracked_.find(id); it != tracked_.end()) {
+      index_.erase(std::string_view(it->first));
       tracked_.erase(it);
     }
   }
@@ -398,12 +408,25 @@ class EngineState {
       }
       uint64_t be_wait = 0;
       uint64_t other_wait = 0;
-      std::unordered_map<std::string_view, const Preemption*> by_aggressor;
+      struct Attributed {
+        const Tracked* t;
+        uint64_t count;
+        uint64_t wait_ns;
+      };
+      // Few entries per victim: a sorted vector keeps this allocation-light and deterministic.
+      std::vector<std::pair<std::string_view, Attributed>> by_aggressor;
       for (const Preemption& p : s->preempted_by) {
-        auto it = tracked_.find(p.aggressor_id);
-        if (it != tracked_.end() && touchable(it->second)) {
+        auto it = index_.find(std::string_view(p.aggressor_id));
+        if (it != index_.end() && touchable(*it->second) && it->second->sampled) {
           be_wait += p.wait_ns;
-          by_aggressor.emplace(p.aggressor_id, &p);
+          auto jt = std::find_if(by_aggressor.begin(), by_aggressor.end(),
+                                 [&](const auto& e) { return e.first == p.aggressor_id; });
+          if (jt == by_aggressor.end()) {
+            by_aggressor.push_back({it->first, Attributed{it->second, p.count, p.wait_ns}});
+          } else {
+            jt->second.count += p.count;
+            jt->second.wait_ns += p.wait_ns;
+          }
         } else {
           other_wait += p.wait_ns;
         }
@@ -420,12 +443,7 @@ class EngineState {
                  "% of attributed wait): BE is not restricted"});
         return out;
       }
-      uint64_t be_cpu = 0;
-      for (auto& [id, t] : tracked_) {
-        if (touchable(t) && t.sampled) {
-          be_cpu += t.sample->oncpu_ns;
-        }
-      }
+      const uint64_t be_cpu = be_cpu_total_;
       if (be_wait == 0 && be_cpu == 0) {
         findings.push_back({victim.info.id, "no_cpu_antagonist",
                             displayName(victim.info) +
@@ -433,19 +451,29 @@ class EngineState {
         return out;
       }
       // Evidence: share of the victim's BE-attributed wait (70 %) and share of BE CPU time
-      // (30 %); without attribution, CPU time alone.
+      // (30 %); without attribution, CPU time alone. Only the attributed aggressors and the top
+      // BE by CPU can make the cut: any other BE scores below the CPU-only top ones.
       const double w_wait = be_wait > 0 ? 0.7 : 0.0;
       const double w_cpu = 1.0 - w_wait;
-      for (auto& [id, t] : tracked_) {
-        if (!touchable(t) || !t.sampled) {
-          continue;
+      std::vector<const Tracked*> candidates;
+      candidates.reserve(by_aggressor.size() + be_top_cpu_.size());
+      for (const auto& e : by_aggressor) {
+        candidates.push_back(e.second.t);
+      }
+      for (const Tracked* t : be_top_cpu_) {
+        if (std::find(candidates.begin(), candidates.end(), t) == candidates.end()) {
+          candidates.push_back(t);
         }
+      }
+      for (const Tracked* t : candidates) {
         Antagonist a;
-        a.id = id;
-        a.oncpu_ns = t.sample->oncpu_ns;
-        if (auto it = by_aggressor.find(id); it != by_aggressor.end()) {
-          a.preemptions = it->second->count;
-          a.wait_ns = it->second->wait_ns;
+        a.id = t->info.id;
+        a.oncpu_ns = t->sample->oncpu_ns;
+        for (const auto& e : by_aggressor) {
+          if (e.second.t == t) {
+            a.preemptions = e.second.count;
+            a.wait_ns = e.second.wait_ns;
+          }
         }
         double score = 0;
         if (be_wait > 0) {
@@ -458,7 +486,7 @@ class EngineState {
           continue;
         }
         a.score = score;
-        a.name = displayName(t.info);
+        a.name = displayName(t->info);
         out.push_back(std::move(a));
       }
     }
@@ -983,15 +1011,35 @@ class EngineState {
       t.sampled = false;
     }
     for (const ContainerSample& s : snap.containers) {
-      auto it = tracked_.find(s.id);
-      if (it == tracked_.end()) {
+      auto it = index_.find(std::string_view(s.id));
+      if (it == index_.end()) {
         ++stats_.unknown_samples;
         continue;
       }
-      it->second.sample = &s;
+      it->second->sample = &s;
     }
+    be_cpu_total_ = 0;
+    be_top_cpu_.clear();
+    const auto top_n = static_cast<size_t>(config_.actions.max_antagonists);
+    auto more_cpu = [](const Tracked* a, const Tracked* b) {
+      if (a->sample->oncpu_ns != b->sample->oncpu_ns) {
+        return a->sample->oncpu_ns > b->sample->oncpu_ns;
+      }
+      return a->info.id < b->info.id;
+    };
     for (auto& [id, t] : tracked_) {
       observe(t, t.sample, snap.interval_ns);
+      if (touchable(t) && t.sampled) {
+        be_cpu_total_ += t.sample->oncpu_ns;
+        // Keep the top max_antagonists by CPU (small sorted vector).
+        if (be_top_cpu_.size() < top_n || more_cpu(&t, be_top_cpu_.back())) {
+          be_top_cpu_.insert(
+              std::upper_bound(be_top_cpu_.begin(), be_top_cpu_.end(), &t, more_cpu), &t);
+          if (be_top_cpu_.size() > top_n) {
+            be_top_cpu_.pop_back();
+          }
+        }
+      }
     }
     // Existing episodes first (undo/escalate/relax), then new victims.
     for (auto& [key, ep] : episodes_) {
