@@ -10,7 +10,9 @@
 
 #include "colod/probe/probe.h"
 
-int main(int argc, char** argv) {
+namespace {
+
+int run(int argc, char** argv) {
   using colod::probe::ProbeOptions;
   CLI::App app{"colod-probe: open-loop latency probe (latency = completion - due time)"};
   ProbeOptions o;
@@ -81,4 +83,16 @@ int main(int argc, char** argv) {
   }
   std::fflush(stdout);
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // CLI11 and the std library may throw (bad_alloc, system_error): one clear line, exit 1.
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "colod-probe: %s\n", e.what());
+    return 1;
+  }
 }

@@ -2,12 +2,12 @@
 #include "colod/probe/probe.h"
 
 #include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <ctime>
 #include <system_error>
 #include <thread>
 #include <vector>

@@ -2,6 +2,7 @@
 #include "colod/probe/stats.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -72,9 +73,9 @@ Summary summarize(std::vector<uint64_t>& latencies_ns, uint64_t missed) {
 }
 
 std::string formatLine(const RunInfo& info, const Summary& summary) {
-  char buf[512];
+  std::array<char, 512> buf{};
   std::snprintf(
-      buf, sizeof buf,
+      buf.data(), buf.size(),
       "probe: threads=%u period_us=%lld work_us=%lld duration_s=%.1f requests=%llu "
       "missed=%llu p50_us=%llu p90_us=%llu p99_us=%llu p999_us=%llu max_us=%llu "
       "mean_us=%.1f cpu_pct_node=%.1f",
@@ -86,7 +87,7 @@ std::string formatLine(const RunInfo& info, const Summary& summary) {
       static_cast<unsigned long long>(summary.p99_us),
       static_cast<unsigned long long>(summary.p999_us),
       static_cast<unsigned long long>(summary.max_us), summary.mean_us, info.cpu_pct_node);
-  return buf;
+  return buf.data();
 }
 
 std::string formatJson(const RunInfo& info, const Summary& summary) {
