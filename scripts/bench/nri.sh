@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# NRI benchmark (issue 3). Builds nri_bench (C++, plugin side) and the Go rttbench of
+# nri/testpeer, runs them pinned to one CPU, alternating C++/Go RTT runs, and prints as its last
+# line:  nri: sync1000_ms=<ms> create_p99_us=<us> rtt_ratio_vs_go=<ratio>
+#   scripts/bench/nri.sh [--rounds 3] [--cpu 0]
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+build=${COLOD_BUILD_DIR:-$root/build}
+rounds=3
+cpu=0
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --rounds) rounds="$2"; shift 2 ;;
+    --cpu) cpu="$2"; shift 2 ;;
+    --build) build="$2"; shift 2 ;;
+    *) echo "usage: $0 [--rounds N] [--cpu N] [--build DIR]" >&2; exit 2 ;;
+  esac
+done
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$build" --target nri_bench -j "${COLOD_JOBS:-2}" >/dev/null
+have_go=0
+if cmake --build "$build" --target colod-testpeer -j "${COLOD_JOBS:-2}" >/dev/null 2>&1 &&
+   [[ -x "$build/nri/testpeer/rttbench" ]]; then
+  have_go=1
+else
+  echo "note: Go rttbench (nri/testpeer) not available; rtt_ratio_vs_go=NA" >&2
+fi
+
+median() { sort -g | awk '{a[NR]=$1} END {if (NR==0) {print "NA"} else if (NR%2) {print a[(NR+1)/2]} else {print (a[NR/2]+a[NR/2+1])/2}}'; }
+val() { sed -n "s/^$1=//p"; }
+
+sync=() create=() cpp=() go=()
+for ((r = 1; r <= rounds; r++)); do
+  # Alternate which RTT side runs first, so drift in machine load hits both equally.
+  if (( have_go && r % 2 == 0 )); then
+    g=$(taskset -c "$cpu" "$build/nri/testpeer/rttbench" -n 20000 -size 4096 | sed -n 's/.*p50_us=\([0-9.]*\).*/\1/p')
+    go+=("$g")
+  fi
+  out=$(taskset -c "$cpu" "$build/nri/nri_bench" --sync-runs 10 --creates 5000 --rtt-calls 20000 --size 4096)
+  echo "$out" | sed "s/^/round $r: /" >&2
+  sync+=("$(echo "$out" | val sync1000_ms)")
+  create+=("$(echo "$out" | val create_p99_us)")
+  cpp+=("$(echo "$out" | val cpp_rtt_p50_us)")
+  if (( have_go && r % 2 == 1 )); then
+    g=$(taskset -c "$cpu" "$build/nri/testpeer/rttbench" -n 20000 -size 4096 | sed -n 's/.*p50_us=\([0-9.]*\).*/\1/p')
+    go+=("$g")
+  fi
+done
+s=$(printf '%s\n' "${sync[@]}" | median)
+c=$(printf '%s\n' "${create[@]}" | median)
+cr=$(printf '%s\n' "${cpp[@]}" | median)
+ratio=NA
+if (( have_go )); then
+  gr=$(printf '%s\n' "${go[@]}" | median)
+  echo "cpp_rtt_p50_us=$cr go_rtt_p50_us=$gr (pinned to CPU $cpu, 4096 B, medians of $rounds rounds)" >&2
+  ratio=$(awk -v a="$cr" -v b="$gr" 'BEGIN {printf "%.2f", a / b}')
+fi
+echo "nri: sync1000_ms=$s create_p99_us=$c rtt_ratio_vs_go=$ratio"
