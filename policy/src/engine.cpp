@@ -56,6 +56,9 @@ struct Tracked {
   // again soon after a relax, the next episode starts there instead of replaying rungs that
   // did not help.
   int effective_rung = -1;
+  // Per lever: the values of our latest restriction and the original they replaced.
+  std::map<Lever, Resources> last_applied;
+  std::map<Lever, Resources> last_original;
   std::string last_explanation;
 };
 
@@ -550,7 +553,8 @@ class EngineState {
     switch (lever) {
       case Lever::CpuShares: {
         const uint64_t target = std::max(fl.be_min_cpu_shares, lv.be_cpu_shares);
-        if (cur.cpu_shares && *cur.cpu_shares <= target) {
+        // Unknown shares: we could not restore them exactly, so we do not lower them.
+        if (!cur.cpu_shares || *cur.cpu_shares <= target) {
           return std::nullopt;
         }
         out.cpu_shares = target;
@@ -735,8 +739,9 @@ class EngineState {
       if (!values) {
         findings.push_back({t.info.id, "at_floor",
                             displayName(t.info) + ": " + std::string(leverName(lever)) +
-                                " already at or below the rung/floor (" +
-                                describeValues(current(t, lever), lever) + ")"});
+                                " cannot restrict it further (" +
+                                describeValues(current(t, lever), lever) +
+                                ": at or below the rung or floor, or unknown)"});
         if (levers.empty()) {
           restrictions_.erase(t.info.id);
         }
@@ -747,6 +752,14 @@ class EngineState {
       r.rung = rung;
       r.applied = *values;
       r.original = leverValues(t.info.resources, lever);
+      // The registry may still show what we applied last time (it is refreshed after NRI
+      // applies a change): then the true original is the one we remembered.
+      if (auto lt = t.last_applied.find(lever);
+          lt != t.last_applied.end() && lt->second == r.original) {
+        r.original = t.last_original[lever];
+      }
+      t.last_applied[lever] = r.applied;
+      t.last_original[lever] = r.original;
       r.owners.insert(key);
       std::ostringstream os;
       os << decisionKindName(kind) << " rung " << rung + 1 << " (" << leverName(lever)

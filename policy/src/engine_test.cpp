@@ -268,3 +268,60 @@ TEST(EngineTest, SharedAntagonistIsReleasedOnlyWhenNoVictimNeedsIt) {
 
 }  // namespace
 }  // namespace colod::policy
+
+namespace colod::policy {
+namespace {
+
+TEST(EngineTest, StaleRegistryDoesNotBecomeTheOriginal) {
+  Sim sim{Config{}};
+  sim.add(lsInfo("web"));
+  sim.add(beInfo("hog"));
+  auto hurtRounds = [&](int n) {
+    for (int i = 0; i < n; ++i) {
+      (void)sim.step({lsSample("web", 5000, {{"hog", 50, 5'000'000}}), beSample("hog", 90'000'000)});
+    }
+  };
+  hurtRounds(3);
+  ASSERT_EQ(sim.decisions().size(), 1u);
+  // The daemon applied shares=2 and refreshed the registry with it.
+  ContainerInfo applied = beInfo("hog");
+  applied.resources.cpu_shares = 2;
+  sim.add(applied);
+  // Quiet until relaxed; the registry is not refreshed (still says 2).
+  for (int i = 0; i < 20 && sim.decisions().size() < 2; ++i) {
+    (void)sim.step({lsSample("web", 200), beSample("hog", 90'000'000)});
+  }
+  ASSERT_EQ(sim.decisions().size(), 2u);
+  EXPECT_EQ(sim.decisions()[1].kind, DecisionKind::Relax);
+  // Hurt again: the new restriction must remember 1024, not the stale 2.
+  hurtRounds(40);
+  bool saw = false;
+  for (const auto& d : sim.decisions()) {
+    if (d.lever == Lever::CpuShares) {
+      EXPECT_EQ(d.original_values.cpu_shares, 1024u) << formatDecision(d);
+      saw = true;
+    }
+  }
+  EXPECT_TRUE(saw);
+}
+
+TEST(EngineTest, UnknownSharesAreNotLowered) {
+  Config c;
+  c.actions.cpu_ladder = {Lever::CpuShares};
+  Sim sim{c};
+  sim.add(lsInfo("web"));
+  ContainerInfo hog = beInfo("hog");
+  hog.resources.cpu_shares.reset();
+  sim.add(hog);
+  std::vector<Finding> findings;
+  for (int i = 0; i < 5; ++i) {
+    auto r = sim.step({lsSample("web", 5000, {{"hog", 50, 5'000'000}}), beSample("hog", 1)});
+    findings.insert(findings.end(), r.findings.begin(), r.findings.end());
+  }
+  EXPECT_TRUE(sim.decisions().empty());
+  ASSERT_FALSE(findings.empty());
+  EXPECT_EQ(findings[0].rule, "at_floor");
+}
+
+}  // namespace
+}  // namespace colod::policy
