@@ -48,6 +48,15 @@ struct {
 	__type(value, __u64);
 } drops SEC(".maps");
 
+/* The cgroup id of the task running on this CPU (set when it was switched in), so the switch
+ * handler walks only next's cgroup pointers, not prev's. 0: unknown (just attached, idle). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} cur_cg SEC(".maps");
+
 /* "was preempted while runnable" flag per task (tp_btf path). */
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
@@ -123,6 +132,8 @@ static __always_inline int on_switch(struct task_struct *prev, struct task_struc
 {
 	struct colod_cg_sched *pe = NULL, *ne = NULL;
 	struct switch_vals s;
+	__u32 zero = 0;
+	__u64 *cur;
 	bool invol;
 	__u64 wait = 0;
 
@@ -147,8 +158,15 @@ static __always_inline int on_switch(struct task_struct *prev, struct task_struc
 	/* pid 0 is the idle task: its "runnable" state and CPU time are not contention. */
 	invol = prev_state == TASK_RUNNING && s.prev_pid != 0;
 
+	cur = bpf_map_lookup_elem(&cur_cg, &zero);
+	if (!cur)
+		return 0; /* cannot happen for an array; keeps the verifier happy */
+	s.prev_id = 0;
 	if (s.prev_pid != 0) {
-		s.prev_id = btf ? colod_cg_id_btf(prev, cg_mode) : colod_cg_id_core(prev, cg_mode);
+		s.prev_id = *cur;
+		if (s.prev_id == 0)
+			s.prev_id = btf ? colod_cg_id_btf(prev, cg_mode) :
+					  colod_cg_id_core(prev, cg_mode);
 		pe = cg_entry(s.prev_id);
 		if (pe) {
 			if (s.sum > s.prev_sum)
@@ -157,11 +175,16 @@ static __always_inline int on_switch(struct task_struct *prev, struct task_struc
 				pe->invol += 1;
 		}
 	}
-	if (s.next_pid == 0)
+	if (s.next_pid == 0) {
+		*cur = 0;
 		return 0;
+	}
 	s.next_id = btf ? colod_cg_id_btf(next, cg_mode) : colod_cg_id_core(next, cg_mode);
+	*cur = s.next_id;
 	if (invol) {
 		count_pair(s.prev_id, s.next_id);
+		if (pe)
+			pe->preempt_pending += 1;
 		if (track_preempt_wait) {
 			if (btf) {
 				__u32 *f = bpf_task_storage_get(&preempted, prev, 0,
@@ -192,12 +215,14 @@ static __always_inline int on_switch(struct task_struct *prev, struct task_struc
 	ne->hist[colod_us_slot(wait)] += 1;
 	ne->count += 1;
 	ne->total_ns += wait;
-	if (track_preempt_wait) {
+	/* Only cgroups with a preempted task pending pay for the per-task flag lookup. */
+	if (track_preempt_wait && ne->preempt_pending) {
 		if (btf) {
 			__u32 *f = bpf_task_storage_get(&preempted, next, 0, 0);
 
 			if (f && *f) {
 				*f = 0;
+				ne->preempt_pending -= 1;
 				ne->preempt_wait_ns += wait;
 			}
 		} else {
@@ -205,6 +230,7 @@ static __always_inline int on_switch(struct task_struct *prev, struct task_struc
 
 			if (f && *f) {
 				*f = 0;
+				ne->preempt_pending -= 1;
 				ne->preempt_wait_ns += wait;
 			}
 		}

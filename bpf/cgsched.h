@@ -5,7 +5,7 @@
 
 #include "colod_common.h"
 
-/* Value of the per-CPU hash cg_sched, keyed by the cgroup id (__u64). 168 bytes. */
+/* Value of the per-CPU hash cg_sched, keyed by the cgroup id (__u64). 176 bytes. */
 struct colod_cg_sched {
 	__u32 hist[COLOD_HIST_SLOTS]; /* run-queue latency, log2 microsecond slots */
 	__u64 count;                  /* run-queue waits recorded */
@@ -16,6 +16,8 @@ struct colod_cg_sched {
 	__u64 oncpu_ns;               /* CPU time (sum_exec_runtime slices) */
 	__u64 wakeups;                /* wakeups seen by handle_sched_wakeup */
 	__u64 depth_sum;              /* sum of rq->nr_running at those wakeups */
+	__u64 preempt_pending;        /* hint: tasks of this cgroup preempted on this CPU and not
+				       * yet back on it; gates the task storage lookup */
 };
 
 /* Key of the hash pairs: value is a __u64 count of victim <- aggressor preemptions. */

@@ -21,7 +21,7 @@
 #include "cgsched.skel.h"
 
 // The shared headers are the ABI between the BPF programs and this file (style rule 21).
-static_assert(sizeof(colod_cg_sched) == 168);
+static_assert(sizeof(colod_cg_sched) == 176);
 static_assert(sizeof(colod_cg_reclaim) == 128);
 static_assert(sizeof(colod_pair_key) == 16);
 static_assert(std::is_trivially_copyable_v<colod_cg_sched>);

@@ -42,6 +42,8 @@ int main(int argc, char** argv) {
   bool hist = false;
   bool verbose = false;
   bool raw_tp = false;
+  bool wakeup_depth = false;
+  bool no_reclaim = false;
   std::string filter;
   std::string cgroup_root = "/sys/fs/cgroup";
   app.add_option("-i,--interval", interval_ms, "Interval in milliseconds")
@@ -53,6 +55,8 @@ int main(int argc, char** argv) {
   app.add_option("--cgroup", filter, "Show only cgroups whose path contains this substring");
   app.add_option("--cgroup-root", cgroup_root, "cgroupfs root");
   app.add_flag("--raw-tp", raw_tp, "Use raw_tp attachment instead of tp_btf");
+  app.add_flag("--wakeup-depth", wakeup_depth, "Attach sched_wakeup for run-queue depth (~80 ns/wakeup)");
+  app.add_flag("--no-reclaim", no_reclaim, "Do not attach the vmscan reclaim programs");
   app.add_flag("-v,--verbose", verbose, "libbpf debug output");
   CLI11_PARSE(app, argc, argv);
 
@@ -65,6 +69,8 @@ int main(int argc, char** argv) {
   colod::collect::CollectorOptions opts;
   opts.cgroup_root = cgroup_root;
   opts.force_raw_tp = raw_tp;
+  opts.wakeup_depth = wakeup_depth;
+  opts.reclaim = !no_reclaim;
   opts.log = [verbose](int level, const std::string& msg) {
     if (level == 0 || verbose) {
       std::fprintf(stderr, "libbpf: %s\n", msg.c_str());

@@ -131,7 +131,9 @@ struct CollectorOptions {
   uint32_t max_pairs = 16384;                  // bound of the victim<-aggressor map
   std::optional<CgroupMode> force_mode;        // skip probing (tests)
   bool force_raw_tp = false;                   // skip the tp_btf probe (tests, old kernels)
-  bool wakeup_depth = true;                    // attach sched_wakeup for run-queue depth
+  // Attach sched_wakeup(_new) for run-queue depth at wakeup. Off by default: it costs ~80 ns
+  // per wakeup (bpf/README.md), which a pipe ping-pong pays twice per round trip.
+  bool wakeup_depth = false;
   bool reclaim = true;                         // attach the vmscan programs
   bool read_files = true;                      // read cpu.stat / PSI per cgroup
   // libbpf diagnostics go here (style rule 16); nullptr drops them. level: 0 warn,1 info,2 debug

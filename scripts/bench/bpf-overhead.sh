@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# BPF overhead of the colod programs on a context-switch-heavy load.
+#
+# Runs a pipe ping-pong pinned to one CPU, alternating runs without and with the programs
+# attached (colod-collect running), with kernel.bpf_stats_enabled=1 so the kernel measures
+# each program's run time. Prints per-run numbers and, as the last line:
+#   bpf-overhead: sched_switch_ns=<median> wakeup_ns=<median or 0> throughput_ratio=<with/without>
+# sched_switch_ns/wakeup_ns: ns per program run (run_time_ns/run_cnt over the "with" run);
+# throughput_ratio: median over pairs of (round trips/s with) / (round trips/s without).
+#
+# Usage: sudo scripts/bench/bpf-overhead.sh [pairs=7] [seconds=3]
+#   COLOD_COLLECT=<path to colod-collect> (default: first build*/ dir that has one)
+#   COLLECT_ARGS="..." extra colod-collect flags (e.g. --wakeup-depth to add the wakeup hook)
+set -euo pipefail
+pairs=${1:-7}
+secs=${2:-3}
+cpu=${BENCH_CPU:-1}
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+
+if [[ $(id -u) -ne 0 ]]; then
+  echo "bpf-overhead: must run as root (loads BPF, sets kernel.bpf_stats_enabled)" >&2
+  exit 3
+fi
+collect=${COLOD_COLLECT:-}
+if [[ -z "$collect" ]]; then
+  for b in "$root"/build*/userspace/collectview/colod-collect "$root"/build*/collectview/colod-collect; do
+    if [[ -x "$b" ]]; then collect=$b; break; fi
+  done
+fi
+if [[ -z "$collect" || ! -x "$collect" ]]; then
+  echo "bpf-overhead: colod-collect not found; build it or set COLOD_COLLECT" >&2
+  exit 3
+fi
+
+work=$(mktemp -d /tmp/colod-bpf-overhead.XXXXXX)
+collector_pid=
+old_stats=$(sysctl -n kernel.bpf_stats_enabled)
+cleanup() {
+  if [[ -n "$collector_pid" ]]; then kill "$collector_pid" 2>/dev/null || true; wait "$collector_pid" 2>/dev/null || true; fi
+  sysctl -qw kernel.bpf_stats_enabled="$old_stats" || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+cc -O2 -Wall -o "$work/pingpong" "$here/pingpong.c"
+sysctl -qw kernel.bpf_stats_enabled=1
+
+# bpftool here reports no owning pids, so the collector's programs are the ones that appear
+# after it starts (prog ids are never reused while the old ones exist).
+all_ids() { bpftool -j prog show | python3 -c 'import json,sys; print(" ".join(str(p["id"]) for p in json.load(sys.stdin)))'; }
+# prog_stats <ids...>: "<name> <run_time_ns> <run_cnt>" for those programs.
+prog_stats() {
+  bpftool -j prog show | python3 -c '
+import json, sys
+ids = set(int(x) for x in sys.argv[1:])
+for p in json.load(sys.stdin):
+    if p["id"] in ids:
+        print(p.get("name", "?"), p.get("run_time_ns", 0), p.get("run_cnt", 0))
+' "$@"
+}
+
+collector_ids=
+start_collector() {
+  local before
+  before=$(all_ids)
+  # shellcheck disable=SC2086
+  "$collect" --interval 100 --json ${COLLECT_ARGS:-} > /dev/null 2> "$work/collect.err" &
+  collector_pid=$!
+  for _ in $(seq 1 100); do
+    collector_ids=$(comm -13 <(tr ' ' '\n' <<< "$before" | sort) <(all_ids | tr ' ' '\n' | sort) | tr '\n' ' ')
+    if [[ -n "$collector_ids" ]] && prog_stats $collector_ids | grep handle_sched_sw > /dev/null; then
+      sleep 0.2  # let the remaining programs attach
+      collector_ids=$(comm -13 <(tr ' ' '\n' <<< "$before" | sort) <(all_ids | tr ' ' '\n' | sort) | tr '\n' ' ')
+      return 0
+    fi
+    if ! kill -0 "$collector_pid" 2>/dev/null; then break; fi
+    sleep 0.1
+  done
+  echo "bpf-overhead: colod-collect did not attach:" >&2
+  cat "$work/collect.err" >&2
+  exit 1
+}
+stop_collector() {
+  kill "$collector_pid" 2>/dev/null || true
+  wait "$collector_pid" 2>/dev/null || true
+  collector_pid=
+}
+
+: > "$work/results"
+for i in $(seq 1 "$pairs"); do
+  without=$("$work/pingpong" "$cpu" "$secs")
+  start_collector
+  # shellcheck disable=SC2086
+  prog_stats $collector_ids > "$work/before"
+  with=$("$work/pingpong" "$cpu" "$secs")
+  # shellcheck disable=SC2086
+  prog_stats $collector_ids > "$work/after"
+  stop_collector
+  python3 - "$work/before" "$work/after" "$without" "$with" "$i" >> "$work/results" <<'PY'
+import sys
+def load(p):
+    d = {}
+    for line in open(p):
+        n, t, c = line.split()
+        d.setdefault(n, [0, 0])
+        d[n][0] += int(t); d[n][1] += int(c)
+    return d
+b, a = load(sys.argv[1]), load(sys.argv[2])
+def per_run(prefix):
+    t = c = 0
+    for n in a:
+        if n.startswith(prefix) and not n.endswith("raw"):
+            t += a[n][0] - b.get(n, [0, 0])[0]; c += a[n][1] - b.get(n, [0, 0])[1]
+    return (t / c) if c else 0.0
+sw, wk = per_run("handle_sched_sw"), per_run("handle_sched_wa")
+wo, w = float(sys.argv[3]), float(sys.argv[4])
+print(f"{sw:.1f} {wk:.1f} {w / wo:.4f} {wo:.0f} {w:.0f}")
+PY
+  read -r sw wk ratio wo w < <(tail -n1 "$work/results")
+  echo "run $i: without=${wo}/s with=${w}/s ratio=$ratio sched_switch_ns=$sw wakeup_ns=$wk"
+done
+python3 - "$work/results" <<'PY'
+import statistics, sys
+rows = [list(map(float, l.split())) for l in open(sys.argv[1]) if l.strip()]
+sw = statistics.median(r[0] for r in rows)
+wk = statistics.median(r[1] for r in rows)
+ratio = statistics.median(r[2] for r in rows)
+print(f"bpf-overhead: sched_switch_ns={sw:.0f} wakeup_ns={wk:.0f} throughput_ratio={ratio:.3f}")
+PY
