@@ -8,6 +8,7 @@
 
 #include <cerrno>
 
+#include "codec_internal.h"
 #include "nri/proto/api.pb.h"
 
 namespace colod::nri::codec {
@@ -227,7 +228,7 @@ Bytes encodeConfigureResponse(EventMask events) {
   return serialize(m);
 }
 
-Result<SynchronizeRequest> decodeSynchronizeRequest(std::span<const std::byte> in) {
+Result<SynchronizeRequest> reference::decodeSynchronizeRequest(std::span<const std::byte> in) {
   google::protobuf::ArenaOptions opts;
   opts.start_block_size = 1 << 16;
   opts.max_block_size = 1 << 22;
@@ -256,7 +257,7 @@ Bytes encodeSynchronizeResponse(const std::vector<ContainerUpdate>& updates, boo
   return serialize(m);
 }
 
-Result<PodEvent> decodePodEvent(std::span<const std::byte> in) {
+Result<PodEvent> reference::decodePodEvent(std::span<const std::byte> in) {
   // Every pod-event request is {1: PodSandbox}; RunPodSandboxRequest describes them all.
   pb::RunPodSandboxRequest m;
   if (!parse(m, in)) {
@@ -265,7 +266,7 @@ Result<PodEvent> decodePodEvent(std::span<const std::byte> in) {
   return PodEvent{fromProto(m.pod())};
 }
 
-Result<ContainerEvent> decodeContainerEvent(std::span<const std::byte> in) {
+Result<ContainerEvent> reference::decodeContainerEvent(std::span<const std::byte> in) {
   // {1: PodSandbox, 2: Container}; unknown extra fields are skipped.
   pb::StartContainerRequest m;
   if (!parse(m, in)) {
@@ -274,7 +275,7 @@ Result<ContainerEvent> decodeContainerEvent(std::span<const std::byte> in) {
   return ContainerEvent{fromProto(m.pod()), fromProto(m.container())};
 }
 
-Result<UpdateContainerEvent> decodeUpdateContainerRequest(std::span<const std::byte> in) {
+Result<UpdateContainerEvent> reference::decodeUpdateContainerRequest(std::span<const std::byte> in) {
   pb::UpdateContainerRequest m;
   if (!parse(m, in)) {
     return malformed("UpdateContainerRequest");
@@ -283,7 +284,7 @@ Result<UpdateContainerEvent> decodeUpdateContainerRequest(std::span<const std::b
                               fromProto(m.linux_resources())};
 }
 
-Result<StateChange> decodeStateChange(std::span<const std::byte> in) {
+Result<StateChange> reference::decodeStateChange(std::span<const std::byte> in) {
   pb::StateChangeEvent m;
   if (!parse(m, in)) {
     return malformed("StateChangeEvent");
@@ -296,6 +297,23 @@ Result<StateChange> decodeStateChange(std::span<const std::byte> in) {
     out.container = fromProto(m.container());
   }
   return out;
+}
+
+// --- the hot-path requests go through the hand-written decoder (codec_fast.cpp)
+Result<SynchronizeRequest> decodeSynchronizeRequest(std::span<const std::byte> in,
+                                                    const DecodeOptions& opts) {
+  return fast::decodeSynchronizeRequest(in, opts);
+}
+Result<PodEvent> decodePodEvent(std::span<const std::byte> in) { return fast::decodePodEvent(in); }
+Result<ContainerEvent> decodeContainerEvent(std::span<const std::byte> in,
+                                            const DecodeOptions& opts) {
+  return fast::decodeContainerEvent(in, opts);
+}
+Result<UpdateContainerEvent> decodeUpdateContainerRequest(std::span<const std::byte> in) {
+  return fast::decodeUpdateContainerRequest(in);
+}
+Result<StateChange> decodeStateChange(std::span<const std::byte> in) {
+  return fast::decodeStateChange(in);
 }
 
 Bytes encodeCreateContainerResponse(const CreateContainerResult& result) {

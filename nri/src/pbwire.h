@@ -12,7 +12,15 @@
 
 namespace colod::nri::wire::pb {
 
-enum WireType : uint32_t { kVarint = 0, kFixed64 = 1, kLen = 2, kFixed32 = 5 };
+enum WireType : uint32_t {
+  kVarint = 0,
+  kFixed64 = 1,
+  kLen = 2,
+  kStartGroup = 3,
+  kEndGroup = 4,
+  kFixed32 = 5
+};
+inline constexpr int kMaxGroupDepth = 100;  // protobuf's default recursion limit
 
 class Reader {
  public:
@@ -58,6 +66,37 @@ class Reader {
         return false;
     }
   }
+  // Like skip(), but also skips a (deprecated) group started by field `field`, as protobuf's
+  // parser does for unknown fields: everything up to the matching end-group tag, nesting at most
+  // `depth` levels. False when malformed, unterminated or nested too deeply.
+  bool skipField(uint64_t field, uint32_t wire_type, int depth = kMaxGroupDepth) {
+    if (wire_type != kStartGroup) {
+      return skip(wire_type);
+    }
+    if (depth <= 0) {
+      return false;
+    }
+    while (!in_.empty()) {
+      auto tag = varint();
+      if (!tag || *tag > 0xFFFFFFFFU) {
+        return false;
+      }
+      auto f = *tag >> 3;
+      auto wt = static_cast<uint32_t>(*tag & 7);
+      if (f == 0) {
+        return false;
+      }
+      if (wt == kEndGroup) {
+        return f == field;
+      }
+      if (!skipField(f, wt, depth - 1)) {
+        return false;
+      }
+    }
+    return false;  // no end-group tag
+  }
+  // The unread rest.
+  [[nodiscard]] std::span<const std::byte> rest() const { return in_; }
 
  private:
   bool advance(std::size_t n) {

@@ -495,7 +495,8 @@ Result<Bytes> StubImpl::onConfigure(std::span<const std::byte> in) {
 }
 
 Result<Bytes> StubImpl::onSynchronize(Session& s, std::span<const std::byte> in) {
-  auto req = codec::decodeSynchronizeRequest(in);
+  // args/env are the bulk of a container that colod never reads (the registry drops them).
+  auto req = codec::decodeSynchronizeRequest(in, {.args_env = false});
   if (!req) {
     return std::move(req).error();
   }

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // proto/: the NRI message codec, plugin side. The only code that knows protobuf; everything
-// above it sees the plain structs of types.h. Decoders are bounds-checked by protobuf's parser
-// and return EPROTO for malformed input; unknown fields are skipped.
+// above it sees the plain structs of types.h. Decoders are bounds-checked (protobuf's parser or
+// our own, see below) and return EPROTO for malformed input; unknown fields are skipped.
 #pragma once
 
 #include <cstddef>
@@ -27,10 +27,19 @@ Bytes encodeUpdateContainers(const std::vector<ContainerUpdate>& updates);
 // Ids of the failed updates a (non-Go) runtime may return; Go runtimes never send it.
 Result<std::vector<std::string>> decodeUpdateContainersResponse(std::span<const std::byte> in);
 
-// --- runtime -> plugin requests, our replies
+// What the hot-path decoders materialise. Containers' args and env are the only bulky fields the
+// plain structs mirror that colod never reads; the registry drops them anyway.
+struct DecodeOptions {
+  bool args_env = true;
+};
+
+// --- runtime -> plugin requests, our replies. Synchronize and the event requests are decoded by
+// a hand-written bounds-first decoder (src/codec_fast.cpp) that skips the fields types.h does not
+// mirror; it accepts everything protobuf accepts and yields the same structs.
 Result<ConfigureRequest> decodeConfigureRequest(std::span<const std::byte> in);
 Bytes encodeConfigureResponse(EventMask events);
-Result<SynchronizeRequest> decodeSynchronizeRequest(std::span<const std::byte> in);
+Result<SynchronizeRequest> decodeSynchronizeRequest(std::span<const std::byte> in,
+                                                    const DecodeOptions& opts = {});
 Bytes encodeSynchronizeResponse(const std::vector<ContainerUpdate>& updates, bool more);
 
 struct PodEvent {
@@ -53,7 +62,8 @@ struct StateChange {
 // RunPodSandbox / StopPodSandbox / RemovePodSandbox / PostUpdatePodSandbox requests ({1: pod}).
 Result<PodEvent> decodePodEvent(std::span<const std::byte> in);
 // CreateContainer, StopContainer and every {1: pod, 2: container} request.
-Result<ContainerEvent> decodeContainerEvent(std::span<const std::byte> in);
+Result<ContainerEvent> decodeContainerEvent(std::span<const std::byte> in,
+                                            const DecodeOptions& opts = {});
 Result<UpdateContainerEvent> decodeUpdateContainerRequest(std::span<const std::byte> in);
 Result<StateChange> decodeStateChange(std::span<const std::byte> in);
 
