@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: Apache-2.0
+// The daemon configuration file: a YAML document with two top-level keys,
+//   daemon:  the settings below (DaemonSettings), and
+//   policy:  delegated to colod::policy's parser (policy/config/default.yaml).
+// Unknown keys anywhere are rejected. Errors are EINVAL with "<file>:<line>:<col>: <key path>:
+// <value>: <why>" so `colod --check-config` can print them verbatim.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "colod/base/result.h"
+#include "colod/policy/config.h"
+
+namespace colod::daemon {
+
+enum class Mode { Act, DryRun, ObserveOnly };
+std::string_view modeName(Mode mode);  // "act", "dry-run", "observe-only"
+
+enum class CgroupDriver { Auto, Systemd, Cgroupfs };
+std::string_view driverName(CgroupDriver driver);
+
+enum class Reconcile { Restore, Reseed };
+enum class LogFormat { Text, Json };
+
+struct DaemonSettings {
+  std::chrono::milliseconds interval{100};
+  std::string nri_socket = "/var/run/nri/nri.sock";
+  std::string plugin_name = "colod";
+  std::string plugin_idx = "50";
+  Mode mode = Mode::Act;
+  std::string cgroup_root = "/sys/fs/cgroup";
+  CgroupDriver cgroup_driver = CgroupDriver::Auto;
+  // Prepended to paths derived from systemd-style cgroups_path ("slice:prefix:id"), for runtimes
+  // whose slices do not start at the hierarchy root (e.g. a nested systemd or the test peer).
+  std::string systemd_cgroup_prefix;
+  std::string proc_root = "/proc";
+  std::string sys_root = "/sys";
+  std::string control_socket = "/run/colod/colod.sock";
+  unsigned control_socket_mode = 0600;
+  std::string metrics_listen = "127.0.0.1:9477";  // "" disables the HTTP server
+  std::string journal_path = "/var/lib/colod/journal.json";
+  uint32_t journal_max_entries = 4096;
+  bool restore_on_stop = true;
+  Reconcile reconcile = Reconcile::Restore;
+  LogFormat log_format = LogFormat::Text;
+  std::string log_level = "info";  // trace, debug, info, warn, error
+  uint32_t update_retries = 3;     // attempts per update before it is dropped (and counted)
+  uint32_t max_batch = 64;         // container updates per UpdateContainers call
+  uint32_t max_cgroups = 4096;     // collector map bound
+  uint32_t decisions_kept = 1024;  // ring of recent decisions served to coloctl
+
+  friend bool operator==(const DaemonSettings&, const DaemonSettings&) = default;
+};
+
+struct Config {
+  DaemonSettings daemon;
+  policy::Config policy;
+  std::string text;  // the YAML it was parsed from ("" for the built-in defaults)
+  std::string path;
+};
+
+// Parses a whole document. `file` is used in messages only.
+Result<Config> parseConfig(std::string_view yaml_text, std::string_view file);
+// Reads and parses a file (ENOENT etc. from the read, EINVAL from the parse).
+Result<Config> loadConfig(const std::string& path);
+
+// Settings that a reload cannot change (sockets, paths, plugin identity): their names, for the
+// "needs a restart" warning. Empty if none differ.
+std::string restartOnlyChanges(const DaemonSettings& running, const DaemonSettings& next);
+
+}  // namespace colod::daemon

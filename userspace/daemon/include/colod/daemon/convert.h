@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: Apache-2.0
+// Pure conversions between the modules' vocabularies: NRI registry objects -> policy inputs,
+// policy decisions -> NRI updates, collector samples -> policy samples.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "colod/collect/collector.h"
+#include "colod/nri/types.h"
+#include "colod/policy/types.h"
+
+namespace colod::daemon {
+
+// ContainerInfo for the engine. `node_cpus` is used to infer exclusive CPUs.
+policy::ContainerInfo toContainerInfo(const nri::PodSandbox* pod,
+                                      const nri::Container& ctr,
+                                      std::span<const int> node_cpus);
+
+// NRI resources carrying exactly the set fields of `values`. An empty cpuset string means
+// "all CPUs" in a restore (NRI cannot clear a cpuset, brief §3.5): it is replaced with
+// `all_cpus` (kernel list format).
+nri::LinuxResources toLinuxResources(const policy::Resources& values, std::string_view all_cpus);
+
+// A human-readable "shares=2 quota=50000/100000 cpus=1" of the set fields.
+std::string describeResources(const policy::Resources& values);
+
+// One collector sample as the engine's ContainerSample. `container_of` maps an aggressor cgroup
+// id to a container id ("" = not a container: host/system tasks).
+policy::ContainerSample toContainerSample(
+    const std::string& container_id,
+    const collect::CgroupSample& sample,
+    const std::function<std::string(uint64_t cgroup_id)>& container_of,
+    uint64_t prev_cpu_some_total_us);
+
+}  // namespace colod::daemon

@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "colod/daemon/convert.h"
+
+#include <map>
+
+#include "colod/policy/tier.h"
+
+namespace colod::daemon {
+
+policy::ContainerInfo toContainerInfo(const nri::PodSandbox* pod,
+                                      const nri::Container& ctr,
+                                      std::span<const int> node_cpus) {
+  policy::ContainerInfo info;
+  info.id = ctr.id;
+  info.container_name = ctr.name;
+  info.container_labels = ctr.labels;
+  info.container_annotations = ctr.annotations;
+  info.cgroup_path = ctr.cgroups_path;
+  if (pod != nullptr) {
+    info.pod_name = pod->name;
+    info.pod_namespace = pod->namespace_name;
+    info.pod_uid = pod->uid;
+    info.pod_labels = pod->labels;
+    info.pod_annotations = pod->annotations;
+    info.cgroup_parent = pod->cgroup_parent;
+  }
+  const auto& cpu = ctr.resources.cpu;
+  info.resources.cpu_shares = cpu.shares;
+  info.resources.cpu_quota = cpu.quota;
+  info.resources.cpu_period = cpu.period;
+  if (!cpu.cpus.empty()) {
+    info.resources.cpuset_cpus = cpu.cpus;
+    if (auto parsed = policy::parseCpuList(cpu.cpus)) {
+      info.cpuset = std::move(parsed).value();
+    }
+  }
+  if (!cpu.mems.empty()) {
+    info.resources.cpuset_mems = cpu.mems;
+  }
+  info.resources.memory_limit = ctr.resources.memory.limit;
+  info.resources.unified = ctr.resources.unified;
+  info.exclusive_cpus = policy::inferExclusiveCpus(info, node_cpus, {});
+  return info;
+}
+
+nri::LinuxResources toLinuxResources(const policy::Resources& v, std::string_view all_cpus) {
+  nri::LinuxResources r;
+  r.cpu.shares = v.cpu_shares;
+  r.cpu.quota = v.cpu_quota;
+  r.cpu.period = v.cpu_period;
+  if (v.cpuset_cpus) {
+    r.cpu.cpus = v.cpuset_cpus->empty() ? std::string(all_cpus) : *v.cpuset_cpus;
+  }
+  if (v.cpuset_mems) {
+    r.cpu.mems = *v.cpuset_mems;
+  }
+  r.memory.limit = v.memory_limit;
+  r.unified = v.unified;
+  return r;
+}
+
+std::string describeResources(const policy::Resources& v) {
+  std::string out;
+  auto add = [&out](const std::string& s) { out += (out.empty() ? "" : " ") + s; };
+  if (v.cpu_shares) {
+    add("shares=" + std::to_string(*v.cpu_shares));
+  }
+  if (v.cpu_quota) {
+    add("quota=" + (*v.cpu_quota < 0 ? std::string("max") : std::to_string(*v.cpu_quota)) +
+        (v.cpu_period ? "/" + std::to_string(*v.cpu_period) : ""));
+  } else if (v.cpu_period) {
+    add("period=" + std::to_string(*v.cpu_period));
+  }
+  if (v.cpuset_cpus) {
+    add("cpus=" + (v.cpuset_cpus->empty() ? std::string("all") : *v.cpuset_cpus));
+  }
+  if (v.cpuset_mems) {
+    add("mems=" + *v.cpuset_mems);
+  }
+  if (v.memory_limit) {
+    add("memory=" + std::to_string(*v.memory_limit));
+  }
+  for (const auto& [k, val] : v.unified) {
+    add(k + "=" + val);
+  }
+  return out.empty() ? "-" : out;
+}
+
+policy::ContainerSample toContainerSample(
+    const std::string& container_id,
+    const collect::CgroupSample& s,
+    const std::function<std::string(uint64_t cgroup_id)>& container_of,
+    uint64_t prev_cpu_some_total_us) {
+  policy::ContainerSample out;
+  out.id = container_id;
+  static_assert(policy::kRunqSlots == collect::kHistSlots);
+  for (std::size_t i = 0; i < policy::kRunqSlots; ++i) {
+    out.runq_hist[i] = s.runq_hist[i];
+  }
+  out.runq_count = s.runq.count;
+  out.runq_p50_us = s.runq.p50_us;
+  out.runq_p90_us = s.runq.p90_us;
+  out.runq_p99_us = s.runq.p99_us;
+  out.runq_max_us = s.runq.max_us;
+  // Several aggressor cgroups may belong to one container (or to none): merge by container.
+  std::map<std::string, policy::Preemption> by;
+  for (const auto& a : s.preempted_by) {
+    const std::string who = container_of(a.cgroup_id);
+    auto& p = by[who];
+    p.aggressor_id = who;
+    p.count += a.preemptions;
+  }
+  uint64_t total = 0;
+  for (const auto& [who, p] : by) {
+    total += p.count;
+  }
+  for (auto& [who, p] : by) {
+    // The collector reports the victim's wait after preemptions in total; attribute it to
+    // aggressors in proportion to their preemption counts.
+    if (total > 0) {
+      p.wait_ns = static_cast<uint64_t>(static_cast<double>(s.preempted_wait_ns) *
+                                        static_cast<double>(p.count) / static_cast<double>(total));
+    }
+    out.preempted_by.push_back(p);
+  }
+  out.oncpu_ns = s.oncpu_ns;
+  out.nr_involuntary = s.involuntary_switches;
+  if (s.throttling) {
+    out.nr_throttled = s.throttling->nr_throttled;
+    out.throttled_ns = s.throttling->throttled_ns;
+  }
+  out.reclaim_stall_ns = s.reclaim_stall_ns;
+  if (s.cpu_pressure) {
+    const auto& some = s.cpu_pressure->some;
+    out.psi_cpu_some = policy::Psi{
+        .avg10 = some.avg10,
+        .total_delta_us = some.total_us >= prev_cpu_some_total_us && prev_cpu_some_total_us != 0
+                              ? some.total_us - prev_cpu_some_total_us
+                              : 0};
+  }
+  if (s.memory_pressure) {
+    out.psi_memory_some = policy::Psi{.avg10 = s.memory_pressure->some.avg10, .total_delta_us = 0};
+    if (s.memory_pressure->full) {
+      out.psi_memory_full =
+          policy::Psi{.avg10 = s.memory_pressure->full->avg10, .total_delta_us = 0};
+    }
+  }
+  return out;
+}
+
+}  // namespace colod::daemon

@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "colod/daemon/convert.h"
+
+#include <gtest/gtest.h>
+
+#include "colod/daemon/self_stats.h"
+#include "colod/policy/tier.h"
+
+namespace colod::daemon {
+namespace {
+
+TEST(Convert, ContainerInfoFromRegistryObjects) {
+  nri::PodSandbox pod;
+  pod.name = "web-0";
+  pod.namespace_name = "prod";
+  pod.uid = "u1";
+  pod.annotations = {{"colod.io/tier", "ls"}};
+  pod.cgroup_parent = "/kubepods/burstable/podu1";
+  nri::Container c;
+  c.id = "abc";
+  c.name = "nginx";
+  c.cgroups_path = "/kubepods/burstable/podu1/abc";
+  c.resources.cpu.shares = 512;
+  c.resources.cpu.quota = 50000;
+  c.resources.cpu.period = 100000;
+  c.resources.cpu.cpus = "0-1";
+  c.resources.memory.limit = 1 << 30;
+  const std::vector<int> cpus = {0, 1};
+  auto info = toContainerInfo(&pod, c, cpus);
+  EXPECT_EQ(info.id, "abc");
+  EXPECT_EQ(info.pod_name, "web-0");
+  EXPECT_EQ(info.pod_namespace, "prod");
+  EXPECT_EQ(info.container_name, "nginx");
+  EXPECT_EQ(info.cgroup_parent, "/kubepods/burstable/podu1");
+  EXPECT_EQ(info.resources.cpu_shares, 512U);
+  EXPECT_EQ(info.resources.cpuset_cpus, "0-1");
+  EXPECT_EQ(info.cpuset, (std::vector<int>{0, 1}));
+  EXPECT_EQ(info.resources.memory_limit, 1 << 30);
+  EXPECT_EQ(policy::classifyTier(info).tier, policy::Tier::Ls);
+  // Without a pod (raced with the pod event) the container is still usable.
+  auto bare = toContainerInfo(nullptr, c, cpus);
+  EXPECT_EQ(bare.pod_name, "");
+  EXPECT_EQ(bare.id, "abc");
+}
+
+TEST(Convert, LinuxResourcesOnlySetFieldsAndAllCpusForEmptyCpuset) {
+  policy::Resources v;
+  v.cpu_shares = 2;
+  auto r = toLinuxResources(v, "0-1");
+  EXPECT_EQ(r.cpu.shares, 2U);
+  EXPECT_FALSE(r.cpu.quota.has_value());
+  EXPECT_EQ(r.cpu.cpus, "");  // unchanged
+  v.cpuset_cpus = "";
+  v.cpu_quota = -1;
+  v.cpu_period = 100000;
+  r = toLinuxResources(v, "0-1");
+  EXPECT_EQ(r.cpu.cpus, "0-1");  // NRI cannot clear a cpuset: restore to all CPUs
+  EXPECT_EQ(r.cpu.quota, -1);
+  EXPECT_EQ(describeResources(v), "shares=2 quota=max/100000 cpus=all");
+  EXPECT_EQ(describeResources({}), "-");
+}
+
+TEST(Convert, SampleMergesAggressorsByContainer) {
+  collect::CgroupSample s;
+  s.id = 10;
+  s.runq.count = 40;
+  s.runq.p99_us = 4096;
+  s.runq_hist[12] = 40;
+  s.preempted_wait_ns = 1000;
+  s.preempted_by = {{.cgroup_id = 20, .path = "/a", .preemptions = 3},
+                    {.cgroup_id = 21, .path = "/b", .preemptions = 1},
+                    {.cgroup_id = 99, .path = "/host", .preemptions = 4}};
+  s.throttling = collect::Throttling{.nr_periods = 10, .nr_throttled = 2, .throttled_ns = 5};
+  collect::Psi psi;
+  psi.some.avg10 = 3.5;
+  psi.some.total_us = 1500;
+  s.cpu_pressure = psi;
+  auto owner = [](uint64_t id) -> std::string { return id == 20 || id == 21 ? "be1" : ""; };
+  auto out = toContainerSample("ls1", s, owner, 1000);
+  EXPECT_EQ(out.id, "ls1");
+  EXPECT_EQ(out.runq_p99_us, 4096U);
+  EXPECT_EQ(out.runq_hist[12], 40U);
+  ASSERT_EQ(out.preempted_by.size(), 2U);
+  EXPECT_EQ(out.preempted_by[0].aggressor_id, "");
+  EXPECT_EQ(out.preempted_by[0].count, 4U);
+  EXPECT_EQ(out.preempted_by[1].aggressor_id, "be1");
+  EXPECT_EQ(out.preempted_by[1].count, 4U);
+  EXPECT_EQ(out.preempted_by[1].wait_ns, 500U);
+  EXPECT_EQ(out.nr_throttled, 2U);
+  ASSERT_TRUE(out.psi_cpu_some.has_value());
+  EXPECT_EQ(out.psi_cpu_some->total_delta_us, 500U);
+  EXPECT_DOUBLE_EQ(out.psi_cpu_some->avg10, 3.5);
+}
+
+TEST(SelfStats, ParsesProcFiles) {
+  // comm with a space and a parenthesis, as the kernel prints it.
+  const std::string stat =
+      "1234 (colod (x) y) S 1 1234 1234 0 -1 4194560 500 0 0 0 150 50 0 0 20 0 9 0 100 1000 300";
+  auto s = parseSelfStats(stat, "2500 300 100 5 0 200 0\n", 100, 4096);
+  EXPECT_DOUBLE_EQ(s.cpu_seconds, 2.0);
+  EXPECT_EQ(s.rss_bytes, 300U * 4096U);
+  auto bad = parseSelfStats("garbage", "", 100, 4096);
+  EXPECT_EQ(bad.rss_bytes, 0U);
+  EXPECT_DOUBLE_EQ(bad.cpu_seconds, 0.0);
+}
+
+}  // namespace
+}  // namespace colod::daemon
