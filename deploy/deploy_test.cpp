@@ -103,7 +103,7 @@ TEST(Deploy, DaemonSetParsesAndHasWhatTheReadmePromises) {
   EXPECT_FALSE(c["securityContext"]["privileged"].as<bool>());
 
   EXPECT_EQ(c["resources"]["requests"]["cpu"].as<std::string>(), "50m");
-  EXPECT_EQ(c["resources"]["limits"]["memory"].as<std::string>(), "64Mi");
+  EXPECT_EQ(c["resources"]["limits"]["memory"].as<std::string>(), "128Mi");
 
   // Every mount names a volume, and the ones colod needs are there with the right access.
   std::set<std::string> volumes;
@@ -125,10 +125,24 @@ TEST(Deploy, DaemonSetParsesAndHasWhatTheReadmePromises) {
   }
   // The config file the daemon is pointed at comes from the ConfigMap's key.
   bool found = false;
-  for (const auto& a : c["args"]) {
-    found = found || a.as<std::string>() == "--config=/etc/colod/colod.yaml";
+  const YAML::Node args = c["args"];
+  for (std::size_t i = 0; i + 1 < args.size(); ++i) {
+    found = found || (args[i].as<std::string>() == "--config" &&
+                      args[i + 1].as<std::string>() == "/etc/colod/colod.yaml");
   }
   EXPECT_TRUE(found);
+}
+
+TEST(Deploy, MetricsPortMatchesTheConfig) {
+  const auto docs = YAML::LoadAllFromFile((kRoot / "deploy/daemonset.yaml").string());
+  const YAML::Node c = findDoc(docs, "DaemonSet")["spec"]["template"]["spec"]["containers"][0];
+  const YAML::Node config = YAML::LoadFile((kRoot / "deploy/colod.yaml").string());
+  const auto listen = config["daemon"]["metrics_listen"].as<std::string>();
+  const auto port = c["ports"][0]["containerPort"].as<std::string>();
+  EXPECT_EQ(listen.substr(listen.rfind(':') + 1), port);
+  // Reachable from the kubelet (liveness) and Prometheus: not loopback-only inside the pod.
+  EXPECT_EQ(listen.rfind("127.", 0), std::string::npos) << listen;
+  EXPECT_EQ(c["livenessProbe"]["httpGet"]["port"].as<std::string>(), "metrics");
 }
 
 TEST(Deploy, ConfigMapPolicyEqualsPolicyDefaults) {
@@ -188,7 +202,7 @@ TEST(Deploy, SystemdUnitDoesNotRestartOnConfigErrors) {
   const std::string unit = readFile(kRoot / "deploy/colod.service");
   EXPECT_NE(unit.find("\nRestartPreventExitStatus=3\n"), std::string::npos);
   EXPECT_NE(unit.find("\nRestart=on-failure\n"), std::string::npos);
-  EXPECT_NE(unit.find("--check-config"), std::string::npos);
+  EXPECT_NE(unit.find("--check-config /etc/colod/colod.yaml"), std::string::npos);
   EXPECT_NE(unit.find("[Install]"), std::string::npos);
 }
 

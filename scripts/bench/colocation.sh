@@ -27,6 +27,8 @@ usage: $0 [options]
   --backend B        peer (colod-testpeer, needed for colod) | cgroup (plain cgroups) | auto
   --rss-containers N fake containers the peer reports for colod_rss_mib, default $rss_containers
   --no-rss           skip the colod_rss_mib step
+  --policy FILE      policy config for colod (format of policy/config/default.yaml; default that
+                     file): for experiments, recorded in meta.txt
   --node-shares N    cpu.shares of the simulated node's top cgroup vs other host work,
                      default $CB_NODE_SHARES
   --no-build         use the binaries already in \$COLOD_BUILD_DIR (default build-bench)
@@ -43,6 +45,7 @@ while (($#)); do
     --backend) backend=$2; shift 2 ;;
     --rss-containers) rss_containers=$2; shift 2 ;;
     --no-rss) rss=0; shift ;;
+    --policy) COLOD_POLICY_FILE=$(realpath "$2"); export COLOD_POLICY_FILE; shift 2 ;;
     --no-build) build=0; shift ;;
     --node-shares) CB_NODE_SHARES=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
@@ -101,7 +104,8 @@ fi
 {
   echo "command: $0 --rounds $rounds --duration $duration --gap $gap --inject-at $inject_at --node-shares $CB_NODE_SHARES"
   echo "backend: $backend; colod: $have_colod; started $(date -u +%FT%TZ); host $(uname -r), $(nproc) CPUs"
-  echo "load during the run (other processes): $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "policy: ${COLOD_POLICY_FILE:-policy/config/default.yaml}"
+  echo "load before the run (1/5/15 min): $(cut -d' ' -f1-3 /proc/loadavg)"
 } >"$CB_RUN/meta.txt"
 
 run_phase() {  # TAG KIND
@@ -142,8 +146,12 @@ done
 if ((rss && have_colod)); then
   cb_log "colod_rss_mib: colod against a peer that reports $rss_containers containers"
   bash "$here/colocation/rss.sh" "$CB_RUN" "$rss_containers" >"$CB_RUN/rss.txt" || cb_log "warning: rss step failed"
+  # The same with 10 containers: what the 1000 cost on top of colod's fixed footprint.
+  (CB_TAG=rss-small; mkdir -p "$CB_RUN/small" && bash "$here/colocation/rss.sh" "$CB_RUN/small" 10 >"$CB_RUN/rss-small.txt") ||
+    cb_log "warning: rss step (10 containers) failed"
 fi
 
+echo "load after the run (1/5/15 min): $(cut -d' ' -f1-3 /proc/loadavg)" >>"$CB_RUN/meta.txt"
 cb_cleanup
 trap - EXIT
 python3 "$here/colocation/summarize.py" "$CB_RUN" | tee "$CB_RUN/result.txt"

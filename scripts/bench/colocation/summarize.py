@@ -202,6 +202,11 @@ def main(argv):
     m = re.search(r"colod_rss_mib=([\d.]+)", read(os.path.join(run, "rss.txt")) or "")
     if m:
         rss = float(m.group(1))
+        small = re.search(r"colod_rss_mib=([\d.]+) containers=(\S+)",
+                          read(os.path.join(run, "rss-small.txt")) or "")
+        if small:
+            print(f"colod rss: {rss:.1f} MiB with the large container set, {small.group(1)} MiB "
+                  f"with {small.group(2)} containers")
 
     g = lambda kind, k: stats.get(kind, {}).get(k, (None,))[0]
     solo, noc, col = g("solo", "p99"), g("nocolod", "p99"), g("colod", "p99")

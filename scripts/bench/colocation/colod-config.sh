@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# colod-config.sh RUNDIR: prints the colod config for a benchmark/demo run: the daemon talks to
+# the peer's NRI socket RUNDIR/nri.sock, keeps its control socket and journal in RUNDIR, serves
+# metrics on a private loopback port; the policy section is policy/config/default.yaml as is, or
+# the file named by $COLOD_POLICY_FILE (same format) for experiments.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../../.." && pwd)
+run=$1
+port=$((19400 + $$ % 500))
+cat <<YAML
+daemon:
+  interval_ms: 100
+  nri_socket: $run/nri.sock
+  mode: act
+  cgroup_driver: cgroupfs
+  control_socket: $run/colod.sock
+  metrics_listen: "127.0.0.1:$port"
+  journal_path: $run/journal.json
+  restore_on_stop: true
+  log_format: text
+  log_level: info
+policy:
+YAML
+policy=${COLOD_POLICY_FILE:-$root/policy/config/default.yaml}
+[[ -f $policy ]] || { echo "colod-config: no policy file $policy" >&2; exit 1; }
+grep -v -e '^#' -e '^\s*$' "$policy" | sed 's/^/  /'
