@@ -351,6 +351,20 @@ Result<Config> loadConfig(const std::string& path) {
   return parseConfig(ss.str(), path);
 }
 
+std::string policySectionYaml(std::string_view yaml_text) {
+  try {
+    const YAML::Node root = YAML::Load(std::string(yaml_text));
+    if (root.IsMap() && root["policy"] && !root["policy"].IsNull()) {
+      YAML::Emitter out;
+      out << root["policy"];
+      return std::string(out.c_str()) + "\n";
+    }
+  } catch (const YAML::Exception&) {
+    // Only called on text that already parsed; fall through to the defaults.
+  }
+  return std::string(policy::defaultConfigYaml());
+}
+
 std::string restartOnlyChanges(const DaemonSettings& a, const DaemonSettings& b) {
   std::string out;
   auto check = [&](bool differ, const char* name) {

@@ -104,6 +104,14 @@ TEST(DaemonConfig, RestartOnlyChanges) {
   EXPECT_EQ(restartOnlyChanges(a, b), "control_socket, journal_path");
 }
 
+TEST(DaemonConfig, PolicySectionForTraces) {
+  const std::string doc = "daemon:\n  interval_ms: 100\npolicy:\n  thresholds:\n    runq_p99_us: 700\n";
+  auto section = policySectionYaml(doc);
+  auto parsed = ASSERT_OK(policy::parsePolicySection(section, "header"));
+  EXPECT_EQ(parsed.thresholds.runq_p99_us, 700U);
+  EXPECT_EQ(policySectionYaml("daemon: {}\n"), std::string(policy::defaultConfigYaml()));
+}
+
 TEST(DaemonConfig, LoadMissingFile) {
   EXPECT_ERR(loadConfig("/nonexistent/colod.yaml"), ENOENT, "reading config");
 }

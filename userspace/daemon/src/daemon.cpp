@@ -1648,12 +1648,8 @@ Result<void> Daemon::Impl::record(uint32_t seconds,
     {
       std::lock_guard cl(config_mu_);
       policy::TraceHeader h;
-      h.config_yaml = config_.text.empty() ? std::string(policy::defaultConfigYaml())
-                                           : std::string();
-      if (!config_.text.empty()) {
-        // The policy section of the running config, so a replay uses the same thresholds.
-        h.config_yaml = config_.text;
-      }
+      // The running policy section, so a replay uses the same thresholds.
+      h.config_yaml = policySectionYaml(config_.text);
       head = policy::encodeTraceHeader(h) + "\n";
     }
     for (const auto& line : trace_prefix_) {

@@ -67,6 +67,10 @@ Result<Config> parseConfig(std::string_view yaml_text, std::string_view file);
 // Reads and parses a file (ENOENT etc. from the read, EINVAL from the parse).
 Result<Config> loadConfig(const std::string& path);
 
+// The `policy:` mapping of a daemon config document as YAML text (the bare section the policy
+// trace header and colod-replay expect), or the built-in default policy text when absent.
+std::string policySectionYaml(std::string_view yaml_text);
+
 // Settings that a reload cannot change (sockets, paths, plugin identity): their names, for the
 // "needs a restart" warning. Empty if none differ.
 std::string restartOnlyChanges(const DaemonSettings& running, const DaemonSettings& next);
