@@ -100,6 +100,8 @@ phase() {  # TAG KIND
       echo "$tag colod-started $(cb_now_ns)" >>"$CB_RUN/triggers.txt"
       sleep 1 ;;
   esac
+  local cpu0
+  cpu0=$(cb_cpu_sample)
   cb_trigger "$tag" "$duration" ls-probe ls-redis
   if [[ $kind == solo ]]; then
     live_view $((duration - 1)) 0
@@ -111,7 +113,12 @@ phase() {  # TAG KIND
     live_view $((duration - inject - 1)) "$([[ $kind == colod ]] && echo 1 || echo 0)"
     cb_wait_done "$tag" 30 ls-probe ls-redis be-cpu be-cache be-antagonist
   fi
+  echo "$tag $(nproc) $cpu0 $(cb_cpu_sample)" >>"$CB_RUN/phase-cpu.txt"
   if [[ $kind == colod ]]; then
+    if [[ -n $coloctl ]]; then
+      echo "--- coloctl decisions (most recent) ---"
+      timeout 10 "$coloctl" --socket "$CB_RUN/colod.sock" decisions -n 8 || true
+    fi
     cb_stop_colod
     echo "$tag colod-stopped $(cb_now_ns)" >>"$CB_RUN/triggers.txt"
   fi

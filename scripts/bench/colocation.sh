@@ -29,6 +29,7 @@ usage: $0 [options]
   --no-rss           skip the colod_rss_mib step
   --policy FILE      policy config for colod (format of policy/config/default.yaml; default that
                      file): for experiments, recorded in meta.txt
+  --policy-set K=V   override one policy leaf key (repeatable), e.g. min_samples=3
   --node-shares N    cpu.shares of the simulated node's top cgroup vs other host work,
                      default $CB_NODE_SHARES
   --no-build         use the binaries already in \$COLOD_BUILD_DIR (default build-bench)
@@ -45,6 +46,7 @@ while (($#)); do
     --backend) backend=$2; shift 2 ;;
     --rss-containers) rss_containers=$2; shift 2 ;;
     --no-rss) rss=0; shift ;;
+    --policy-set) COLOD_POLICY_SET="${COLOD_POLICY_SET:-} $2"; export COLOD_POLICY_SET; shift 2 ;;
     --policy) COLOD_POLICY_FILE=$(realpath "$2"); export COLOD_POLICY_FILE; shift 2 ;;
     --no-build) build=0; shift ;;
     --node-shares) CB_NODE_SHARES=$2; shift 2 ;;
@@ -102,9 +104,9 @@ if ((have_colod)); then
 fi
 
 {
-  echo "command: $0 --rounds $rounds --duration $duration --gap $gap --inject-at $inject_at --node-shares $CB_NODE_SHARES"
+  echo "command: $0 ${COLOD_POLICY_SET:+--policy-set '$COLOD_POLICY_SET' }--rounds $rounds --duration $duration --gap $gap --inject-at $inject_at --node-shares $CB_NODE_SHARES"
   echo "backend: $backend; colod: $have_colod; started $(date -u +%FT%TZ); host $(uname -r), $(nproc) CPUs"
-  echo "policy: ${COLOD_POLICY_FILE:-policy/config/default.yaml}"
+  echo "policy: ${COLOD_POLICY_FILE:-policy/config/default.yaml}${COLOD_POLICY_SET:+ with$COLOD_POLICY_SET}"
   echo "load before the run (1/5/15 min): $(cut -d' ' -f1-3 /proc/loadavg)"
 } >"$CB_RUN/meta.txt"
 
@@ -116,6 +118,8 @@ run_phase() {  # TAG KIND
     sleep 1  # colod's first intervals: baselines from LS alone
   fi
   cb_log "$tag: ${duration}s"
+  local cpu0
+  cpu0=$(cb_cpu_sample)
   cb_trigger "$tag" "$duration" "${ls_names[@]}"
   if [[ $kind != solo ]]; then
     cb_trigger "$tag" "$duration" "${be_names[@]}"
@@ -125,6 +129,7 @@ run_phase() {  # TAG KIND
   else
     cb_wait_done "$tag" $((duration + 30)) "${ls_names[@]}"
   fi
+  echo "$tag $(nproc) $cpu0 $(cb_cpu_sample)" >>"$CB_RUN/phase-cpu.txt"
   if [[ $kind == colod ]]; then
     cb_stop_colod
     echo "$tag colod-stopped $(cb_now_ns)" >>"$CB_RUN/triggers.txt"

@@ -3,7 +3,8 @@
 # colod-config.sh RUNDIR: prints the colod config for a benchmark/demo run: the daemon talks to
 # the peer's NRI socket RUNDIR/nri.sock, keeps its control socket and journal in RUNDIR, serves
 # metrics on a private loopback port; the policy section is policy/config/default.yaml as is, or
-# the file named by $COLOD_POLICY_FILE (same format) for experiments.
+# the file named by $COLOD_POLICY_FILE (same format) for experiments, with the overrides in
+# $COLOD_POLICY_SET ("key=value key=value": a leaf key that occurs once in the file).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../../.." && pwd)
@@ -25,4 +26,12 @@ policy:
 YAML
 policy=${COLOD_POLICY_FILE:-$root/policy/config/default.yaml}
 [[ -f $policy ]] || { echo "colod-config: no policy file $policy" >&2; exit 1; }
-grep -v -e '^#' -e '^\s*$' "$policy" | sed 's/^/  /'
+text=$(grep -v -e '^#' -e '^\s*$' "$policy")
+for kv in ${COLOD_POLICY_SET:-}; do
+  key=${kv%%=*} value=${kv#*=}
+  [[ $key =~ ^[a-z0-9_]+$ && $kv == *=* ]] || { echo "colod-config: bad override $kv" >&2; exit 1; }
+  n=$(grep -c -E "^\s*$key:" <<<"$text" || true)
+  [[ $n == 1 ]] || { echo "colod-config: key $key occurs $n times in $policy" >&2; exit 1; }
+  text=$(sed -E "s/^(\s*$key:).*/\1 $value/" <<<"$text")
+done
+sed 's/^/  /' <<<"$text"

@@ -207,6 +207,24 @@ cb_start_cgroups() {
   cb_log "node: plain cgroups under $base (no NRI runtime: colod phases unavailable)"
 }
 
+# CPU accounting of a phase, to tell a noisy measurement from a real one: prints
+# "WALL_NS BUSY_NS NODE_NS": wall clock, CPU time of the whole machine (/proc/stat, all but idle
+# and iowait), CPU time of the simulated node's cgroup (cpuacct.usage on v1, cpu.stat on v2).
+cb_cpu_sample() {
+  local busy node=0 top
+  busy=$(awk '/^cpu / {b = 0; for (i = 2; i <= NF; i++) if (i != 5 && i != 6) b += $i;
+                       printf "%.0f", b * 1e9 / '"$(getconf CLK_TCK)"'}' /proc/stat)
+  top=$(awk 'NR == 1 {print $2}' "$CB_RUN/cgroups.txt" 2>/dev/null)
+  if [[ $top == */kubepods/* ]]; then top=${top%%/kubepods/*}; else top=$(dirname "$top"); fi
+  if [[ $top == /sys/fs/cgroup/cpu/* ]]; then
+    local acct=/sys/fs/cgroup/cpuacct/${top#/sys/fs/cgroup/cpu/}
+    [[ -f $acct/cpuacct.usage ]] && node=$(<"$acct/cpuacct.usage")
+  elif [[ -f $top/cpu.stat ]]; then
+    node=$(awk '/^usage_usec/ {print $2 * 1000}' "$top/cpu.stat")
+  fi
+  echo "$(cb_now_ns) $busy $node"
+}
+
 # Tells containers to run their workload for SECONDS under TAG (does not wait).
 cb_trigger() {  # TAG SECONDS NAMES...
   local tag=$1 secs=$2 name

@@ -118,6 +118,31 @@ def reactions(run):
     return samples, notes
 
 
+def phase_cpu(run):
+    """tag -> (wall_s, other_cpu_pct, node_cpu_pct) from phase-cpu.txt: the share of the
+    machine's CPUs used outside the simulated node during the phase (noise)."""
+    out = {}
+    for line in (read(os.path.join(run, "phase-cpu.txt")) or "").splitlines():
+        f = line.split()
+        if len(f) != 8:
+            continue
+        try:
+            ncpu, w0, b0, n0, w1, b1, n1 = (int(x) for x in f[1:])
+        except ValueError:
+            continue
+        wall = w1 - w0
+        if wall <= 0 or ncpu <= 0:
+            continue
+        node = (n1 - n0) if n1 > 0 else None
+        other = 100.0 * ((b1 - b0) - node) / (wall * ncpu) if node is not None else None
+        out[f[0]] = (wall / 1e9, max(other, 0.0) if other is not None else None,
+                     100.0 * node / (wall * ncpu) if node is not None else None)
+    return out
+
+
+NOISY_OTHER_PCT = 10.0
+
+
 def phases(run):
     tags = set()
     for path in glob.glob(os.path.join(run, "r*-*.*.out")):
@@ -126,13 +151,16 @@ def phases(run):
         r, kind = tag[1:].split("-", 1)
         return (int(r) if r.isdigit() else 0, KINDS.index(kind) if kind in KINDS else 9)
     rows = []
+    cpu = phase_cpu(run)
     for tag in sorted(tags, key=key):
         kind = tag.split("-", 1)[1]
         p = probe_result(run, tag)
+        wall, other, node = cpu.get(tag, (None, None, None))
         rows.append({"tag": tag, "kind": kind,
                      "p99": p["p99_us"] if p else None, "p50": p["p50_us"] if p else None,
                      "missed": p["missed"] if p else None, "redis": redis_p99_us(run, tag),
-                     "be_ops": be_ops(run, tag) if kind != "solo" else None})
+                     "be_ops": be_ops(run, tag) if kind != "solo" else None,
+                     "wall": wall, "other": other, "node": node})
     return rows
 
 
@@ -145,7 +173,9 @@ def fmt(x, nd=0):
 def phase_line(row):
     return (f"phase {row['tag']}: ls_p99_us={fmt(row['p99'])} ls_p50_us={fmt(row['p50'])} "
             f"missed={fmt(row['missed'])} redis_p99_us={fmt(row['redis'])} "
-            f"be_ops={fmt(row['be_ops'])}")
+            f"be_ops={fmt(row['be_ops'])} wall_s={fmt(row.get('wall'))} "
+            f"node_cpu_pct={fmt(row.get('node'))} other_cpu_pct={fmt(row.get('other'))}"
+            + (" NOISY" if (row.get("other") or 0) > NOISY_OTHER_PCT else ""))
 
 
 def med(values):
@@ -191,6 +221,10 @@ def main(argv):
         cell = lambda m: f"{fmt(m[0])} [{fmt(m[1])}-{fmt(m[2])}] n={m[3]}"
         print("%-8s %28s %28s %30s" % (kind, cell(s["p99"]), cell(s["redis"]), cell(s["be_ops"])))
 
+    noisy = [r["tag"] for r in rows if (r.get("other") or 0) > NOISY_OTHER_PCT]
+    if noisy:
+        print(f"noise: {len(noisy)} of {len(rows)} phases had > {NOISY_OTHER_PCT:.0f}% of the "
+              f"machine's CPU used outside the benchmark: {' '.join(noisy)}")
     samples, notes = reactions(run)
     for n in notes:
         print("note:", n)

@@ -64,6 +64,9 @@ class SummarizeTest(unittest.TestCase):
                    % (base + 10**9 + 1))
         write(d, "peer.log", "\n".join(log) + "\n")
         write(d, "rss.txt", "colod_rss_mib=21.5 containers=1000\n")
+        # 10 s on 2 CPUs: machine busy 8 s of CPU, the node 6 s -> other 10 %, node 30 %.
+        write(d, "phase-cpu.txt", "r1-solo 2 0 100 50 10000000000 8000000100 6000000050\n"
+                                  "r2-solo 2 0 0 0 10000000000 16000000000 6000000000\n")
 
     def tearDown(self):
         self.tmp.cleanup()
@@ -73,6 +76,17 @@ class SummarizeTest(unittest.TestCase):
         self.assertAlmostEqual(summarize.redis_p99_us(self.d, "r1-solo"), 100.0)
         self.assertEqual(summarize.be_ops(self.d, "r2-nocolod"), 1200)
         self.assertIsNone(summarize.be_ops(self.d, "r1-solo"))
+
+    def test_phase_cpu_noise(self):
+        cpu = summarize.phase_cpu(self.d)
+        wall, other, node = cpu["r1-solo"]
+        self.assertAlmostEqual(wall, 10.0)
+        self.assertAlmostEqual(other, 10.0)
+        self.assertAlmostEqual(node, 30.0)
+        self.assertAlmostEqual(cpu["r2-solo"][1], 50.0)
+        line = summarize.phase_line([r for r in summarize.phases(self.d)
+                                     if r["tag"] == "r2-solo"][0])
+        self.assertTrue(line.endswith("other_cpu_pct=50 NOISY"), line)
 
     def test_reactions_use_only_colod_updates(self):
         samples, notes = summarize.reactions(self.d)
