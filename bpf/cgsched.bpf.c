@@ -143,17 +143,17 @@ static __always_inline int on_switch(struct task_struct *prev, struct task_struc
 		s.queued = next->sched_info.last_queued;
 		s.sum = prev->se.sum_exec_runtime;
 		s.prev_sum = prev->se.prev_sum_exec_runtime;
-		/* This CPU's rq through the current task's cfs_rq (CONFIG_FAIR_GROUP_SCHED, which
+		/* This CPU's rq through next's cfs_rq, just picked from it (CONFIG_FAIR_GROUP_SCHED, which
 		 * the cpu controller needs): the percpu `runqueues` ksym has no address when
 		 * kallsyms does not list percpu variables (seen here). */
-		s.clock = prev->se.cfs_rq->rq->clock;
+		s.clock = next->se.cfs_rq->rq->clock;
 	} else {
 		s.prev_pid = BPF_CORE_READ(prev, pid);
 		s.next_pid = BPF_CORE_READ(next, pid);
 		s.queued = BPF_CORE_READ(next, sched_info.last_queued);
 		s.sum = BPF_CORE_READ(prev, se.sum_exec_runtime);
 		s.prev_sum = BPF_CORE_READ(prev, se.prev_sum_exec_runtime);
-		s.clock = BPF_CORE_READ(prev, se.cfs_rq, rq, clock);
+		s.clock = BPF_CORE_READ(next, se.cfs_rq, rq, clock);
 	}
 	/* pid 0 is the idle task: its "runnable" state and CPU time are not contention. */
 	invol = prev_state == TASK_RUNNING && s.prev_pid != 0;

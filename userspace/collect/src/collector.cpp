@@ -571,4 +571,32 @@ const std::string& Collector::hierarchyRoot() const {
   return impl_->id_root;
 }
 
+Result<std::vector<uint64_t>> Collector::trackedCgroupIds() const {
+  std::vector<uint64_t> ids;
+  auto add = [&](int fd, std::size_t value_size) -> Result<void> {
+    auto d = bpf::dumpMap(fd, sizeof(uint64_t),
+                          roundUp8(value_size) * static_cast<std::size_t>(impl_->ncpu),
+                          impl_->opts.max_cgroups);
+    if (!d) {
+      return std::move(d).error();
+    }
+    for (std::size_t i = 0; i < d->count; ++i) {
+      uint64_t id = 0;
+      std::memcpy(&id, d->keys.data() + i * sizeof(id), sizeof(id));
+      ids.push_back(id);
+    }
+    return {};
+  };
+  COLOD_TRY_VOID(add(bpf_map__fd(impl_->sched_skel->maps.cg_sched), sizeof(colod_cg_sched)),
+                 "reading cg_sched");
+  if (impl_->reclaim_skel) {
+    COLOD_TRY_VOID(
+        add(bpf_map__fd(impl_->reclaim_skel->maps.cg_reclaim), sizeof(colod_cg_reclaim)),
+        "reading cg_reclaim");
+  }
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
+}
+
 }  // namespace colod::collect

@@ -161,6 +161,9 @@ class Collector {
   // The hierarchy whose inode numbers are the ids: <root>/unified or <root> on v2-only hosts,
   // <root>/cpu (or cpu,cpuacct) on v1.
   [[nodiscard]] const std::string& hierarchyRoot() const;
+  // Ids that currently have entries in the per-cgroup BPF maps (diagnostics and tests: a
+  // deleted cgroup's id leaves this set within ~10 snapshots). Errors as snapshot().
+  [[nodiscard]] Result<std::vector<uint64_t>> trackedCgroupIds() const;
 
   class Impl;
 
