@@ -29,7 +29,9 @@ class Parser {
  public:
   explicit Parser(std::string_view file) : file_(file) {}
 
-  Error err(const YAML::Node& node, std::string_view path, std::string_view value,
+  Error err(const YAML::Node& node,
+            std::string_view path,
+            std::string_view value,
             std::string_view why) const {
     std::ostringstream os;
     os << file_;
@@ -58,7 +60,8 @@ class Parser {
     return "<null>";
   }
 
-  Result<void> checkMap(const YAML::Node& node, std::string_view path,
+  Result<void> checkMap(const YAML::Node& node,
+                        std::string_view path,
                         std::initializer_list<std::string_view> allowed) const {
     if (!node.IsMap()) {
       return err(node, path.empty() ? "<top>" : path, show(node), "expected a mapping");
@@ -81,7 +84,9 @@ class Parser {
     return ok();
   }
 
-  Result<uint64_t> u64(const YAML::Node& node, std::string_view path, uint64_t lo,
+  Result<uint64_t> u64(const YAML::Node& node,
+                       std::string_view path,
+                       uint64_t lo,
                        uint64_t hi) const {
     if (!node.IsScalar()) {
       return err(node, path, show(node), "expected an unsigned integer");
@@ -138,7 +143,8 @@ class Parser {
     return err(node, path, show(node), "expected true or false");
   }
 
-  Result<std::vector<Lever>> ladder(const YAML::Node& node, std::string_view path,
+  Result<std::vector<Lever>> ladder(const YAML::Node& node,
+                                    std::string_view path,
                                     bool memory) const {
     if (!node.IsSequence()) {
       return err(node, path, show(node), "expected a list of levers");
@@ -190,15 +196,15 @@ class Parser {
 };
 
 // Assigns `out` from map[key] when present, converted by `conv`.
-#define COLOD_FIELD(map, path, key, out, conv)                        \
-  do {                                                                \
-    if (const YAML::Node n_ = (map)[key]) {                           \
-      auto r_ = conv(n_, joinPath((path), key));                      \
-      if (!r_) {                                                      \
-        return std::move(r_).error();                                 \
-      }                                                               \
-      (out) = *r_;                                                    \
-    }                                                                 \
+#define COLOD_FIELD(map, path, key, out, conv)   \
+  do {                                           \
+    if (const YAML::Node n_ = (map)[key]) {      \
+      auto r_ = conv(n_, joinPath((path), key)); \
+      if (!r_) {                                 \
+        return std::move(r_).error();            \
+      }                                          \
+      (out) = *r_;                               \
+    }                                            \
   } while (0)
 
 // Propagates an error unchanged: messages already carry file, line and key path.
@@ -212,17 +218,17 @@ class Parser {
 
 constexpr uint64_t kMaxU64 = std::numeric_limits<int64_t>::max();
 
-Result<void> parseThresholdOverride(const Parser& p, const YAML::Node& node,
-                                    const std::string& path, ThresholdOverride& out) {
+Result<void> parseThresholdOverride(const Parser& p,
+                                    const YAML::Node& node,
+                                    const std::string& path,
+                                    ThresholdOverride& out) {
   COLOD_TRY_PLAIN(p.checkMap(node, path,
-                            {"runq_p99_us", "baseline_factor", "baseline_floor_us",
-                             "psi_cpu_some_avg10", "reclaim_stall_us_per_s"}));
+                             {"runq_p99_us", "baseline_factor", "baseline_floor_us",
+                              "psi_cpu_some_avg10", "reclaim_stall_us_per_s"}));
   auto us = [&](const YAML::Node& n, const std::string& k) { return p.u64(n, k, 1, 60'000'000); };
   auto fac = [&](const YAML::Node& n, const std::string& k) { return p.dbl(n, k, 1.0, 1000.0); };
   auto pct = [&](const YAML::Node& n, const std::string& k) { return p.dbl(n, k, 0.0, 100.0); };
-  auto stall = [&](const YAML::Node& n, const std::string& k) {
-    return p.u64(n, k, 0, 1'000'000);
-  };
+  auto stall = [&](const YAML::Node& n, const std::string& k) { return p.u64(n, k, 0, 1'000'000); };
   COLOD_FIELD(node, path, "runq_p99_us", out.runq_p99_us, us);
   COLOD_FIELD(node, path, "baseline_factor", out.baseline_factor, fac);
   COLOD_FIELD(node, path, "baseline_floor_us", out.baseline_floor_us, us);
@@ -254,26 +260,24 @@ Result<Config> parseSectionNode(const Parser& p, const YAML::Node& root, const s
   if (!root || root.IsNull()) {
     return c;
   }
-  COLOD_TRY_PLAIN(p.checkMap(root, pre,
-                            {"dry_run", "detection", "thresholds", "tier_thresholds", "actions",
-                             "floors", "levers"}));
+  COLOD_TRY_PLAIN(p.checkMap(
+      root, pre,
+      {"dry_run", "detection", "thresholds", "tier_thresholds", "actions", "floors", "levers"}));
   auto boolean = [&](const YAML::Node& n, const std::string& k) { return p.boolean(n, k); };
   COLOD_FIELD(root, pre, "dry_run", c.dry_run, boolean);
 
   if (const YAML::Node d = root["detection"]) {
     const std::string path = joinPath(pre, "detection");
-    COLOD_TRY_PLAIN(p.checkMap(d, path,
-                              {"window_intervals", "hit_intervals", "min_samples",
-                               "baseline_alpha", "victim_tiers", "self_throttle_fraction",
-                               "self_wait_fraction"}));
+    COLOD_TRY_PLAIN(
+        p.checkMap(d, path,
+                   {"window_intervals", "hit_intervals", "min_samples", "baseline_alpha",
+                    "victim_tiers", "self_throttle_fraction", "self_wait_fraction"}));
     auto win = [&](const YAML::Node& n, const std::string& k) { return p.i32(n, k, 1, 1000); };
     auto samples = [&](const YAML::Node& n, const std::string& k) {
       return p.u64(n, k, 1, 1'000'000);
     };
     auto frac = [&](const YAML::Node& n, const std::string& k) { return p.dbl(n, k, 0.0, 1.0); };
-    auto alpha = [&](const YAML::Node& n, const std::string& k) {
-      return p.dbl(n, k, 0.001, 1.0);
-    };
+    auto alpha = [&](const YAML::Node& n, const std::string& k) { return p.dbl(n, k, 0.001, 1.0); };
     auto tiers = [&](const YAML::Node& n, const std::string& k) { return p.tiers(n, k); };
     COLOD_FIELD(d, path, "window_intervals", c.detection.window_intervals, win);
     COLOD_FIELD(d, path, "hit_intervals", c.detection.hit_intervals, win);
@@ -309,20 +313,16 @@ Result<Config> parseSectionNode(const Parser& p, const YAML::Node& root, const s
 
   if (const YAML::Node a = root["actions"]) {
     const std::string path = joinPath(pre, "actions");
-    COLOD_TRY_PLAIN(p.checkMap(a, path,
-                              {"cpu_ladder", "memory_ladder", "verify_intervals", "improve_ratio",
-                               "quiet_intervals", "relax_cooldown_intervals",
-                               "change_cooldown_intervals", "max_changes_per_round",
-                               "max_antagonists", "min_antagonist_score", "max_escalations"}));
+    COLOD_TRY_PLAIN(p.checkMap(
+        a, path,
+        {"cpu_ladder", "memory_ladder", "verify_intervals", "improve_ratio", "quiet_intervals",
+         "relax_cooldown_intervals", "change_cooldown_intervals", "max_changes_per_round",
+         "max_antagonists", "min_antagonist_score", "max_escalations"}));
     auto cpu = [&](const YAML::Node& n, const std::string& k) { return p.ladder(n, k, false); };
     auto mem = [&](const YAML::Node& n, const std::string& k) { return p.ladder(n, k, true); };
     auto pos = [&](const YAML::Node& n, const std::string& k) { return p.i32(n, k, 1, 100000); };
-    auto nonneg = [&](const YAML::Node& n, const std::string& k) {
-      return p.i32(n, k, 0, 100000);
-    };
-    auto ratio = [&](const YAML::Node& n, const std::string& k) {
-      return p.dbl(n, k, 0.05, 1.0);
-    };
+    auto nonneg = [&](const YAML::Node& n, const std::string& k) { return p.i32(n, k, 0, 100000); };
+    auto ratio = [&](const YAML::Node& n, const std::string& k) { return p.dbl(n, k, 0.05, 1.0); };
     auto frac = [&](const YAML::Node& n, const std::string& k) { return p.dbl(n, k, 0.0, 1.0); };
     COLOD_FIELD(a, path, "cpu_ladder", c.actions.cpu_ladder, cpu);
     COLOD_FIELD(a, path, "memory_ladder", c.actions.memory_ladder, mem);
@@ -339,9 +339,9 @@ Result<Config> parseSectionNode(const Parser& p, const YAML::Node& root, const s
 
   if (const YAML::Node f = root["floors"]) {
     const std::string path = joinPath(pre, "floors");
-    COLOD_TRY_PLAIN(p.checkMap(f, path,
-                              {"be_min_cpu_shares", "be_min_cpus", "be_min_quota_millicores",
-                               "be_min_memory_bytes"}));
+    COLOD_TRY_PLAIN(p.checkMap(
+        f, path,
+        {"be_min_cpu_shares", "be_min_cpus", "be_min_quota_millicores", "be_min_memory_bytes"}));
     auto shares = [&](const YAML::Node& n, const std::string& k) {
       return p.u64(n, k, 2, 262144);  // kernel cpu.shares range
     };
@@ -367,17 +367,11 @@ Result<Config> parseSectionNode(const Parser& p, const YAML::Node& root, const s
   if (const YAML::Node l = root["levers"]) {
     const std::string path = joinPath(pre, "levers");
     COLOD_TRY_PLAIN(p.checkMap(l, path,
-                              {"be_cpu_shares", "be_cpuset_max_fraction", "be_quota_fraction",
-                               "quota_period_us", "memory_step_fraction"}));
-    auto shares = [&](const YAML::Node& n, const std::string& k) {
-      return p.u64(n, k, 2, 262144);
-    };
-    auto frac = [&](const YAML::Node& n, const std::string& k) {
-      return p.dbl(n, k, 0.01, 1.0);
-    };
-    auto step = [&](const YAML::Node& n, const std::string& k) {
-      return p.dbl(n, k, 0.01, 0.9);
-    };
+                               {"be_cpu_shares", "be_cpuset_max_fraction", "be_quota_fraction",
+                                "quota_period_us", "memory_step_fraction"}));
+    auto shares = [&](const YAML::Node& n, const std::string& k) { return p.u64(n, k, 2, 262144); };
+    auto frac = [&](const YAML::Node& n, const std::string& k) { return p.dbl(n, k, 0.01, 1.0); };
+    auto step = [&](const YAML::Node& n, const std::string& k) { return p.dbl(n, k, 0.01, 0.9); };
     auto period = [&](const YAML::Node& n, const std::string& k) {
       return p.u64(n, k, 1000, 1'000'000);  // kernel cfs_period_us range
     };
@@ -454,8 +448,8 @@ std::optional<Tier> tierFromName(std::string_view name) {
 
 Result<void> validateConfig(const Config& c, std::string_view file) {
   auto bad = [&](std::string_view key, const std::string& value, std::string_view why) {
-    return Error(EINVAL, std::string(file) + ": " + std::string(key) + ": \"" + value + "\": " +
-                             std::string(why));
+    return Error(EINVAL, std::string(file) + ": " + std::string(key) + ": \"" + value +
+                             "\": " + std::string(why));
   };
   const auto& d = c.detection;
   if (d.window_intervals < 1 || d.window_intervals > 1000) {
@@ -467,8 +461,7 @@ Result<void> validateConfig(const Config& c, std::string_view file) {
                "must be in [1, window_intervals]");
   }
   if (!(d.baseline_alpha > 0.0 && d.baseline_alpha <= 1.0)) {
-    return bad("detection.baseline_alpha", std::to_string(d.baseline_alpha),
-               "out of range (0, 1]");
+    return bad("detection.baseline_alpha", std::to_string(d.baseline_alpha), "out of range (0, 1]");
   }
   if (d.victim_tiers.empty()) {
     return bad("detection.victim_tiers", "[]", "at least one tier");
@@ -535,7 +528,8 @@ Result<void> validateConfig(const Config& c, std::string_view file) {
   return ok();
 }
 
-Result<Config> parsePolicySection(std::string_view yaml_text, std::string_view file,
+Result<Config> parsePolicySection(std::string_view yaml_text,
+                                  std::string_view file,
                                   std::string_view key_prefix) {
   auto node = load(yaml_text, file);
   if (!node) {
@@ -566,7 +560,9 @@ Result<Config> parseConfigDocument(std::string_view yaml_text, std::string_view 
   }
 }
 
-Thresholds effectiveThresholds(const Config& config, Tier tier, const ContainerInfo& info,
+Thresholds effectiveThresholds(const Config& config,
+                               Tier tier,
+                               const ContainerInfo& info,
                                std::vector<std::string>* problems) {
   Thresholds t = config.thresholds;
   if (auto it = config.tier_thresholds.find(tier); it != config.tier_thresholds.end()) {
@@ -578,8 +574,9 @@ Thresholds effectiveThresholds(const Config& config, Tier tier, const ContainerI
     auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
     if (ec != std::errc() || p != v.data() + v.size() || x < lo || x > hi) {
       if (problems != nullptr) {
-        problems->push_back("annotation " + key + "=\"" + v + "\" ignored: expected an integer in [" +
-                            std::to_string(lo) + ", " + std::to_string(hi) + "]");
+        problems->push_back("annotation " + key + "=\"" + v +
+                            "\" ignored: expected an integer in [" + std::to_string(lo) + ", " +
+                            std::to_string(hi) + "]");
       }
       return;
     }

@@ -71,7 +71,8 @@ levers:
 }
 
 TEST(ConfigTest, DocumentWithPolicySection) {
-  Config c = ASSERT_OK(parseConfigDocument("interval_ms: 100\npolicy:\n  dry_run: true\n", "d.yaml"));
+  Config c =
+      ASSERT_OK(parseConfigDocument("interval_ms: 100\npolicy:\n  dry_run: true\n", "d.yaml"));
   EXPECT_TRUE(c.dry_run);
 }
 
@@ -88,7 +89,8 @@ TEST_P(ConfigErrorTest, PreciseMessage) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Table, ConfigErrorTest,
+    Table,
+    ConfigErrorTest,
     ::testing::Values(
         BadCase{"unknown_top_key", "dry_run: false\nfoo: 1\n",
                 R"(colod\.yaml:2:1: foo: unknown key \(allowed: dry_run detection)"},
@@ -147,7 +149,7 @@ TEST(ConfigTest, EffectiveThresholdsLayering) {
   info.pod_annotations[std::string(kAnnotationBaselineFactor)] = "oops";
   std::vector<std::string> problems;
   Thresholds t = effectiveThresholds(c, Tier::Ls, info, &problems);
-  EXPECT_EQ(t.runq_p99_us, 500u);  // container annotation wins
+  EXPECT_EQ(t.runq_p99_us, 500u);            // container annotation wins
   EXPECT_DOUBLE_EQ(t.baseline_factor, 3.0);  // tier override; bad annotation ignored
   ASSERT_EQ(problems.size(), 1u);
   EXPECT_NE(problems[0].find("colod.io/baseline-factor=\"oops\" ignored"), std::string::npos);

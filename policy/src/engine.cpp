@@ -381,9 +381,9 @@ class EngineState {
         }
       }
       if (total == 0) {
-        findings.push_back({victim.info.id, "no_memory_antagonist",
-                            displayName(victim.info) +
-                                " stalls in reclaim but no BE container grew its memory"});
+        findings.push_back(
+            {victim.info.id, "no_memory_antagonist",
+             displayName(victim.info) + " stalls in reclaim but no BE container grew its memory"});
         return out;
       }
       for (auto& [id, t] : tracked_) {
@@ -403,7 +403,8 @@ class EngineState {
           config_.detection.self_throttle_fraction * interval) {
         ++stats_.self_inflicted;
         findings.push_back({victim.info.id, "self_inflicted_throttling",
-                            displayName(victim.info) + " waits because its own CFS quota throttles it (" +
+                            displayName(victim.info) +
+                                " waits because its own CFS quota throttles it (" +
                                 std::to_string(s->throttled_ns / 1000) + " µs throttled, " +
                                 std::to_string(s->nr_throttled) +
                                 " periods): raise its CPU limit; BE is not restricted"});
@@ -435,15 +436,15 @@ class EngineState {
         }
       }
       const uint64_t total_wait = be_wait + other_wait;
-      if (total_wait > 0 && static_cast<double>(other_wait) >=
-                                config_.detection.self_wait_fraction *
-                                    static_cast<double>(total_wait)) {
+      if (total_wait > 0 &&
+          static_cast<double>(other_wait) >=
+              config_.detection.self_wait_fraction * static_cast<double>(total_wait)) {
         ++stats_.self_inflicted;
-        findings.push_back(
-            {victim.info.id, "self_inflicted_contention",
-             displayName(victim.info) + " waits mostly behind itself or other non-BE work (" +
-                 std::to_string(other_wait * 100 / total_wait) +
-                 "% of attributed wait): BE is not restricted"});
+        findings.push_back({victim.info.id, "self_inflicted_contention",
+                            displayName(victim.info) +
+                                " waits mostly behind itself or other non-BE work (" +
+                                std::to_string(other_wait * 100 / total_wait) +
+                                "% of attributed wait): BE is not restricted"});
         return out;
       }
       const uint64_t be_cpu = be_cpu_total_;
@@ -510,12 +511,11 @@ class EngineState {
       kept.push_back(std::move(a));
     }
     if (kept.empty()) {
-      findings.push_back({victim.info.id, "no_antagonist",
-                          displayName(victim.info) +
-                              " is over its threshold but no BE container has at least " +
-                              std::to_string(static_cast<int>(
-                                  config_.actions.min_antagonist_score * 100)) +
-                              "% of the evidence"});
+      findings.push_back(
+          {victim.info.id, "no_antagonist",
+           displayName(victim.info) + " is over its threshold but no BE container has at least " +
+               std::to_string(static_cast<int>(config_.actions.min_antagonist_score * 100)) +
+               "% of the evidence"});
     }
     return kept;
   }
@@ -597,13 +597,13 @@ class EngineState {
         const uint64_t min_quota =
             std::max<uint64_t>(1000, period * fl.be_min_quota_millicores / 1000);
         const auto cpus = static_cast<double>(std::max<size_t>(node_cpus_.size(), 1));
-        const auto want = static_cast<uint64_t>(lv.be_quota_fraction * cpus *
-                                                static_cast<double>(period));
+        const auto want =
+            static_cast<uint64_t>(lv.be_quota_fraction * cpus * static_cast<double>(period));
         const uint64_t quota = std::max(min_quota, want);
         if (cur.cpu_quota && *cur.cpu_quota > 0 && cur.cpu_period && *cur.cpu_period > 0) {
           // Compare as CPUs (quota/period) so a different period does not confuse us.
-          const double have = static_cast<double>(*cur.cpu_quota) /
-                              static_cast<double>(*cur.cpu_period);
+          const double have =
+              static_cast<double>(*cur.cpu_quota) / static_cast<double>(*cur.cpu_period);
           if (have <= static_cast<double>(quota) / static_cast<double>(period)) {
             return std::nullopt;
           }
@@ -666,9 +666,16 @@ class EngineState {
     return os.str();
   }
 
-  Decision makeDecision(DecisionKind kind, Lever lever, int rung, const Tracked& target,
-                        Resources new_values, Resources original, const Tracked* victim,
-                        const Episode* ep, std::vector<Antagonist> antagonists, std::string rule,
+  Decision makeDecision(DecisionKind kind,
+                        Lever lever,
+                        int rung,
+                        const Tracked& target,
+                        Resources new_values,
+                        Resources original,
+                        const Tracked* victim,
+                        const Episode* ep,
+                        std::vector<Antagonist> antagonists,
+                        std::string rule,
                         std::string explanation) {
     Decision d;
     d.seq = ++seq_;
@@ -700,9 +707,14 @@ class EngineState {
   // Applies ladder rung `rung` of episode ep: restricts the antagonists. NothingToDo when every
   // antagonist is already at or below the rung (try the next one); Deferred when the changes
   // wait for a cooldown or the round's budget (retry the same rung later).
-  RungResult applyRung(Episode& ep, const std::string& key, Tracked& victim, int rung,
-                       const std::vector<Antagonist>& antagonists, DecisionKind kind,
-                       bool replacing, std::vector<Decision>& out,
+  RungResult applyRung(Episode& ep,
+                       const std::string& key,
+                       Tracked& victim,
+                       int rung,
+                       const std::vector<Antagonist>& antagonists,
+                       DecisionKind kind,
+                       bool replacing,
+                       std::vector<Decision>& out,
                        std::vector<Finding>& findings) {
     bool deferred = false;
     const Lever lever = ladder(ep.memory)[static_cast<size_t>(rung)];
@@ -726,8 +738,7 @@ class EngineState {
       }
       // An undo followed by the next rung in the same round is one replacement, not two changes.
       const bool cooling =
-          !replacing &&
-          round_ - t.last_change_round < config_.actions.change_cooldown_intervals;
+          !replacing && round_ - t.last_change_round < config_.actions.change_cooldown_intervals;
       if (cooling || !budget()) {
         deferred = true;
         if (levers.empty()) {
@@ -775,12 +786,10 @@ class EngineState {
          << describeValues(*values, lever);
       t.last_change_round = round_;
       t.last_explanation = os.str();
-      out.push_back(makeDecision(kind, lever, rung, t, *values,
-                                 restoreValues(r.original, lever, node_cpus_), &victim, &ep,
-                                 antagonists,
-                                 ep.memory ? "reclaim_stall_over_threshold"
-                                           : "runq_p99_over_threshold",
-                                 os.str()));
+      out.push_back(makeDecision(
+          kind, lever, rung, t, *values, restoreValues(r.original, lever, node_cpus_), &victim, &ep,
+          antagonists, ep.memory ? "reclaim_stall_over_threshold" : "runq_p99_over_threshold",
+          os.str()));
       levers.emplace(lever, std::move(r));
       step.targets.push_back(t.info.id);
       ++changes_this_round_;
@@ -793,9 +802,14 @@ class EngineState {
   }
 
   // Removes the episode's ownership of one step; restores levers nobody else holds.
-  void releaseStep(const std::string& key, const Episode& ep, const Step& step,
-                   DecisionKind kind, const std::string& rule, const std::string& why,
-                   const Tracked* victim, std::vector<Decision>& out) {
+  void releaseStep(const std::string& key,
+                   const Episode& ep,
+                   const Step& step,
+                   DecisionKind kind,
+                   const std::string& rule,
+                   const std::string& why,
+                   const Tracked* victim,
+                   std::vector<Decision>& out) {
     for (const std::string& id : step.targets) {
       auto it = restrictions_.find(id);
       if (it == restrictions_.end()) {
@@ -834,8 +848,12 @@ class EngineState {
   }
 
   // Tries rungs from ep.next_rung until one changes something. Returns true if one applied.
-  bool escalate(Episode& ep, const std::string& key, Tracked& victim, DecisionKind kind,
-                std::vector<Decision>& out, std::vector<Finding>& findings,
+  bool escalate(Episode& ep,
+                const std::string& key,
+                Tracked& victim,
+                DecisionKind kind,
+                std::vector<Decision>& out,
+                std::vector<Finding>& findings,
                 bool replacing = false) {
     const auto lad = ladder(ep.memory);
     std::vector<Antagonist> antagonists = rank(victim, ep.memory, findings);
@@ -865,14 +883,16 @@ class EngineState {
     }
     if (!ep.exhausted) {
       ep.exhausted = true;
-      findings.push_back({victim.info.id, "ladder_exhausted",
-                          displayName(victim.info) +
-                              ": every rung of the ladder was tried; holding what helped"});
+      findings.push_back(
+          {victim.info.id, "ladder_exhausted",
+           displayName(victim.info) + ": every rung of the ladder was tried; holding what helped"});
     }
     return false;
   }
 
-  void stepEpisode(const std::string& key, Episode& ep, std::vector<Decision>& out,
+  void stepEpisode(const std::string& key,
+                   Episode& ep,
+                   std::vector<Decision>& out,
                    std::vector<Finding>& findings) {
     auto vit = tracked_.find(ep.victim_id);
     if (ep.victim_gone || vit == tracked_.end()) {
@@ -900,9 +920,9 @@ class EngineState {
       }
       const auto mean = static_cast<double>(ep.verify_p99_sum) /
                         static_cast<double>(std::max(ep.verify_intervals, 1));
-      const bool improved = ep.verify_hits * 2 < ep.verify_intervals ||
-                            (!ep.memory && mean <= config_.actions.improve_ratio *
-                                                       static_cast<double>(ep.start_p99));
+      const bool improved =
+          ep.verify_hits * 2 < ep.verify_intervals ||
+          (!ep.memory && mean <= config_.actions.improve_ratio * static_cast<double>(ep.start_p99));
       if (improved || ep.steps.empty()) {
         ep.phase = Phase::Holding;
         if (improved && !ep.steps.empty() && !ep.memory) {
@@ -1046,8 +1066,8 @@ class EngineState {
         be_cpu_total_ += t.sample->oncpu_ns;
         // Keep the top max_antagonists by CPU (small sorted vector).
         if (be_top_cpu_.size() < top_n || more_cpu(&t, be_top_cpu_.back())) {
-          be_top_cpu_.insert(
-              std::upper_bound(be_top_cpu_.begin(), be_top_cpu_.end(), &t, more_cpu), &t);
+          be_top_cpu_.insert(std::upper_bound(be_top_cpu_.begin(), be_top_cpu_.end(), &t, more_cpu),
+                             &t);
           if (be_top_cpu_.size() > top_n) {
             be_top_cpu_.pop_back();
           }
@@ -1109,8 +1129,8 @@ class EngineState {
       for (auto& [lever, r] : levers) {
         const Resources orig = restoreValues(r.original, lever, node_cpus_);
         std::string text = "restore " + std::string(leverName(lever)) + " on " +
-                           displayName(tt->second.info) + " (colod stopping): " +
-                           describeValues(r.applied, lever) + " -> " +
+                           displayName(tt->second.info) +
+                           " (colod stopping): " + describeValues(r.applied, lever) + " -> " +
                            describeValues(orig, lever);
         Decision d = makeDecision(DecisionKind::Restore, lever, r.rung, tt->second, orig, orig,
                                   nullptr, nullptr, {}, "restore_all", std::move(text));
@@ -1134,8 +1154,8 @@ class EngineState {
       if (!touchable(t->second)) {
         return COLOD_ERR(ENOTSUP, "seed: container ", a.target_id,
                          " is not a BE container colod may restrict (tier ",
-                         tierName(t->second.tier), t->second.info.exclusive_cpus ? ", exclusive CPUs" : "",
-                         ")");
+                         tierName(t->second.tier),
+                         t->second.info.exclusive_cpus ? ", exclusive CPUs" : "", ")");
       }
       if (tracked_.count(a.victim_id) == 0) {
         return COLOD_ERR(EINVAL, "seed: unknown victim container ", a.victim_id);
@@ -1176,8 +1196,7 @@ class EngineState {
         ep.steps.push_back(std::move(s));
         sit = ep.steps.end() - 1;
       }
-      if (std::find(sit->targets.begin(), sit->targets.end(), a.target_id) ==
-          sit->targets.end()) {
+      if (std::find(sit->targets.begin(), sit->targets.end(), a.target_id) == sit->targets.end()) {
         sit->targets.push_back(a.target_id);
       }
       std::sort(ep.steps.begin(), ep.steps.end(),

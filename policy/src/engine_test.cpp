@@ -21,9 +21,7 @@ std::vector<ContainerSample> hurt(const std::string& victim = "web",
                                   const std::string& hog = "hog") {
   return {lsSample(victim, 5000, {{hog, 50, 5'000'000}}), beSample(hog, 90'000'000)};
 }
-std::vector<ContainerSample> quiet() {
-  return {lsSample("web", 200), beSample("hog", 90'000'000)};
-}
+std::vector<ContainerSample> quiet() { return {lsSample("web", 200), beSample("hog", 90'000'000)}; }
 
 Sim engagedSim() {
   Sim sim{Config{}};
@@ -278,7 +276,8 @@ TEST(EngineTest, StaleRegistryDoesNotBecomeTheOriginal) {
   sim.add(beInfo("hog"));
   auto hurtRounds = [&](int n) {
     for (int i = 0; i < n; ++i) {
-      (void)sim.step({lsSample("web", 5000, {{"hog", 50, 5'000'000}}), beSample("hog", 90'000'000)});
+      (void)sim.step(
+          {lsSample("web", 5000, {{"hog", 50, 5'000'000}}), beSample("hog", 90'000'000)});
     }
   };
   hurtRounds(3);

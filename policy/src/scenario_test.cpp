@@ -58,9 +58,8 @@ struct World {
 // Samples of the background containers in a round.
 std::vector<ContainerSample> background(uint64_t hog1_cpu = 80'000'000,
                                         uint64_t hog2_cpu = 20'000'000) {
-  return {lsSample("api", kQuietP99), beSample("hog1", hog1_cpu), beSample("hog2", hog2_cpu),
-          beSample("idle", 1'000'000), beSample("sys", 10'000'000),
-          beSample("pinned", 90'000'000)};
+  return {lsSample("api", kQuietP99),  beSample("hog1", hog1_cpu),  beSample("hog2", hog2_cpu),
+          beSample("idle", 1'000'000), beSample("sys", 10'000'000), beSample("pinned", 90'000'000)};
 }
 
 std::vector<ContainerSample> withVictim(ContainerSample victim, std::vector<ContainerSample> bg) {
@@ -165,7 +164,10 @@ TEST_P(ScenarioTest, Runs) {
 }
 
 const Scenario kScenarios[] = {
-    {"OnsetEngagesWithinKIntervals", nullptr, {}, 20,
+    {"OnsetEngagesWithinKIntervals",
+     nullptr,
+     {},
+     20,
      [](int r, const Engine&) {
        return withVictim(r <= 10 ? lsSample("web", kQuietP99) : hurtByHog1(), background());
      },
@@ -187,7 +189,10 @@ const Scenario kScenarios[] = {
        EXPECT_NE(d.explanation.find("default/hog1-pod/main"), std::string::npos);
        EXPECT_NE(d.explanation.find("p99 5000"), std::string::npos);
      }},
-    {"ChoosesTheAntagonistAmongSeveralBe", nullptr, {}, 30,
+    {"ChoosesTheAntagonistAmongSeveralBe",
+     nullptr,
+     {},
+     30,
      [](int r, const Engine&) {
        return withVictim(r <= 5 ? lsSample("web", kQuietP99) : hurtByHog1(), background());
      },
@@ -201,13 +206,19 @@ const Scenario kScenarios[] = {
        EXPECT_FALSE(restricted(run.sim.engine(), "hog2"));
        EXPECT_FALSE(restricted(run.sim.engine(), "idle"));
      }},
-    {"BenignBeUntouchedWhenLsIsQuiet", nullptr, {}, 100,
+    {"BenignBeUntouchedWhenLsIsQuiet",
+     nullptr,
+     {},
+     100,
      [](int r, const Engine&) {
        return withVictim(lsSample("web", kQuietP99 + static_cast<uint64_t>(r % 7) * 100),
                          background());
      },
      [](const RunLog& run) { EXPECT_TRUE(run.sim.decisions().empty()); }},
-    {"ReleasesAfterQuiet", nullptr, {}, 60,
+    {"ReleasesAfterQuiet",
+     nullptr,
+     {},
+     60,
      [](int r, const Engine& e) {
        // The shares rung works: once hog1 is restricted, web is fine.
        const bool hurt = r > 5 && !restricted(e, "hog1");
@@ -228,7 +239,10 @@ const Scenario kScenarios[] = {
          }
        }
      }},
-    {"UndoesIneffectiveRungsAndEscalates", nullptr, {}, 60,
+    {"UndoesIneffectiveRungsAndEscalates",
+     nullptr,
+     {},
+     60,
      [](int r, const Engine&) {
        return withVictim(r <= 5 ? lsSample("web", kQuietP99) : hurtByHog1(), background());
      },
@@ -251,7 +265,10 @@ const Scenario kScenarios[] = {
        EXPECT_EQ(ds[2].new_values.cpuset_cpus, "1");
        EXPECT_EQ(ds[4].new_values.cpu_quota, 100'000);  // 0.5 of 2 CPUs
      }},
-    {"KeepsTheRungThatHelps", nullptr, {}, 40,
+    {"KeepsTheRungThatHelps",
+     nullptr,
+     {},
+     40,
      [](int r, const Engine& e) {
        const bool hurt = r > 5 && !restricted(e, "hog1", Lever::Cpuset);
        return withVictim(hurt ? hurtByHog1() : lsSample("web", kQuietP99), background());
@@ -272,11 +289,16 @@ const Scenario kScenarios[] = {
          }
        }
      }},
-    {"ExclusiveSystemAndLsAreNeverTargets", nullptr, {}, 40,
+    {"ExclusiveSystemAndLsAreNeverTargets",
+     nullptr,
+     {},
+     40,
      [](int r, const Engine&) {
        auto v = lsSample("web", r <= 5 ? kQuietP99 : kHurtP99,
-                         {{"pinned", 100, 9'000'000}, {"sys", 100, 9'000'000},
-                          {"api", 100, 9'000'000}, {"hog1", 60, 4'000'000}});
+                         {{"pinned", 100, 9'000'000},
+                          {"sys", 100, 9'000'000},
+                          {"api", 100, 9'000'000},
+                          {"hog1", 60, 4'000'000}});
        return withVictim(v, background());
      },
      [](const RunLog& run) {
@@ -284,7 +306,10 @@ const Scenario kScenarios[] = {
        EXPECT_TRUE(run.sim.decisions().empty());
        EXPECT_TRUE(run.finding("self_inflicted_contention"));
      }},
-    {"SelfThrottledVictimDoesNotPunishBe", nullptr, {}, 30,
+    {"SelfThrottledVictimDoesNotPunishBe",
+     nullptr,
+     {},
+     30,
      [](int r, const Engine&) {
        auto v = hurtByHog1(r <= 5 ? kQuietP99 : kHurtP99);
        v.nr_throttled = 10;
@@ -307,7 +332,10 @@ const Scenario kScenarios[] = {
        EXPECT_EQ(d.rung, 1);
        EXPECT_TRUE(run.finding("at_floor"));
      }},
-    {"DryRunFlagsEveryDecision", [](Config& c) { c.dry_run = true; }, {}, 20,
+    {"DryRunFlagsEveryDecision",
+     [](Config& c) { c.dry_run = true; },
+     {},
+     20,
      [](int r, const Engine&) {
        return withVictim(r <= 5 ? lsSample("web", kQuietP99) : hurtByHog1(), background());
      },
@@ -317,7 +345,10 @@ const Scenario kScenarios[] = {
          EXPECT_TRUE(d.dry_run);
        }
      }},
-    {"PsiTriggersWithLowP99", [](Config& c) { c.thresholds.psi_cpu_some_avg10 = 10; }, {}, 12,
+    {"PsiTriggersWithLowP99",
+     [](Config& c) { c.thresholds.psi_cpu_some_avg10 = 10; },
+     {},
+     12,
      [](int r, const Engine&) {
        auto v = hurtByHog1(kQuietP99);
        if (r > 5) {
@@ -329,7 +360,10 @@ const Scenario kScenarios[] = {
        EXPECT_EQ(run.firstRound(DecisionKind::Engage), 8);
        EXPECT_DOUBLE_EQ(run.sim.decisions().front().evidence.psi_cpu_some_avg10, 40.0);
      }},
-    {"RelativeToOwnBaseline", nullptr, {}, 30,
+    {"RelativeToOwnBaseline",
+     nullptr,
+     {},
+     30,
      [](int r, const Engine&) {
        // Quiet at 100 µs; 1500 µs is under the 2000 µs absolute threshold but over
        // max(100, 250) * 4 = 1000 µs.
@@ -339,14 +373,20 @@ const Scenario kScenarios[] = {
        EXPECT_EQ(run.firstRound(DecisionKind::Engage), 23);
        EXPECT_EQ(run.sim.decisions().front().evidence.threshold_us, 1000u);
      }},
-    {"TooFewSamplesAreNotHits", nullptr, {}, 20,
+    {"TooFewSamplesAreNotHits",
+     nullptr,
+     {},
+     20,
      [](int, const Engine&) {
        auto v = hurtByHog1();
        v.runq_count = 5;
        return withVictim(v, background());
      },
      [](const RunLog& run) { EXPECT_TRUE(run.sim.decisions().empty()); }},
-    {"MemoryPressureLimitsTheGrowingBe", nullptr, {}, 12,
+    {"MemoryPressureLimitsTheGrowingBe",
+     nullptr,
+     {},
+     12,
      [](int r, const Engine&) {
        auto v = lsSample("web", kQuietP99);
        auto bg = background();
@@ -369,13 +409,15 @@ const Scenario kScenarios[] = {
        EXPECT_EQ(d.target_id, "hog2");
        EXPECT_EQ(d.rule, "reclaim_stall_over_threshold");
        ASSERT_TRUE(d.new_values.memory_limit.has_value());
-       EXPECT_LT(*d.new_values.memory_limit, static_cast<int64_t>((1ULL << 30) + 8 * (100ULL << 20)));
+       EXPECT_LT(*d.new_values.memory_limit,
+                 static_cast<int64_t>((1ULL << 30) + 8 * (100ULL << 20)));
        EXPECT_FALSE(restricted(run.sim.engine(), "hog1"));
      }},
 };
 
-INSTANTIATE_TEST_SUITE_P(Table, ScenarioTest, ::testing::ValuesIn(kScenarios),
-                         [](const auto& p) { return std::string(p.param.name); });
+INSTANTIATE_TEST_SUITE_P(Table, ScenarioTest, ::testing::ValuesIn(kScenarios), [](const auto& p) {
+  return std::string(p.param.name);
+});
 
 // A noisy, steady antagonist: web is over threshold in 60 % of the intervals while hog1 runs
 // unrestricted and in 15 % while restricted. The engine must not flap.

@@ -3,9 +3,8 @@
 // explicit type checks before every access (style rule 14).
 #include "colod/policy/trace.h"
 
-#include <nlohmann/json.hpp>
-
 #include <cerrno>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "colod/policy/tier.h"
@@ -76,7 +75,9 @@ json encodeInfo(const ContainerInfo& c) {
   return j;
 }
 
-json encodePsi(const Psi& p) { return json{{"avg10", p.avg10}, {"total_delta_us", p.total_delta_us}}; }
+json encodePsi(const Psi& p) {
+  return json{{"avg10", p.avg10}, {"total_delta_us", p.total_delta_us}};
+}
 
 json encodeSample(const ContainerSample& s) {
   json j = json::object();
@@ -175,7 +176,9 @@ class Reader {
     return ok();
   }
 
-  Result<void> str(const json& obj, const char* key, std::string& out,
+  Result<void> str(const json& obj,
+                   const char* key,
+                   std::string& out,
                    bool required = false) const {
     auto it = obj.find(key);
     if (it == obj.end()) {
@@ -191,7 +194,8 @@ class Reader {
     return ok();
   }
 
-  Result<void> strMap(const json& obj, const char* key,
+  Result<void> strMap(const json& obj,
+                      const char* key,
                       std::map<std::string, std::string>& out) const {
     auto it = obj.find(key);
     if (it == obj.end()) {
@@ -214,12 +218,12 @@ class Reader {
 };
 
 // COLOD_TRY_VOID wraps with " -- "; here the reader already names line and key, so plain return.
-#define COLOD_TRY_PLAIN(expr)                 \
-  do {                                        \
-    auto r_ = (expr);                         \
-    if (!r_.has_value()) {                    \
-      return std::move(r_).error();           \
-    }                                         \
+#define COLOD_TRY_PLAIN(expr)       \
+  do {                              \
+    auto r_ = (expr);               \
+    if (!r_.has_value()) {          \
+      return std::move(r_).error(); \
+    }                               \
   } while (0)
 
 Result<Resources> decodeResources(const Reader& rd, const json& j) {
@@ -611,7 +615,8 @@ Result<Decision> decodeDecision(std::string_view text) {
   d.lever = *l;
   COLOD_TRY_PLAIN(rd.str(j, "target_id", d.target_id, true));
   COLOD_TRY_PLAIN(rd.str(j, "target_name", d.target_name));
-  for (auto [key, dst] : {std::pair{"new", &d.new_values}, std::pair{"original", &d.original_values}}) {
+  for (auto [key, dst] :
+       {std::pair{"new", &d.new_values}, std::pair{"original", &d.original_values}}) {
     if (auto it = j.find(key); it != j.end()) {
       auto r = decodeResources(rd, *it);
       if (!r) {

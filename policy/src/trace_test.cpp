@@ -102,8 +102,9 @@ bool sameEvents(const Trace& a, const Trace& b) {
             return false;
           }
         }
-        if (c1.psi_cpu_some && (c1.psi_cpu_some->avg10 != c2.psi_cpu_some->avg10 ||
-                                c1.psi_cpu_some->total_delta_us != c2.psi_cpu_some->total_delta_us)) {
+        if (c1.psi_cpu_some &&
+            (c1.psi_cpu_some->avg10 != c2.psi_cpu_some->avg10 ||
+             c1.psi_cpu_some->total_delta_us != c2.psi_cpu_some->total_delta_us)) {
           return false;
         }
       }
@@ -143,29 +144,34 @@ TEST_P(TraceErrorTest, PreciseMessage) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Table, TraceErrorTest,
+    Table,
+    TraceErrorTest,
     ::testing::Values(
         BadTrace{"not_json", "{\"type\":", "line 1: not valid JSON"},
         BadTrace{"not_object", "[1,2]", "line 1: expected a JSON object"},
         BadTrace{"no_type", "{}", "line 1: type: missing"},
         BadTrace{"bad_type", R"({"type":"nope"})", R"(line 1: type: unknown type "nope")"},
-        BadTrace{"late_header", "{\"type\":\"remove\",\"id\":\"a\"}\n{\"type\":\"header\",\"version\":1}",
+        BadTrace{"late_header",
+                 "{\"type\":\"remove\",\"id\":\"a\"}\n{\"type\":\"header\",\"version\":1}",
                  "line 2: header must be the first line"},
         BadTrace{"bad_version", R"({"type":"header","version":99})",
                  "line 1: unsupported trace version 99"},
         BadTrace{"snapshot_missing_now", R"({"type":"snapshot","interval_ns":1,"node_cpus":2})",
                  "line 1: now_ns: missing"},
-        BadTrace{"snapshot_bad_count",
-                 R"({"type":"snapshot","now_ns":1,"interval_ns":1,"node_cpus":2,"containers":[{"id":"a","runq_count":-1}]})",
-                 "line 1: runq_count: expected an unsigned integer"},
-        BadTrace{"hist_slot_out_of_range",
-                 R"({"type":"snapshot","now_ns":1,"interval_ns":1,"node_cpus":2,"containers":[{"id":"a","runq_hist":[[26,1]]}]})",
-                 R"(line 1: runq_hist: expected \[\[slot < 26)"},
+        BadTrace{
+            "snapshot_bad_count",
+            R"({"type":"snapshot","now_ns":1,"interval_ns":1,"node_cpus":2,"containers":[{"id":"a","runq_count":-1}]})",
+            "line 1: runq_count: expected an unsigned integer"},
+        BadTrace{
+            "hist_slot_out_of_range",
+            R"({"type":"snapshot","now_ns":1,"interval_ns":1,"node_cpus":2,"containers":[{"id":"a","runq_hist":[[26,1]]}]})",
+            R"(line 1: runq_hist: expected \[\[slot < 26)"},
         BadTrace{"upsert_no_id", R"({"type":"upsert","container":{"pod_name":"p"}})",
                  "line 1: id: missing"},
         BadTrace{"upsert_bad_tier", R"({"type":"upsert","container":{"id":"a","tier":"gold"}})",
                  R"(line 1: tier: unknown tier "gold")"},
-        BadTrace{"upsert_bad_label", R"({"type":"upsert","container":{"id":"a","pod_labels":{"k":1}}})",
+        BadTrace{"upsert_bad_label",
+                 R"({"type":"upsert","container":{"id":"a","pod_labels":{"k":1}}})",
                  R"(line 1: pod_labels\.k: expected a string)"},
         BadTrace{"zero_interval", R"({"type":"snapshot","now_ns":1,"interval_ns":0,"node_cpus":2})",
                  "interval_ns must be > 0"}),
@@ -196,8 +202,9 @@ TEST(TraceTest, DecisionJsonRoundTrip) {
   d.dry_run = true;
   Decision back = ASSERT_OK(decodeDecision(encodeDecision(d)));
   EXPECT_EQ(back, d);
-  EXPECT_ERR(decodeDecision("{\"seq\":1,\"kind\":\"explode\",\"lever\":\"cpuset\",\"target_id\":\"a\"}"),
-             EINVAL, "kind: unknown");
+  EXPECT_ERR(
+      decodeDecision("{\"seq\":1,\"kind\":\"explode\",\"lever\":\"cpuset\",\"target_id\":\"a\"}"),
+      EINVAL, "kind: unknown");
 }
 
 // The committed example trace replays to the committed expected decisions (text form).

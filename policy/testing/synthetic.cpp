@@ -69,7 +69,8 @@ ContainerInfo exclusiveInfo(const std::string& id, std::vector<int> cpuset) {
   return c;
 }
 
-ContainerSample lsSample(const std::string& id, uint64_t p99_us,
+ContainerSample lsSample(const std::string& id,
+                         uint64_t p99_us,
                          std::vector<Preemption> preempted_by) {
   ContainerSample s;
   s.id = id;
@@ -145,7 +146,8 @@ Snapshot Fleet::snapshot(int round) const {
     if (i < victims) {
       std::vector<Preemption> pre;
       for (int a = 0; a < aggressors; ++a) {
-        pre.push_back({"be-" + std::to_string(a), 50 + next() % 50, 2'000'000 + next() % 1'000'000});
+        pre.push_back(
+            {"be-" + std::to_string(a), 50 + next() % 50, 2'000'000 + next() % 1'000'000});
       }
       pre.push_back({"ls-" + std::to_string(i), 5, 100'000});
       auto sample = lsSample("ls-" + std::to_string(i), 4000 + noise * 10, std::move(pre));

@@ -4,7 +4,6 @@
 // library: the only I/O is reading the two files and writing stdout/stderr.
 // Exit codes: 0 ok, 3 bad input (unreadable file, invalid trace or config).
 #include <CLI/CLI.hpp>
-
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -62,9 +61,8 @@ int main(int argc, char** argv) {
       return kExitBadInput;
     }
     // A daemon config has a top-level `policy:`; a bare section does not.
-    auto parsed = yaml.find("policy:") != std::string::npos
-                      ? parseConfigDocument(yaml, config_path)
-                      : parsePolicySection(yaml, config_path);
+    auto parsed = yaml.find("policy:") != std::string::npos ? parseConfigDocument(yaml, config_path)
+                                                            : parsePolicySection(yaml, config_path);
     if (!parsed) {
       std::cerr << "colod-replay: " << parsed.error().message() << "\n";
       return kExitBadInput;
@@ -92,8 +90,8 @@ int main(int argc, char** argv) {
     }
     if (findings && !json) {
       for (const Finding& f : r.findings) {
-        std::cout << "  round " << i + 1 << " finding " << f.rule << " " << f.container_id
-                  << ": " << f.message << "\n";
+        std::cout << "  round " << i + 1 << " finding " << f.rule << " " << f.container_id << ": "
+                  << f.message << "\n";
       }
     }
   }

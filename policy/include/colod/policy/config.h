@@ -48,9 +48,9 @@ inline constexpr std::string_view kAnnotationPsiCpuSome = "colod.io/psi-cpu-some
 inline constexpr std::string_view kAnnotationReclaimStall = "colod.io/reclaim-stall-us-per-s";
 
 struct DetectionConfig {
-  int window_intervals = 5;  // N
-  int hit_intervals = 3;     // K (1 <= K <= N)
-  uint64_t min_samples = 20;  // fewer run-queue samples in an interval: p99 not trusted
+  int window_intervals = 5;     // N
+  int hit_intervals = 3;        // K (1 <= K <= N)
+  uint64_t min_samples = 20;    // fewer run-queue samples in an interval: p99 not trusted
   double baseline_alpha = 0.2;  // EWMA weight of a quiet interval's p99
   std::vector<Tier> victim_tiers = {Tier::Ls};  // Ls and/or System
   // Self-inflicted: the victim's own throttled time is above this share of the interval, or at
@@ -64,9 +64,9 @@ struct DetectionConfig {
 struct ActionsConfig {
   std::vector<Lever> cpu_ladder = {Lever::CpuShares, Lever::Cpuset, Lever::CpuQuota};
   std::vector<Lever> memory_ladder = {Lever::MemoryLimit};
-  int verify_intervals = 5;        // V: intervals to wait before judging a rung
-  double improve_ratio = 0.7;      // improved if p99 <= ratio * engaged p99, or not a hit
-  int quiet_intervals = 10;        // M: quiet intervals before relaxing one rung
+  int verify_intervals = 5;           // V: intervals to wait before judging a rung
+  double improve_ratio = 0.7;         // improved if p99 <= ratio * engaged p99, or not a hit
+  int quiet_intervals = 10;           // M: quiet intervals before relaxing one rung
   int relax_cooldown_intervals = 5;   // between two relax steps of one victim
   int change_cooldown_intervals = 2;  // between two changes of one target
   int max_changes_per_round = 32;     // rate limit over the whole node
@@ -79,7 +79,7 @@ struct ActionsConfig {
 
 // Hard bounds: the engine never goes below them (BE must never starve).
 struct FloorsConfig {
-  uint64_t be_min_cpu_shares = 2;         // kernel minimum is 2
+  uint64_t be_min_cpu_shares = 2;  // kernel minimum is 2
   int be_min_cpus = 1;
   uint64_t be_min_quota_millicores = 100;  // quota >= period * this / 1000, never 0
   int64_t be_min_memory_bytes = 256LL << 20;
@@ -88,11 +88,11 @@ struct FloorsConfig {
 };
 
 struct LeversConfig {
-  uint64_t be_cpu_shares = 2;          // CpuShares rung target (clamped to the floor)
+  uint64_t be_cpu_shares = 2;           // CpuShares rung target (clamped to the floor)
   double be_cpuset_max_fraction = 0.5;  // Cpuset rung when the victim is not pinned
-  double be_quota_fraction = 0.5;      // CpuQuota rung: share of the node's CPUs for one BE
+  double be_quota_fraction = 0.5;       // CpuQuota rung: share of the node's CPUs for one BE
   uint64_t quota_period_us = 100'000;
-  double memory_step_fraction = 0.1;   // MemoryLimit rung: limit = usage * (1 - step)
+  double memory_step_fraction = 0.1;  // MemoryLimit rung: limit = usage * (1 - step)
 
   friend bool operator==(const LeversConfig&, const LeversConfig&) = default;
 };
@@ -123,8 +123,7 @@ struct Config {
 
 // Parses a whole document whose top level has a `policy:` mapping (other top-level keys are
 // ignored: they belong to the daemon). A document without `policy:` gives the defaults.
-[[nodiscard]] Result<Config> parseConfigDocument(std::string_view yaml_text,
-                                                 std::string_view file);
+[[nodiscard]] Result<Config> parseConfigDocument(std::string_view yaml_text, std::string_view file);
 
 // Thresholds for a container: defaults, then the tier override, then pod and container
 // annotations (container wins). Bad annotation values are ignored and reported in `problems`.

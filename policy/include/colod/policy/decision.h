@@ -34,28 +34,28 @@ enum class Lever {
 // One antagonist with the evidence that ranked it.
 struct Antagonist {
   std::string id;
-  std::string name;            // "namespace/pod/container" when known
-  uint64_t preemptions = 0;    // preemptions of the victim by it this interval
-  uint64_t wait_ns = 0;        // victim run-queue wait attributed to it
-  uint64_t oncpu_ns = 0;       // its CPU time this interval
+  std::string name;                  // "namespace/pod/container" when known
+  uint64_t preemptions = 0;          // preemptions of the victim by it this interval
+  uint64_t wait_ns = 0;              // victim run-queue wait attributed to it
+  uint64_t oncpu_ns = 0;             // its CPU time this interval
   uint64_t memory_growth_bytes = 0;  // memory victims: its growth this interval
-  double score = 0.0;          // share of the evidence, 0..1
+  double score = 0.0;                // share of the evidence, 0..1
 
   friend bool operator==(const Antagonist&, const Antagonist&) = default;
 };
 
 // The numbers behind a decision (victim side), for `coloctl explain` and metrics.
 struct Evidence {
-  uint64_t victim_p99_us = 0;       // latest interval
-  uint64_t threshold_us = 0;        // effective threshold (min of absolute and relative)
-  uint64_t baseline_p99_us = 0;     // quiet baseline (EWMA), 0 if none yet
-  uint64_t engaged_p99_us = 0;      // victim p99 when the episode began
+  uint64_t victim_p99_us = 0;    // latest interval
+  uint64_t threshold_us = 0;     // effective threshold (min of absolute and relative)
+  uint64_t baseline_p99_us = 0;  // quiet baseline (EWMA), 0 if none yet
+  uint64_t engaged_p99_us = 0;   // victim p99 when the episode began
   double psi_cpu_some_avg10 = 0.0;
   uint64_t reclaim_stall_ns = 0;
   uint64_t victim_throttled_ns = 0;
-  int hits = 0;                     // intervals over threshold in the window
-  int window = 0;                   // window length N
-  int quiet_intervals = 0;          // consecutive quiet intervals (relax)
+  int hits = 0;             // intervals over threshold in the window
+  int window = 0;           // window length N
+  int quiet_intervals = 0;  // consecutive quiet intervals (relax)
 
   friend bool operator==(const Evidence&, const Evidence&) = default;
 };
@@ -63,22 +63,22 @@ struct Evidence {
 // One change to one container. new_values holds only the fields to change; original_values
 // holds the values to restore (the values before colod first touched the container).
 struct Decision {
-  uint64_t seq = 0;    // strictly increasing per engine
-  int64_t at_ns = 0;   // Snapshot::now_ns of the round
+  uint64_t seq = 0;   // strictly increasing per engine
+  int64_t at_ns = 0;  // Snapshot::now_ns of the round
   DecisionKind kind = DecisionKind::Engage;
   Lever lever = Lever::CpuShares;
   std::string target_id;
-  std::string target_name;   // "namespace/pod/container" when known
+  std::string target_name;  // "namespace/pod/container" when known
   Resources new_values;
   Resources original_values;
-  std::string victim_id;     // empty for Restore of everything
+  std::string victim_id;  // empty for Restore of everything
   std::string victim_name;
   std::vector<Antagonist> antagonists;  // ranked, best first
   Evidence evidence;
-  int rung = 0;              // index in the ladder (0-based)
-  std::string rule;          // the rule that fired, e.g. "runq_p99_over_threshold"
-  std::string explanation;   // one sentence a person reads
-  bool dry_run = false;      // computed and reported, must not be applied
+  int rung = 0;             // index in the ladder (0-based)
+  std::string rule;         // the rule that fired, e.g. "runq_p99_over_threshold"
+  std::string explanation;  // one sentence a person reads
+  bool dry_run = false;     // computed and reported, must not be applied
 
   friend bool operator==(const Decision&, const Decision&) = default;
 };

@@ -23,9 +23,9 @@ struct EngineStats {
   uint64_t rounds = 0;
   uint64_t decisions = 0;
   uint64_t victim_intervals = 0;
-  uint64_t rate_limited = 0;      // changes deferred by max_changes_per_round / cooldowns
-  uint64_t self_inflicted = 0;    // victim intervals explained by the victim itself
-  uint64_t unknown_samples = 0;   // samples for containers not in the registry (ignored)
+  uint64_t rate_limited = 0;     // changes deferred by max_changes_per_round / cooldowns
+  uint64_t self_inflicted = 0;   // victim intervals explained by the victim itself
+  uint64_t unknown_samples = 0;  // samples for containers not in the registry (ignored)
   uint64_t tracked_containers = 0;
   uint64_t active_episodes = 0;
   uint64_t episodes_started = 0;
@@ -39,9 +39,9 @@ struct ContainerView {
   Thresholds thresholds;
   uint64_t baseline_p99_us = 0;
   int hits_in_window = 0;
-  bool victim = false;           // in an active episode as the victim
+  bool victim = false;                      // in an active episode as the victim
   std::vector<AppliedAction> restrictions;  // applied to it (as a target)
-  std::string last_explanation;  // last decision or finding sentence about it
+  std::string last_explanation;             // last decision or finding sentence about it
 };
 
 class Engine {
@@ -77,8 +77,7 @@ class Engine {
   // Seeds already-applied restrictions (journal reconcile after a crash). Targets and victims
   // must be registered first; EINVAL for an unknown container, ENOTSUP for a container colod
   // must never touch (not Be, or exclusive CPUs) — the caller should then restore it itself.
-  [[nodiscard]] Result<void> seedApplied(std::span<const AppliedAction> actions,
-                                         int64_t now_ns);
+  [[nodiscard]] Result<void> seedApplied(std::span<const AppliedAction> actions, int64_t now_ns);
 
   // Tells the engine an applied decision failed (e.g. container gone, NRI error): the engine
   // forgets that restriction so it is not relaxed later and may retry at a later round.

@@ -40,9 +40,9 @@ struct Psi {
 
 // Per-container measurements over one interval. All counters are deltas over the interval.
 struct ContainerSample {
-  std::string id;  // container id (registry key)
+  std::string id;                                // container id (registry key)
   std::array<uint32_t, kRunqSlots> runq_hist{};  // slot i: latency in [2^i, 2^(i+1)) µs
-  uint64_t runq_count = 0;                         // wake-ups measured (sum of runq_hist)
+  uint64_t runq_count = 0;                       // wake-ups measured (sum of runq_hist)
   uint64_t runq_p50_us = 0;
   uint64_t runq_p90_us = 0;
   uint64_t runq_p99_us = 0;
@@ -64,7 +64,7 @@ struct ContainerSample {
 struct Snapshot {
   int64_t now_ns = 0;
   int64_t interval_ns = 0;
-  int node_cpus = 0;             // number of CPUs usable by containers
+  int node_cpus = 0;               // number of CPUs usable by containers
   std::vector<int> node_cpu_list;  // optional explicit list; empty means 0..node_cpus-1
   std::vector<ContainerSample> containers;
 };
@@ -72,12 +72,12 @@ struct Snapshot {
 // Resource values of a container as NRI LinuxResources can carry them. An absent optional means
 // "not set / unknown / not changed" (in a decision: leave as is).
 struct Resources {
-  std::optional<uint64_t> cpu_shares;       // cgroup v1 cpu.shares (v2 weight is derived)
-  std::optional<int64_t> cpu_quota;         // µs per period; -1 = unlimited
-  std::optional<uint64_t> cpu_period;       // µs
-  std::optional<std::string> cpuset_cpus;   // kernel list format, e.g. "0-3,8"
+  std::optional<uint64_t> cpu_shares;      // cgroup v1 cpu.shares (v2 weight is derived)
+  std::optional<int64_t> cpu_quota;        // µs per period; -1 = unlimited
+  std::optional<uint64_t> cpu_period;      // µs
+  std::optional<std::string> cpuset_cpus;  // kernel list format, e.g. "0-3,8"
   std::optional<std::string> cpuset_mems;
-  std::optional<int64_t> memory_limit;      // bytes; -1 or absent = unlimited
+  std::optional<int64_t> memory_limit;         // bytes; -1 or absent = unlimited
   std::map<std::string, std::string> unified;  // cgroup v2 files (e.g. "cpu.idle")
 
   friend bool operator==(const Resources&, const Resources&) = default;
@@ -94,12 +94,13 @@ struct ContainerInfo {
   std::map<std::string, std::string> pod_annotations;
   std::map<std::string, std::string> container_labels;
   std::map<std::string, std::string> container_annotations;
-  std::string cgroup_parent;  // e.g. "kubepods-besteffort-pod<uid>.slice" or "/kubepods/burstable/pod<uid>"
-  std::string cgroup_path;    // optional, informational
+  std::string
+      cgroup_parent;  // e.g. "kubepods-besteffort-pod<uid>.slice" or "/kubepods/burstable/pod<uid>"
+  std::string cgroup_path;  // optional, informational
   // Tier set by the caller; when absent the engine classifies with classifyTier().
   std::optional<Tier> tier;
-  Resources resources;        // current values (cpuset_cpus in list format)
-  std::vector<int> cpuset;    // parsed resources.cpuset_cpus; empty = parse it / all CPUs
+  Resources resources;      // current values (cpuset_cpus in list format)
+  std::vector<int> cpuset;  // parsed resources.cpuset_cpus; empty = parse it / all CPUs
   // kubelet static CPU manager gave it exclusive CPUs: never touched (see inferExclusiveCpus).
   bool exclusive_cpus = false;
 
