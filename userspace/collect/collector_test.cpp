@@ -318,9 +318,10 @@ TEST_F(CollectorTest, ContendedSleeperSeesHogAsAggressorAndHighRunqLatency) {
   EXPECT_GT(hs->oncpu_ns, 500000000u);  // > 0.5 s of a 2.5 s window on their CPU
 
   // Preemption matrix: at weight 2 the sleepers barely run, so there are too few
-  // preemptions to rank; at the default weight they run often and the hogs (heavier, and
-  // heavier than any build task in the root cgroup) take the CPU from them at slice ends.
-  ASSERT_TRUE(writeFile(s_cpu + "/cpu.shares", "1024"));
+  // preemptions to rank.
+  // Weights 65536 (sleepers) vs 262144 (hogs): the sleepers get ~20% of the CPU, so they run
+  // and are preempted often, and the hogs dwarf any build task in the root cgroup.
+  ASSERT_TRUE(writeFile(s_cpu + "/cpu.shares", "65536"));
   ASSERT_OK(col.snapshot());
   {
     std::vector<std::unique_ptr<Child>> sleepers;
