@@ -9,7 +9,10 @@
 //                socketpair through the mux, --size payload each way (pin with taskset).
 //   rss_after_sync_mib VmRSS after the syncs. NOTE: one process holds both the plugin and the
 //                fake runtime (its request buffers included), so this over-states the plugin.
+#include <sched.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -79,78 +82,150 @@ bool die(const char* what, const Error& e) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+void pin(int cpu) {
+  if (cpu < 0) {
+    return;
+  }
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(static_cast<std::size_t>(cpu), &set);
+  if (::sched_setaffinity(0, sizeof set, &set) != 0) {
+    std::perror("sched_setaffinity");
+    std::exit(1);
+  }
+}
+
+// The runtime side, in its own process: pre-encoded requests, written as fast as the socket takes
+// them. Exits 0 when every call succeeded.
+[[noreturn]] void runtimeProcess(int fd, const std::string& sync_bytes,
+                                 const std::string& create_bytes, int sync_runs, int creates) {
+  testing::FakeRuntime rt{UniqueFd(fd)};
+  auto fail = [](const char* what, const Error& e) {
+    std::fprintf(stderr, "nri_bench runtime: %s: %s\n", what, e.message().c_str());
+    std::_Exit(1);
+  };
+  if (auto r = rt.start(); !r) fail("start", r.error());
+  if (auto r = rt.waitRegistered(10s); !r) fail("register", r.error());
+  pb::ConfigureRequest conf;
+  conf.set_runtime_name("containerd");
+  conf.set_runtime_version("v2.1.0");
+  if (auto r = rt.configure(conf); !r) fail("configure", r.error());
+  for (int i = 0; i < sync_runs; ++i) {
+    auto r = rt.call("Synchronize", sync_bytes, 30s);
+    if (!r) fail("synchronize", r.error());
+    // Let the plugin settle (free the old registry, page in) between runs, as a runtime would.
+    std::this_thread::sleep_for(20ms);
+  }
+  for (int i = 0; i < creates + 200; ++i) {
+    auto r = rt.call("CreateContainer", create_bytes, 5s);
+    if (!r) fail("create", r.error());
+  }
+  rt.close();
+  std::_Exit(0);
+}
+
+int stubPhase(int argc, char** argv) {
   const int sync_runs = argInt(argc, argv, "--sync-runs", 10);
   const int creates = argInt(argc, argv, "--creates", 5000);
-  const int rtt_calls = argInt(argc, argv, "--rtt-calls", 20000);
-  const int size = argInt(argc, argv, "--size", 4096);
+  const int plugin_cpu = argInt(argc, argv, "--plugin-cpu", -1);
+  const int runtime_cpu = argInt(argc, argv, "--runtime-cpu", -1);
+  const bool inline_handlers = argInt(argc, argv, "--inline", 0) != 0;
 
-  // ---- sync1000 and create_p99 through the real stub -----------------------------------------
+  std::string sync_bytes;
+  std::string create_bytes;
+  {
+    std::vector<pb::PodSandbox> pods;
+    std::vector<pb::Container> ctrs;
+    testing::realisticNode(100, 10, pods, ctrs);
+    pb::SynchronizeRequest sreq;
+    for (auto& p : pods) *sreq.add_pods() = p;
+    for (auto& c : ctrs) *sreq.add_containers() = c;
+    sync_bytes = sreq.SerializeAsString();
+    pb::CreateContainerRequest creq;
+    *creq.mutable_pod() = pods[0];
+    *creq.mutable_container() = testing::realisticContainer(5000, pods[0]);
+    creq.mutable_container()->set_state(pb::CONTAINER_CREATED);
+    create_bytes = creq.SerializeAsString();
+  }
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
     std::perror("socketpair");
     return 1;
   }
+  // Fork before any thread exists: the runtime is a separate process with its own CPU budget.
+  pid_t child = ::fork();
+  if (child < 0) {
+    std::perror("fork");
+    return 1;
+  }
+  if (child == 0) {
+    ::close(sv[1]);
+    // The runtime hands the whole pre-encoded request to the kernel at once (root: FORCE beats
+    // wmem_max), so the plugin's first-byte -> reply span measures the plugin reading and
+    // working, not two processes ping-ponging through a 200 KB socket buffer.
+    int sndbuf = 16 << 20;
+    if (::setsockopt(sv[0], SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof sndbuf) != 0) {
+      (void)::setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
+    }
+    pin(runtime_cpu);
+    runtimeProcess(sv[0], sync_bytes, create_bytes, sync_runs, creates);
+  }
+  ::close(sv[0]);
+  pin(plugin_cpu);
+  const std::size_t sync_size = sync_bytes.size();
+  const std::size_t create_size = create_bytes.size();
+  std::string().swap(sync_bytes);  // the plugin process keeps no runtime-side copies
+  std::string().swap(create_bytes);
+
   std::mutex mu;
   std::vector<double> sync_ms;
   std::vector<double> create_us;
+  double rss = 0;
   BenchPlugin plugin;
   auto stub_r = Stub::create(
       plugin, {.plugin_name = "bench", .plugin_idx = "50", .connection_fd = sv[1],
-               .use_environment = false,
+               .use_environment = false, .reconnect = false,
+               .inline_handlers = inline_handlers,
                .on_call = [&](std::string_view method, int32_t, std::chrono::nanoseconds took) {
                  std::lock_guard l(mu);
                  if (method == "Synchronize") {
                    sync_ms.push_back(static_cast<double>(took.count()) / 1e6);
+                   rss = std::max(rss, rssMib());
                  } else if (method == "CreateContainer") {
                    create_us.push_back(static_cast<double>(took.count()) / 1e3);
                  }
                }});
   if (!stub_r) die("stub", stub_r.error());
   auto& stub = *stub_r.value();
-  testing::FakeRuntime rt{UniqueFd(sv[0])};
-  if (auto r = rt.start(); !r) die("runtime", r.error());
-  if (auto r = stub.start(); !r) die("stub start", r.error());
-  if (auto r = rt.waitRegistered(10s); !r) die("register", r.error());
-  pb::ConfigureRequest conf;
-  conf.set_runtime_name("containerd");
-  conf.set_runtime_version("v2.1.0");
-  if (auto r = rt.configure(conf); !r) die("configure", r.error());
-
-  std::vector<pb::PodSandbox> pods;
-  std::vector<pb::Container> ctrs;
-  testing::realisticNode(100, 10, pods, ctrs);
-  pb::SynchronizeRequest sreq;
-  for (auto& p : pods) *sreq.add_pods() = p;
-  for (auto& c : ctrs) *sreq.add_containers() = c;
-  const std::string sync_bytes = sreq.SerializeAsString();
-  sreq.Clear();
-  for (int i = 0; i < sync_runs; ++i) {
-    auto r = rt.call("Synchronize", sync_bytes, 30s);
-    if (!r) die("synchronize", r.error());
+  // run() returns when the runtime process closes the trunk (an inherited fd cannot reconnect).
+  (void)stub.run();
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    std::fprintf(stderr, "nri_bench: runtime process failed\n");
+    return 1;
   }
-  const double rss = rssMib();
   const auto snap = stub.registry().snapshot();
-
-  pb::CreateContainerRequest creq;
-  *creq.mutable_pod() = pods[0];
-  *creq.mutable_container() = testing::realisticContainer(5000, pods[0]);
-  creq.mutable_container()->set_state(pb::CONTAINER_CREATED);
-  const std::string create_bytes = creq.SerializeAsString();
-  for (int i = 0; i < creates + 200; ++i) {
-    auto r = rt.call("CreateContainer", create_bytes, 5s);
-    if (!r) die("create", r.error());
+  // The first 200 creates warm caches and the allocator; they are not counted.
+  if (create_us.size() > 200) {
+    create_us.erase(create_us.begin(), create_us.begin() + 200);
   }
-  stub.stop();
-  rt.close();
-  {
-    std::lock_guard l(mu);
-    // The first 200 creates warm caches and the allocator; they are not counted.
-    if (create_us.size() > 200) {
-      create_us.erase(create_us.begin(), create_us.begin() + 200);
-    }
-  }
+  std::printf("sync_bytes=%zu\n", sync_size);
+  std::printf("create_bytes=%zu\n", create_size);
+  std::printf("sync_registry_containers=%zu\n", snap->containers.size());
+  std::printf("sync1000_ms=%.2f\n", pct(sync_ms, 0.5));
+  std::printf("sync1000_min_ms=%.2f\n", pct(sync_ms, 0.0));
+  std::printf("rss_after_sync_mib=%.1f\n", rss);
+  std::printf("create_p50_us=%.1f\n", pct(create_us, 0.5));
+  std::printf("create_p99_us=%.1f\n", pct(create_us, 0.99));
+  std::printf("create_calls=%zu\n", create_us.size());
+  return 0;
+}
 
+int rttPhase(int argc, char** argv) {
+  const int rtt_calls = argInt(argc, argv, "--rtt-calls", 20000);
+  const int size = argInt(argc, argv, "--size", 4096);
+  const bool inline_server = argInt(argc, argv, "--inline", 1) != 0;
   // ---- C++ ttrpc unary RTT over the mux ------------------------------------------------------
   int rv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, rv) != 0) {
@@ -161,11 +236,12 @@ int main(int argc, char** argv) {
   wire::Mux sm{UniqueFd(rv[1])};
   wire::TtrpcClient client([&](auto h, auto b) { return cm.send(1, h, b); });
   wire::TtrpcServer server([&](auto h, auto b) { return sm.send(1, h, b); });
-  server.registerMethod("bench.Echo", "Echo",
-                        [](const wire::CallContext&, std::span<const std::byte> p)
-                            -> Result<std::vector<std::byte>> {
-                          return std::vector<std::byte>(p.begin(), p.end());
-                        });
+  server.registerMethod(
+      "bench.Echo", "Echo",
+      [](const wire::CallContext&, std::span<const std::byte> p) -> Result<std::vector<std::byte>> {
+        return std::vector<std::byte>(p.begin(), p.end());
+      },
+      inline_server ? wire::Execution::Inline : wire::Execution::Worker);
   cm.open(1, [&](std::span<const std::byte> b) { return client.onBytes(b); });
   sm.open(1, [&](std::span<const std::byte> b) { return server.onBytes(b); });
   server.start();
@@ -189,16 +265,23 @@ int main(int argc, char** argv) {
   server.stop();
   cm.close();
   sm.close();
-
-  std::printf("sync_bytes=%zu\n", sync_bytes.size());
-  std::printf("sync_registry_containers=%zu\n", snap->containers.size());
-  std::printf("sync1000_ms=%.2f\n", pct(sync_ms, 0.5));
-  std::printf("sync1000_min_ms=%.2f\n", pct(sync_ms, 0.0));
-  std::printf("rss_after_sync_mib=%.1f\n", rss);
-  std::printf("create_p50_us=%.1f\n", pct(create_us, 0.5));
-  std::printf("create_p99_us=%.1f\n", pct(create_us, 0.99));
-  std::printf("create_calls=%zu\n", create_us.size());
   std::printf("cpp_rtt_p50_us=%.1f\n", pct(rtt, 0.5));
   std::printf("cpp_rtt_p99_us=%.1f\n", pct(rtt, 0.99));
   return 0;
+}
+
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "rtt") == 0) {
+      return rttPhase(argc, argv);
+    }
+    if (std::strcmp(argv[i], "stub") == 0) {
+      return stubPhase(argc, argv);
+    }
+  }
+  std::fprintf(stderr,
+               "usage: nri_bench stub [--sync-runs N] [--creates N] [--plugin-cpu C] "
+               "[--runtime-cpu C] [--inline 0|1]\n"
+               "       nri_bench rtt [--rtt-calls N] [--size B] [--inline 0|1]\n");
+  return 2;
 }

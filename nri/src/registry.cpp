@@ -77,6 +77,21 @@ void Registry::bumpLocked() {
 }
 
 void Registry::reset(std::vector<PodSandbox> pods, std::vector<Container> containers) {
+  auto old = replace(std::move(pods), std::move(containers));
+  markSynchronized();
+  // `old` (the previous content) is freed here, outside the lock.
+}
+
+namespace {
+struct OldContent {
+  std::map<std::string, std::shared_ptr<const PodSandbox>, std::less<>> pods;
+  std::map<std::string, std::shared_ptr<const Container>, std::less<>> containers;
+  std::shared_ptr<const RegistrySnapshot> snapshot;
+};
+}  // namespace
+
+std::shared_ptr<void> Registry::replace(std::vector<PodSandbox> pods,
+                                        std::vector<Container> containers) {
   decltype(pods_) new_pods;
   decltype(containers_) new_ctrs;
   uint64_t dropped = 0;
@@ -96,25 +111,46 @@ void Registry::reset(std::vector<PodSandbox> pods, std::vector<Container> contai
     std::string id = c.id;
     new_ctrs.insert_or_assign(std::move(id), slim(std::move(c)));
   }
-  decltype(pods_) old_pods;
-  decltype(containers_) old_ctrs;
+  auto old = std::make_shared<OldContent>();
   {
     std::lock_guard lock(mu_);
-    old_pods.swap(pods_);
-    old_ctrs.swap(containers_);
+    old->pods.swap(pods_);
+    old->containers.swap(containers_);
+    old->snapshot = std::move(cached_);
     pods_.swap(new_pods);
     containers_.swap(new_ctrs);
     dropped_ += dropped;
+    bumpLocked();
+  }
+  return old;
+}
+
+void Registry::markSynchronized() {
+  std::lock_guard lock(mu_);
+  if (!synchronized_) {
     synchronized_ = true;
     bumpLocked();
   }
-  // The old maps are freed here, outside the lock.
+}
+
+void Registry::setPodState(std::string_view id, PodState state) {
+  std::lock_guard lock(mu_);
+  auto it = pods_.find(id);
+  if (it == pods_.end() || it->second->state == state) {
+    return;
+  }
+  auto p = std::make_shared<PodSandbox>(*it->second);
+  p->state = state;
+  it->second = std::move(p);
+  bumpLocked();
 }
 
 void Registry::markUnsynchronized() {
   std::lock_guard lock(mu_);
-  synchronized_ = false;
-  bumpLocked();
+  if (synchronized_) {
+    synchronized_ = false;
+    bumpLocked();
+  }
 }
 
 void Registry::upsertPod(PodSandbox pod) {

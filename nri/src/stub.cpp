@@ -115,9 +115,13 @@ struct Session {
   bool closed = false;               // guarded by StubImpl::mu_
   std::optional<Error> close_error;  // guarded by StubImpl::mu_
   std::atomic<bool> synchronized{false};
-  // Handler-thread state (only touched by the server worker).
+  // Serving-thread state (touched by whichever thread serves the call: calls are serialized).
   SynchronizeRequest pending_sync;
   bool sync_final_replying = false;
+  std::shared_ptr<void> old_registry;  // previous registry content, freed after the reply
+
+  // Live = synchronized on a connection that is still up (guarded by StubImpl::mu_ for closed).
+  [[nodiscard]] bool liveLocked() const { return synchronized.load() && !closed; }
 
   void teardown() {
     // Reader first (nothing feeds the endpoints afterwards), then the worker.
@@ -195,7 +199,7 @@ class StubImpl final : public Stub {
   }
   bool waitSynchronized(std::chrono::milliseconds timeout) override {
     std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, timeout, [&] { return session_ && session_->synchronized.load(); });
+    return cv_.wait_for(lock, timeout, [&] { return session_ && session_->liveLocked(); });
   }
   Result<void> updateContainers(std::vector<ContainerUpdate> updates) override;
   const Registry& registry() const override { return registry_; }
@@ -203,7 +207,7 @@ class StubImpl final : public Stub {
     std::lock_guard lock(mu_);
     StubStats s = stats_;
     s.connected = session_ != nullptr && !session_->closed;
-    s.synchronized = session_ != nullptr && session_->synchronized.load();
+    s.synchronized = session_ != nullptr && session_->liveLocked();
     return s;
   }
   const std::string& pluginName() const override { return name_; }
@@ -295,12 +299,19 @@ std::shared_ptr<Session> StubImpl::makeSession(UniqueFd fd) {
   so.on_served = [this, raw](const wire::CallTiming& t) {
     if (t.method == "Synchronize" && raw->sync_final_replying) {
       raw->sync_final_replying = false;
-      if (t.code == wire::status_code::kOk) {
-        // Only now, with the reply on the wire, may UpdateContainers go out (brief §4.8).
-        {
-          std::lock_guard lock(mu_);
+      bool now_synchronized = false;
+      if (t.code == wire::status_code::kOk && t.sent) {
+        // Only now, with the reply on the wire, may UpdateContainers go out (brief §4.8) -- and
+        // only if this connection is still the live one: a slow Synchronize answered after the
+        // peer closed must not make a dead connection look synchronized.
+        std::lock_guard lock(mu_);
+        if (!raw->closed) {
           raw->synchronized.store(true);
+          registry_.markSynchronized();
+          now_synchronized = true;
         }
+      }
+      if (now_synchronized) {
         cv_.notify_all();
         notify(ConnectionState::Synchronized);
       }
@@ -308,6 +319,7 @@ std::shared_ptr<Session> StubImpl::makeSession(UniqueFd fd) {
     if (options_.on_call) {
       options_.on_call(t.method, t.code, t.replied - t.first_byte);
     }
+    raw->old_registry.reset();
   };
   s->server = std::make_unique<wire::TtrpcServer>(sender(wire::kPluginServiceConn), std::move(so));
   s->client = std::make_unique<wire::TtrpcClient>(sender(wire::kRuntimeServiceConn));
@@ -321,6 +333,8 @@ std::shared_ptr<Session> StubImpl::makeSession(UniqueFd fd) {
       std::lock_guard lock(mu_);
       raw->closed = true;
       raw->close_error = e;
+      // Under mu_, so it cannot interleave with on_served marking this connection synchronized.
+      registry_.markUnsynchronized();
     }
     cv_.notify_all();
   });
@@ -529,7 +543,8 @@ Result<Bytes> StubImpl::onSynchronize(Session& s, std::span<const std::byte> in)
     }
     updates = std::move(*u);
   }
-  registry_.reset(std::move(all.pods), std::move(all.containers));
+  // The old content is freed after the reply went out (on_served), not inside the measured call.
+  s.old_registry = registry_.replace(std::move(all.pods), std::move(all.containers));
   for (const auto& u : updates) {
     registry_.applyUpdate(u);
   }
@@ -548,20 +563,30 @@ Result<void> StubImpl::dispatchPod(Event e, const PodSandbox& pod) {
   }
   Result<void> r;
   switch (e) {
-    case Event::RunPodSandbox:
-      registry_.upsertPod(pod);
+    case Event::RunPodSandbox: {
+      PodSandbox running = pod;
+      running.state = PodState::Running;
+      registry_.upsertPod(std::move(running));
       if (h_.run_pod != nullptr) r = h_.run_pod->runPodSandbox(pod);
       break;
+    }
     case Event::StopPodSandbox:
+      registry_.setPodState(pod.id, PodState::Stopped);
       if (h_.stop_pod != nullptr) r = h_.stop_pod->stopPodSandbox(pod);
       break;
     case Event::RemovePodSandbox:
       registry_.removePod(pod.id);
       if (h_.remove_pod != nullptr) r = h_.remove_pod->removePodSandbox(pod);
       break;
-    case Event::PostUpdatePodSandbox:
-      registry_.upsertPod(pod);
+    case Event::PostUpdatePodSandbox: {
+      // Keep the state the registry derived; the update only carries new content.
+      PodSandbox updated = pod;
+      if (auto snap = registry_.snapshot(); const auto* known = snap->pod(pod.id)) {
+        updated.state = known->state;
+      }
+      registry_.upsertPod(std::move(updated));
       break;
+    }
     default:
       break;
   }
@@ -610,18 +635,32 @@ Result<void> StubImpl::dispatchContainer(Event e, const PodSandbox& pod, const C
 void StubImpl::registerMethods(Session& s) {
   auto& srv = *s.server;
   const std::string svc = codec::kPluginService;
-  auto reg = [&](const char* method, auto fn) {
-    srv.registerMethod(svc, method,
-                       [fn](const wire::CallContext&, std::span<const std::byte> in) -> Result<Bytes> {
-                         return fn(in);
-                       });
+  // A call that runs plugin code is served on the worker thread (a slow handler never blocks the
+  // reader), unless the plugin promised fast handlers (inline_handlers); a call that only
+  // touches the registry runs inline on the reader thread when nothing is queued (no hand-off).
+  auto reg = [&](const char* method, auto fn, bool runs_plugin_code = false) {
+    const auto exec = (!runs_plugin_code || options_.inline_handlers) ? wire::Execution::Inline
+                                                                      : wire::Execution::Worker;
+    srv.registerMethod(
+        svc, method,
+        [fn](const wire::CallContext&, std::span<const std::byte> in) -> Result<Bytes> {
+          return fn(in);
+        },
+        exec);
   };
+  const bool pod_event_code = h_.run_pod != nullptr || h_.stop_pod != nullptr ||
+                              h_.remove_pod != nullptr;
+  const bool state_change_code = pod_event_code || h_.post_create != nullptr ||
+                                 h_.start != nullptr || h_.post_start != nullptr ||
+                                 h_.post_update != nullptr || h_.remove != nullptr;
   Session* raw = &s;
-  reg("Configure", [this](std::span<const std::byte> in) { return onConfigure(in); });
-  reg("Synchronize", [this, raw](std::span<const std::byte> in) { return onSynchronize(*raw, in); });
+  reg("Configure", [this](std::span<const std::byte> in) { return onConfigure(in); },
+      h_.configure != nullptr);
+  reg("Synchronize", [this, raw](std::span<const std::byte> in) { return onSynchronize(*raw, in); },
+      h_.synchronize != nullptr);
   reg("Shutdown", [](std::span<const std::byte>) -> Result<Bytes> { return codec::encodeEmpty(); });
 
-  auto pod_rpc = [&](const char* method, Event e) {
+  auto pod_rpc = [&](const char* method, Event e, const void* handler) {
     reg(method, [this, e](std::span<const std::byte> in) -> Result<Bytes> {
       auto ev = codec::decodePodEvent(in);
       if (!ev) {
@@ -632,14 +671,14 @@ void StubImpl::registerMethods(Session& s) {
         return std::move(r).error();
       }
       return codec::encodeEmpty();
-    });
+    }, handler != nullptr);
   };
-  pod_rpc("RunPodSandbox", Event::RunPodSandbox);
-  pod_rpc("StopPodSandbox", Event::StopPodSandbox);
-  pod_rpc("RemovePodSandbox", Event::RemovePodSandbox);
-  pod_rpc("PostUpdatePodSandbox", Event::PostUpdatePodSandbox);
+  pod_rpc("RunPodSandbox", Event::RunPodSandbox, h_.run_pod);
+  pod_rpc("StopPodSandbox", Event::StopPodSandbox, h_.stop_pod);
+  pod_rpc("RemovePodSandbox", Event::RemovePodSandbox, h_.remove_pod);
+  pod_rpc("PostUpdatePodSandbox", Event::PostUpdatePodSandbox, nullptr);
 
-  auto ctr_rpc = [&](const char* method, Event e) {
+  auto ctr_rpc = [&](const char* method, Event e, const void* handler) {
     reg(method, [this, e](std::span<const std::byte> in) -> Result<Bytes> {
       auto ev = codec::decodeContainerEvent(in);
       if (!ev) {
@@ -650,13 +689,13 @@ void StubImpl::registerMethods(Session& s) {
         return std::move(r).error();
       }
       return codec::encodeEmpty();
-    });
+    }, handler != nullptr);
   };
-  ctr_rpc("PostCreateContainer", Event::PostCreateContainer);
-  ctr_rpc("StartContainer", Event::StartContainer);
-  ctr_rpc("PostStartContainer", Event::PostStartContainer);
-  ctr_rpc("PostUpdateContainer", Event::PostUpdateContainer);
-  ctr_rpc("RemoveContainer", Event::RemoveContainer);
+  ctr_rpc("PostCreateContainer", Event::PostCreateContainer, h_.post_create);
+  ctr_rpc("StartContainer", Event::StartContainer, h_.start);
+  ctr_rpc("PostStartContainer", Event::PostStartContainer, h_.post_start);
+  ctr_rpc("PostUpdateContainer", Event::PostUpdateContainer, h_.post_update);
+  ctr_rpc("RemoveContainer", Event::RemoveContainer, h_.remove);
 
   reg("CreateContainer", [this](std::span<const std::byte> in) -> Result<Bytes> {
     auto ev = codec::decodeContainerEvent(in);
@@ -685,7 +724,7 @@ void StubImpl::registerMethods(Session& s) {
     }
     registry_.upsertContainer(std::move(c));
     return codec::encodeCreateContainerResponse(result);
-  });
+  }, h_.create != nullptr);
   reg("UpdateContainer", [this](std::span<const std::byte> in) -> Result<Bytes> {
     auto ev = codec::decodeUpdateContainerRequest(in);
     if (!ev) {
@@ -709,7 +748,7 @@ void StubImpl::registerMethods(Session& s) {
       registry_.applyUpdate(u);
     }
     return codec::encodeUpdatesResponse(updates);
-  });
+  }, h_.update != nullptr);
   reg("StopContainer", [this](std::span<const std::byte> in) -> Result<Bytes> {
     auto ev = codec::decodeContainerEvent(in);
     if (!ev) {
@@ -730,7 +769,7 @@ void StubImpl::registerMethods(Session& s) {
     }
     registry_.setContainerState(ev->container.id, ContainerState::Stopped);
     return codec::encodeUpdatesResponse(updates);
-  });
+  }, h_.stop != nullptr);
   reg("StateChange", [this](std::span<const std::byte> in) -> Result<Bytes> {
     auto ev = codec::decodeStateChange(in);
     if (!ev) {
@@ -761,7 +800,7 @@ void StubImpl::registerMethods(Session& s) {
       return std::move(r).error();
     }
     return codec::encodeEmpty();
-  });
+  }, state_change_code);
 }
 
 Result<void> StubImpl::updateContainers(std::vector<ContainerUpdate> updates) {
@@ -775,8 +814,11 @@ Result<void> StubImpl::updateContainers(std::vector<ContainerUpdate> updates) {
     std::lock_guard lock(mu_);
     s = session_;
   }
-  if (!s || !s->synchronized.load() || s->closed) {
-    return COLOD_ERR(ENOTCONN, "not synchronized with the runtime");
+  {
+    std::lock_guard lock(mu_);
+    if (!s || !s->liveLocked()) {
+      return COLOD_ERR(ENOTCONN, "not synchronized with the runtime");
+    }
   }
   auto reply = s->client->call(codec::kRuntimeService, "UpdateContainers",
                                codec::encodeUpdateContainers(updates), options_.update_timeout);

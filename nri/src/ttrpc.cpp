@@ -196,6 +196,9 @@ Result<void> TtrpcDecoder::feed(std::span<const std::byte> data, const Emit& emi
     if (!in_body_) {
       if (header_fill_ == 0) {
         current_ = TtrpcMessage{};
+        current_.body = std::move(spare_);
+        current_.body.clear();
+        spare_ = {};
         current_.first_byte = std::chrono::steady_clock::now();
       }
       std::size_t take = std::min(kTtrpcHeaderSize - header_fill_, data.size());
@@ -237,14 +240,88 @@ Result<void> TtrpcDecoder::feed(std::span<const std::byte> data, const Emit& emi
   return ok();
 }
 
+void TtrpcDecoder::recycle(std::vector<std::byte>&& body) {
+  if (body.capacity() <= kRecycleMax && body.capacity() > spare_.capacity()) {
+    spare_ = std::move(body);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+namespace {
+
+// The server's view of a ttrpc.Request: no copies, metadata validated but not kept (the server
+// does not use it). Same acceptance rules as decodeRequest().
+struct ServerRequest {
+  std::string_view service{};
+  std::string_view method{};
+  std::span<const std::byte> payload{};
+  int64_t timeout_nano = 0;
+};
+
+std::string_view toView(std::span<const std::byte> b) {
+  return {reinterpret_cast<const char*>(b.data()), b.size()};  // NOLINT: bytes -> chars
+}
+
+Result<ServerRequest> decodeServerRequest(std::span<const std::byte> body) {
+  ServerRequest req;
+  pb::Reader r(body);
+  while (!r.done()) {
+    auto tag = r.varint();
+    if (!tag) {
+      return COLOD_ERR(EPROTO, "ttrpc.Request: truncated tag");
+    }
+    auto field = *tag >> 3;
+    auto wt = static_cast<uint32_t>(*tag & 7);
+    if (wt == pb::kLen && field >= 1 && field <= 3) {
+      auto b = r.bytes();
+      if (!b) {
+        return COLOD_ERR(EPROTO, "ttrpc.Request: truncated field ", field);
+      }
+      if (field == 1) {
+        req.service = toView(*b);
+      } else if (field == 2) {
+        req.method = toView(*b);
+      } else {
+        req.payload = *b;
+      }
+    } else if (wt == pb::kVarint && field == 4) {
+      auto v = r.varint();
+      if (!v) {
+        return COLOD_ERR(EPROTO, "ttrpc.Request: truncated timeout_nano");
+      }
+      req.timeout_nano = static_cast<int64_t>(*v);
+    } else if (wt == pb::kLen && field == 5) {
+      auto b = r.bytes();
+      if (!b) {
+        return COLOD_ERR(EPROTO, "ttrpc.Request: truncated metadata");
+      }
+      pb::Reader kv(*b);
+      while (!kv.done()) {
+        auto t = kv.varint();
+        if (!t || !kv.skip(static_cast<uint32_t>(*t & 7))) {
+          return COLOD_ERR(EPROTO, "ttrpc.KeyValue: malformed");
+        }
+      }
+    } else if (!r.skip(wt)) {
+      return COLOD_ERR(EPROTO, "ttrpc.Request: malformed field ", field);
+    }
+  }
+  return req;
+}
+
+}  // namespace
+
 // ---------------------------------------------------------------------------------------------
 TtrpcServer::TtrpcServer(SendFn send, ServerOptions options)
     : send_(std::move(send)), options_(std::move(options)), decoder_(options_.max_message) {}
 
 TtrpcServer::~TtrpcServer() { stop(); }
 
-void TtrpcServer::registerMethod(std::string service, std::string method, Handler handler) {
-  services_[std::move(service)][std::move(method)] = std::move(handler);
+void TtrpcServer::registerMethod(std::string service,
+                                 std::string method,
+                                 Handler handler,
+                                 Execution execution) {
+  services_[std::move(service)][std::move(method)] = Method{std::move(handler), execution};
 }
 
 void TtrpcServer::start() {
@@ -270,38 +347,91 @@ void TtrpcServer::stop() {
 bool TtrpcServer::onWorkerThread() { return t_on_server_worker; }
 
 Result<void> TtrpcServer::onBytes(std::span<const std::byte> data) {
-  return decoder_.feed(data, [this](TtrpcMessage&& m) { return enqueue(std::move(m)); });
+  return decoder_.feed(data, [this](TtrpcMessage&& m) { return dispatch(std::move(m)); });
 }
 
-Result<void> TtrpcServer::enqueue(TtrpcMessage&& msg) {
+namespace {
+// Marks the current thread as running a server handler (inline on the reader thread).
+class InHandler {
+ public:
+  InHandler() : prev_(t_on_server_worker) { t_on_server_worker = true; }
+  ~InHandler() { t_on_server_worker = prev_; }
+  InHandler(const InHandler&) = delete;
+  InHandler& operator=(const InHandler&) = delete;
+  InHandler(InHandler&&) = delete;
+  InHandler& operator=(InHandler&&) = delete;
+
+ private:
+  bool prev_;
+};
+}  // namespace
+
+Result<void> TtrpcServer::dispatch(TtrpcMessage&& msg) {
   if (msg.header.type != static_cast<uint8_t>(MessageType::Request)) {
     return ok();  // Go servers ignore other message types on a server connection
+  }
+  // Stream-id rules of the Go server (brief §2.2), applied in arrival order on this thread.
+  const uint32_t stream = msg.header.stream_id;
+  if (!msg.oversized) {
+    if (stream % 2 == 0) {
+      reply(stream,
+            {status_code::kInvalidArgument, "StreamID must be odd for client initiated streams"},
+            {}, msg, "", "");
+      return ok();
+    }
+    if (stream <= last_stream_) {
+      reply(stream, {status_code::kInvalidArgument, "StreamID cannot be re-used and must increment"},
+            {}, msg, "", "");
+      return ok();
+    }
+    last_stream_ = stream;
+  }
+  bool run_inline = false;
+  if (!msg.oversized) {
+    if (auto req = decodeServerRequest(msg.body)) {
+      if (auto svc = services_.find(req->service); svc != services_.end()) {
+        auto m = svc->second.find(req->method);
+        run_inline = m != svc->second.end() && m->second.execution == Execution::Inline;
+      }
+    }
   }
   {
     std::lock_guard lock(mu_);
     if (stopping_) {
       return ok();
     }
-    queue_.push_back(std::move(msg));
+    if (!run_inline || worker_busy_ || !queue_.empty()) {
+      queue_.push_back(std::move(msg));
+      run_inline = false;
+    }
   }
-  cv_.notify_one();
+  if (!run_inline) {
+    cv_.notify_one();
+    return ok();
+  }
+  {
+    InHandler in_handler;
+    serve(msg);
+  }
+  decoder_.recycle(std::move(msg.body));
   return ok();
 }
 
 void TtrpcServer::workerLoop() {
   t_on_server_worker = true;
+  std::unique_lock lock(mu_);
   for (;;) {
-    TtrpcMessage msg;
-    {
-      std::unique_lock lock(mu_);
-      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-      if (stopping_) {
-        return;
-      }
-      msg = std::move(queue_.front());
-      queue_.pop_front();
+    cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    if (stopping_) {
+      return;
     }
+    TtrpcMessage msg = std::move(queue_.front());
+    queue_.pop_front();
+    worker_busy_ = true;
+    lock.unlock();
     serve(msg);
+    lock.lock();
+    worker_busy_ = false;
   }
 }
 
@@ -311,20 +441,43 @@ void TtrpcServer::reply(uint32_t stream,
                         const TtrpcMessage& req,
                         std::string_view service,
                         std::string_view method) {
-  auto body = encodeResponse(status, payload);
-  auto head = encodeHeader({.length = static_cast<uint32_t>(body.size()),
-                            .stream_id = stream,
-                            .type = static_cast<uint8_t>(MessageType::Response),
-                            .flags = 0});
+  // The common case (OK with a payload) goes out without building the envelope in a buffer:
+  // the ttrpc header and the Response field-2 prefix on the stack, the payload as-is.
+  std::array<std::byte, kTtrpcHeaderSize + 6> head{};
+  std::size_t head_len = kTtrpcHeaderSize;
+  std::vector<std::byte> err_body;
+  std::span<const std::byte> body = payload;
+  std::size_t length = 0;
+  if (status.ok()) {
+    if (!payload.empty()) {
+      std::vector<std::byte> prefix;  // <= 6 bytes: tag + varint length, small-buffer sized
+      prefix.reserve(6);
+      pb::putTag(prefix, 2, pb::kLen);
+      pb::putVarint(prefix, payload.size());
+      std::memcpy(head.data() + kTtrpcHeaderSize, prefix.data(), prefix.size());
+      head_len += prefix.size();
+      length = prefix.size() + payload.size();
+    }
+  } else {
+    err_body = encodeResponse(status, {});
+    body = err_body;
+    length = err_body.size();
+  }
+  auto h = encodeHeader({.length = static_cast<uint32_t>(length),
+                         .stream_id = stream,
+                         .type = static_cast<uint8_t>(MessageType::Response),
+                         .flags = 0});
+  std::memcpy(head.data(), h.data(), h.size());
   // A failed send means the trunk is gone; the mux reports that through its close callback.
-  (void)send_(head, body);
+  const bool sent = send_(std::span<const std::byte>(head.data(), head_len), body).has_value();
   if (options_.on_served) {
     options_.on_served({.service = service,
                         .method = method,
                         .code = status.code,
                         .first_byte = req.first_byte,
                         .replied = std::chrono::steady_clock::now(),
-                        .request_bytes = req.header.length});
+                        .request_bytes = req.header.length,
+                        .sent = sent});
   }
 }
 
@@ -354,31 +507,21 @@ void TtrpcServer::serve(TtrpcMessage& msg) {
           {}, msg, "", "");
     return;
   }
-  // Stream-id rules of the Go server (brief §2.2).
-  if (stream % 2 == 0) {
-    reply(stream, {status_code::kInvalidArgument, "StreamID must be odd for client initiated streams"},
-          {}, msg, "", "");
-    return;
-  }
-  if (stream <= last_stream_) {
-    reply(stream, {status_code::kInvalidArgument, "StreamID cannot be re-used and must increment"},
-          {}, msg, "", "");
-    return;
-  }
-  last_stream_ = stream;
-  auto req = decodeRequest(msg.body);
+  auto req = decodeServerRequest(msg.body);
   if (!req) {
     reply(stream, {status_code::kInvalidArgument, req.error().message()}, {}, msg, "", "");
     return;
   }
   auto svc = services_.find(req->service);
   if (svc == services_.end()) {
-    reply(stream, {status_code::kUnimplemented, "service " + req->service}, {}, msg, "", "");
+    reply(stream, {status_code::kUnimplemented, "service " + std::string(req->service)}, {}, msg,
+          "", "");
     return;
   }
   auto m = svc->second.find(req->method);
   if (m == svc->second.end()) {
-    reply(stream, {status_code::kUnimplemented, "method " + req->method}, {}, msg, "", "");
+    reply(stream, {status_code::kUnimplemented, "method " + std::string(req->method)}, {}, msg,
+          "", "");
     return;
   }
   CallContext ctx{.service = svc->first, .method = m->first, .stream_id = stream,
@@ -392,7 +535,7 @@ void TtrpcServer::serve(TtrpcMessage& msg) {
       return;
     }
   }
-  auto result = m->second(ctx, req->payload);
+  auto result = m->second.handler(ctx, req->payload);
   if (!result) {
     reply(stream, {codeFor(result.error()), result.error().message()}, {}, msg, svc->first,
           m->first);

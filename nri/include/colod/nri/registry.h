@@ -46,6 +46,14 @@ class Registry {
 
   // Replaces everything (a new Synchronize) and marks the registry synchronized.
   void reset(std::vector<PodSandbox> pods, std::vector<Container> containers);
+  // Replaces everything without touching the synchronized flag (the stub marks it only once the
+  // Synchronize reply is on the wire of a live connection). Returns the previous content, so the
+  // caller can free it off its latency-critical path (e.g. after replying); dropping it frees it.
+  [[nodiscard]] std::shared_ptr<void> replace(std::vector<PodSandbox> pods,
+                                              std::vector<Container> containers);
+  void markSynchronized();
+  // Records a pod's lifecycle state (StopPodSandbox -> Stopped). Unknown ids are ignored.
+  void setPodState(std::string_view id, PodState state);
   // Marks the content stale (connection lost); the last known content stays readable.
   void markUnsynchronized();
 

@@ -11,8 +11,10 @@
 //
 // Threading model:
 // * Per connection, one mux reader thread (socket -> frames -> ttrpc reassembly; it completes
-//   our client calls) and one handler thread (runs every Plugin-service call in arrival order:
-//   decode, registry update, your handler, reply). Handlers must return quickly: the runtime
+//   our client calls) and one handler thread (runs Plugin-service calls that invoke your
+//   handlers, in arrival order: decode, registry update, your handler, reply). Calls that run no
+//   plugin code (or all, with StubOptions::inline_handlers) are served on the reader thread
+//   when nothing is queued, keeping arrival order. Handlers must return quickly: the runtime
 //   disconnects a plugin that does not answer within its request timeout (2 s default).
 // * run() (or the thread start() spawns) connects, registers, waits for the connection to end,
 //   backs off and reconnects.
@@ -55,7 +57,8 @@ class SynchronizeHandler {
  public:
   virtual ~SynchronizeHandler() = default;
   // Called once per (possibly chunked) Synchronize with all chunks merged; the registry is rebuilt
-  // from the same data right after it returns.
+  // from the same data right after it returns. Containers come without args and env (the bulk of
+  // a container that colod never reads; events still carry them).
   virtual Result<std::vector<ContainerUpdate>> synchronize(const std::vector<PodSandbox>& pods,
                                                            const std::vector<Container>& ctrs) = 0;
 };
@@ -166,6 +169,10 @@ struct StubOptions {
   // Largest ttrpc message accepted from the runtime (> this: drained, RESOURCE_EXHAUSTED).
   uint32_t max_message = 4U << 20;
   RegistryOptions registry{};
+  // Run the plugin's handlers on the mux reader thread (no thread hand-off per call) when no
+  // other call is queued. Only for handlers that are fast and never block: while one runs, no
+  // other message of the trunk is read. Calls that run no plugin code are always served inline.
+  bool inline_handlers = false;
   // Connection state changes (metrics). Runs on stub threads; must not call back into the stub.
   std::function<void(const ConnectionEvent&)> on_connection{};
   // Per served runtime call: method, status code, first request byte -> last reply byte.

@@ -105,9 +105,14 @@ class TtrpcDecoder {
   explicit TtrpcDecoder(uint32_t max_message = kTtrpcMaxMessage) : max_message_(max_message) {}
   Result<void> feed(std::span<const std::byte> data, const Emit& emit);
   [[nodiscard]] bool atBoundary() const { return header_fill_ == 0 && !in_body_; }
+  // Hands a consumed message body back for reuse by the next message (no allocation per call);
+  // buffers above kRecycleMax are dropped so one big message does not pin its memory.
+  void recycle(std::vector<std::byte>&& body);
+  static constexpr std::size_t kRecycleMax = std::size_t{64} << 10;
 
  private:
   uint32_t max_message_;
+  std::vector<std::byte> spare_{};
   std::array<std::byte, kTtrpcHeaderSize> header_{};
   std::size_t header_fill_ = 0;
   bool in_body_ = false;
@@ -141,6 +146,17 @@ struct CallTiming {
   std::chrono::steady_clock::time_point first_byte{};  // request's first byte received
   std::chrono::steady_clock::time_point replied{};     // reply's last byte written
   std::size_t request_bytes = 0;
+  bool sent = true;  // false: the reply could not be written (the trunk is gone)
+};
+
+// Where a method's handler runs.
+enum class Execution {
+  // On the server's worker thread: a slow handler never stops the reader (default).
+  Worker,
+  // On the mux reader thread, when the worker is idle and nothing is queued (arrival order is
+  // kept: otherwise the call is queued like a Worker one). Saves a thread hand-off per call; for
+  // handlers that are fast and never block.
+  Inline,
 };
 
 struct ServerOptions {
@@ -151,10 +167,11 @@ struct ServerOptions {
 
 // Unary ttrpc server for one logical connection.
 //
-// Threading: onBytes() runs on the mux reader thread; it only reassembles and queues. One worker
-// thread owned by the server decodes requests, runs handlers in arrival order and writes replies,
-// so a slow handler never stops the reader (and the client side of the same trunk keeps
-// working). Several calls may be outstanding; each reply carries its stream id. A request whose
+// Threading: onBytes() runs on the mux reader thread; it reassembles, applies the stream-id
+// rules and either runs an Execution::Inline method right there (worker idle, queue empty) or
+// queues the call. One worker thread owned by the server runs queued handlers in arrival order
+// and writes their replies, so a slow handler never stops the reader (and the client side of the
+// same trunk keeps working). Several calls may be outstanding; each reply carries its stream id. A request whose
 // timeout_nano expired while queued is answered DEADLINE_EXCEEDED without running the handler.
 class TtrpcServer {
  public:
@@ -166,20 +183,25 @@ class TtrpcServer {
   TtrpcServer& operator=(TtrpcServer&&) = delete;
 
   // Before start(). Unknown service -> UNIMPLEMENTED "service X"; unknown method -> "method X".
-  void registerMethod(std::string service, std::string method, Handler handler);
+  void registerMethod(std::string service,
+                      std::string method,
+                      Handler handler,
+                      Execution execution = Execution::Worker);
   void start();
   // Stops the worker after the queue drained of the call in progress; pending calls are dropped.
   void stop();
   // Mux sink. Errors (EPROTO: malformed stream) mean the connection's framing is broken.
   Result<void> onBytes(std::span<const std::byte> data);
-  // True on the server's worker thread (used to forbid re-entrant client calls from handlers).
+  // True on the server's worker thread and inside any handler (used to forbid re-entrant client
+  // calls from handlers: on the reader thread such a call could never see its reply).
   [[nodiscard]] static bool onWorkerThread();
 
  private:
-  struct Pending {
-    TtrpcMessage msg;
+  struct Method {
+    Handler handler;
+    Execution execution = Execution::Worker;
   };
-  Result<void> enqueue(TtrpcMessage&& msg);
+  Result<void> dispatch(TtrpcMessage&& msg);
   void workerLoop();
   void serve(TtrpcMessage& msg);
   void reply(uint32_t stream, const Status& status, std::span<const std::byte> payload,
@@ -188,11 +210,12 @@ class TtrpcServer {
   SendFn send_;
   ServerOptions options_;
   TtrpcDecoder decoder_;
-  std::map<std::string, std::map<std::string, Handler, std::less<>>, std::less<>> services_{};
+  std::map<std::string, std::map<std::string, Method, std::less<>>, std::less<>> services_{};
   std::mutex mu_{};
   std::condition_variable cv_{};
   std::deque<TtrpcMessage> queue_{};
   bool stopping_ = false;
+  bool worker_busy_ = false;  // guarded by mu_
   uint32_t last_stream_ = 0;
   std::thread worker_{};
 };

@@ -95,6 +95,14 @@ struct LinuxResources {
   bool operator==(const LinuxResources&) const = default;
 };
 
+// NRI carries no pod state; the stub derives it from the events it saw. Pods known only from a
+// Synchronize are Unknown (the runtime lists running and not-yet-removed stopped sandboxes alike).
+enum class PodState : int32_t {
+  Unknown = 0,
+  Running = 1,  // RunPodSandbox seen
+  Stopped = 2,  // StopPodSandbox seen (its containers are stopped; RemovePodSandbox follows)
+};
+
 struct PodSandbox {
   std::string id{};
   std::string name{};
@@ -110,6 +118,7 @@ struct PodSandbox {
   LinuxResources pod_resources{};  // CRI pod-level resources (LinuxPodSandbox.pod_resources)
   LinuxResources pod_overhead{};
   LinuxResources resources{};  // from the sandbox OCI spec
+  PodState state = PodState::Unknown;  // set by the stub's registry, never on the wire
 };
 
 struct Container {

@@ -45,6 +45,8 @@ func main() {
 		restartAfter = flag.Duration("restart-after", 0, "restart the runtime every DUR (0 = never)")
 		restartCount = flag.Int("restart-count", 0, "stop restarting after N restarts (0 = unlimited)")
 		restartDelay = flag.Duration("restart-delay", 200*time.Millisecond, "downtime of a restart")
+		restartSynced = flag.Bool("restart-when-synced", false,
+			"count --restart-after from the moment a plugin is synchronized with the current incarnation (at most 30s of waiting), so every restart cuts a live session")
 		synthPods    = flag.Int("synth-pods", 0, "synthetic (fake) pods")
 		synthCtrs    = flag.Int("synth-containers", 0, "synthetic (fake) containers, spread over the synthetic pods")
 		exitAfter    = flag.Bool("exit-after-scenario", false, "exit when the timeline is done")
@@ -158,6 +160,12 @@ func main() {
 	if *restartAfter > 0 {
 		go func() {
 			for n := 0; *restartCount == 0 || n < *restartCount; n++ {
+				if *restartSynced {
+					// Bounded polling: a plugin that never comes back must not stall the scenario.
+					for deadline := time.Now().Add(30 * time.Second); len(rt.Plugins()) == 0 && time.Now().Before(deadline); {
+						time.Sleep(5 * time.Millisecond)
+					}
+				}
 				time.Sleep(*restartAfter)
 				if err := rt.Restart(*restartDelay); err != nil {
 					elog.Log("restart-failed", peer.Fields{"error": err.Error()})
