@@ -36,7 +36,11 @@ using ReclaimSkel = bpf::Skeleton<reclaim, &reclaim__destroy>;
 namespace {
 
 // Rescan the cgroup tree at least this often to notice vanished cgroups (and on unknown ids).
-constexpr uint64_t kRescanEveryTicks = 10;
+// A full walk of the hierarchy (the cost that grows with the number of cgroups) happens on
+// an unknown id and at least every kRescanEveryTicks; every kVerifyEveryTicks only the cgroups
+// present in the maps are checked (one stat each) so a removed one is pruned within ~1 s.
+constexpr uint64_t kRescanEveryTicks = 100;
+constexpr uint64_t kVerifyEveryTicks = 10;
 
 struct PairKeyHash {
   std::size_t operator()(const colod_pair_key& k) const {
@@ -355,6 +359,26 @@ Result<Snapshot> Collector::Impl::snapshot() {
     if (auto r = rescan(); r) {
       fresh = true;
     }
+  } else if (tick % kVerifyEveryTicks == 0) {
+    // The cgroup dir's inode is its id: a missing dir or a different inode at the same path
+    // means the cgroup is gone (possibly recreated under the same name, with a new id).
+    auto verify = [&](uint64_t id) {
+      auto p = paths.find(id);
+      if (p == paths.end()) {
+        return;
+      }
+      auto cur = cgroup::cgroupId(cgroup::joinRel(id_root, p->second));
+      if (!cur || *cur != id) {
+        paths.erase(p);
+      }
+    };
+    for (const auto& [id, v] : cur_sched) {
+      verify(id);
+    }
+    for (const auto& [id, v] : cur_reclaim) {
+      verify(id);
+    }
+    fresh = true;  // paths now holds only verified-live ids for everything in the maps
   }
   if (fresh) {
     // Only ids absent from a rescan done after the map read are dead: delete their entries
