@@ -445,6 +445,7 @@ Result<Snapshot> Collector::Impl::snapshot() {
     CgroupSample& s = sample(id);
     s.runq_hist = h;
     s.runq = summarize(h, sub(cur.total_ns, prev.total_ns));
+    s.runq_stale = sub(cur.stale, prev.stale);
     s.involuntary_switches = invol;
     s.preempted_wait_ns = sub(cur.preempt_wait_ns, prev.preempt_wait_ns);
     s.oncpu_ns = oncpu;

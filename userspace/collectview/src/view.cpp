@@ -60,6 +60,7 @@ nlohmann::json toJson(const collect::Snapshot& snap) {
           {"p99_us", s.runq.p99_us},
           {"max_us", s.runq.max_us},
           {"total_ns", s.runq.total_ns},
+          {"stale", s.runq_stale},
           {"hist_us", s.runq_hist}}},
         {"involuntary_switches", s.involuntary_switches},
         {"preempted_wait_ns", s.preempted_wait_ns},

@@ -87,6 +87,9 @@ struct CgroupSample {
   // Run-queue latency of this cgroup's tasks (wakeup/new/preempted -> running), this interval.
   LatencySummary runq;
   Log2Hist runq_hist{};  // delta histogram, microsecond slots
+  // Waits that read exactly 0 because the scheduler skipped the rq clock update after a
+  // preempting wakeup (a known under-estimate of short waits, bpf/README.md). Included in runq.
+  uint64_t runq_stale = 0;
 
   // Contention: switches where a task of this cgroup was preempted while runnable.
   uint64_t involuntary_switches = 0;
