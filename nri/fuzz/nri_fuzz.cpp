@@ -1,12 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
 // libFuzzer target over the receive path: mux frames -> ttrpc reassembly -> ttrpc envelope ->
-// NRI message decode. The first input byte picks which NRI decoder the request payloads go to,
+// NRI message decode, plus a differential check of the hand-written hot-path decoder against the
+// protobuf reference on every payload (bit 7 of the first byte: Synchronize with args/env). The first input byte picks which NRI decoder the request payloads go to,
 // so one corpus covers every message the plugin reads. Must never crash, hang or allocate
 // without bound; errors are expected and ignored.
 #include <cstddef>
 #include <cstdint>
 #include <span>
 
+#include <google/protobuf/stubs/logging.h>
+
+#include <cstdlib>
+
+#include "codec_internal.h"
 #include "colod/nri/codec.h"
 #include "colod/nri/mux.h"
 #include "colod/nri/ttrpc.h"
@@ -14,7 +20,82 @@
 using namespace colod::nri;
 
 namespace {
+
+// Differential check of the hand-written hot-path decoder against protobuf (codec_internal.h):
+// whenever the reference accepts, the fast decoder must accept and agree. A disagreement aborts
+// (a fuzzer finding).
+void agree(bool ok) {
+  if (!ok) {
+    std::abort();
+  }
+}
+bool samePod(const PodSandbox& a, const PodSandbox& b) {
+  return a.id == b.id && a.name == b.name && a.uid == b.uid && a.namespace_name == b.namespace_name &&
+         a.labels == b.labels && a.annotations == b.annotations &&
+         a.runtime_handler == b.runtime_handler && a.cgroup_parent == b.cgroup_parent &&
+         a.cgroups_path == b.cgroups_path && a.pid == b.pid && a.ips == b.ips &&
+         a.pod_resources == b.pod_resources && a.pod_overhead == b.pod_overhead &&
+         a.resources == b.resources;
+}
+bool sameCtr(const Container& a, const Container& b, bool args_env) {
+  return a.id == b.id && a.pod_sandbox_id == b.pod_sandbox_id && a.name == b.name &&
+         a.state == b.state && a.labels == b.labels && a.annotations == b.annotations &&
+         (!args_env || (a.args == b.args && a.env == b.env)) && a.cgroups_path == b.cgroups_path &&
+         a.pid == b.pid && a.resources == b.resources && a.oom_score_adj == b.oom_score_adj;
+}
+void differential(uint8_t which, std::span<const std::byte> p) {
+  switch (which % 8) {
+    case 1: {
+      auto r = codec::reference::decodeSynchronizeRequest(p);
+      auto f = codec::fast::decodeSynchronizeRequest(p, {.args_env = (which & 0x80) != 0});
+      if (r) {
+        agree(f.has_value() && f->more == r->more && f->pods.size() == r->pods.size() &&
+              f->containers.size() == r->containers.size());
+        for (std::size_t i = 0; i < r->pods.size(); ++i) agree(samePod(r->pods[i], f->pods[i]));
+        for (std::size_t i = 0; i < r->containers.size(); ++i) {
+          agree(sameCtr(r->containers[i], f->containers[i], (which & 0x80) != 0));
+        }
+      }
+      break;
+    }
+    case 2: {
+      auto r = codec::reference::decodePodEvent(p);
+      auto f = codec::fast::decodePodEvent(p);
+      if (r) agree(f.has_value() && samePod(r->pod, f->pod));
+      break;
+    }
+    case 3: {
+      auto r = codec::reference::decodeContainerEvent(p);
+      auto f = codec::fast::decodeContainerEvent(p, {});
+      if (r) agree(f.has_value() && samePod(r->pod, f->pod) && sameCtr(r->container, f->container, true));
+      break;
+    }
+    case 4: {
+      auto r = codec::reference::decodeUpdateContainerRequest(p);
+      auto f = codec::fast::decodeUpdateContainerRequest(p);
+      if (r) {
+        agree(f.has_value() && samePod(r->pod, f->pod) &&
+              sameCtr(r->container, f->container, true) && r->requested == f->requested);
+      }
+      break;
+    }
+    case 5: {
+      auto r = codec::reference::decodeStateChange(p);
+      auto f = codec::fast::decodeStateChange(p);
+      if (r) {
+        agree(f.has_value() && r->event == f->event && samePod(r->pod, f->pod) &&
+              r->container.has_value() == f->container.has_value());
+        if (r->container) agree(sameCtr(*r->container, *f->container, true));
+      }
+      break;
+    }
+    default:
+      break;
+  }
+}
+
 void decodeAs(uint8_t which, std::span<const std::byte> p) {
+  differential(which, p);
   switch (which % 8) {
     case 0: (void)codec::decodeConfigureRequest(p); break;
     case 1: (void)codec::decodeSynchronizeRequest(p); break;
@@ -27,6 +108,12 @@ void decodeAs(uint8_t which, std::span<const std::byte> p) {
   }
 }
 }  // namespace
+
+// The reference decoder logs every invalid UTF-8 string it rejects; that is expected here.
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  google::protobuf::SetLogHandler(nullptr);
+  return 0;
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) {

@@ -5,6 +5,8 @@
 #include <google/protobuf/stubs/logging.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <fstream>
 #include <random>
 #include <string>
 
@@ -406,6 +408,59 @@ TEST(CodecFast, MalformedInputIsAnError) {
   EXPECT_FALSE(fast::decodeSynchronizeRequest(bad({0x12, 0xff, 0xff, 0xff, 0xff, 0x0f}), {})
                    .has_value());
   EXPECT_TRUE(fast::decodeSynchronizeRequest({}, {}).has_value());  // empty = all defaults
+}
+
+// Seeds for nri/fuzz/corpus (first byte = decoder, see fuzz/nri_fuzz.cpp; the rest a bare NRI
+// payload). Writes only when COLOD_WRITE_FUZZ_SEEDS names a directory; otherwise checks the seeds
+// decode, so they stay valid as the generator changes.
+TEST(CodecFast, FuzzSeeds) {
+  std::vector<std::pair<std::string, std::string>> seeds;
+  Gen g(99);
+  {
+    std::vector<pb::PodSandbox> pods;
+    std::vector<pb::Container> ctrs;
+    testing::realisticNode(2, 2, pods, ctrs);
+    pb::SynchronizeRequest m;
+    for (auto& p : pods) *m.add_pods() = p;
+    for (auto& c : ctrs) *m.add_containers() = c;
+    std::string s = m.SerializeAsString();
+    g.oddities(s);
+    seeds.emplace_back("fast_sync_realistic", std::string(1, '\x81') + s);
+  }
+  {
+    auto pod = testing::realisticPod(1);
+    pb::CreateContainerRequest c;
+    *c.mutable_pod() = pod;
+    *c.mutable_container() = testing::realisticContainer(1, pod);
+    seeds.emplace_back("fast_create_realistic", std::string(1, '\x03') + c.SerializeAsString());
+  }
+  {
+    pb::StateChangeEvent e;
+    e.set_event(pb::STOP_POD_SANDBOX);
+    *e.mutable_pod() = g.pod();
+    *e.mutable_container() = g.container();
+    std::string s = e.SerializeAsString();
+    pb::StateChangeEvent e2;
+    *e2.mutable_container() = g.container();
+    s += e2.SerializeAsString();  // merge
+    g.oddities(s);
+    seeds.emplace_back("fast_statechange_merge", std::string(1, '\x05') + s);
+  }
+  {
+    pb::UpdateContainerRequest u;
+    *u.mutable_pod() = g.pod();
+    *u.mutable_container() = g.container();
+    g.resources(*u.mutable_linux_resources());
+    seeds.emplace_back("fast_update_random", std::string(1, '\x04') + u.SerializeAsString());
+  }
+  const char* dir = std::getenv("COLOD_WRITE_FUZZ_SEEDS");  // NOLINT(concurrency-mt-unsafe)
+  for (const auto& [name, bytes] : seeds) {
+    auto payload = toBytes(bytes.substr(1));
+    EXPECT_TRUE(checkAll(payload) || bytes[0] != '\x81') << name;
+    if (dir != nullptr) {
+      std::ofstream(std::string(dir) + "/" + name, std::ios::binary) << bytes;
+    }
+  }
 }
 
 }  // namespace

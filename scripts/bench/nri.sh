@@ -1,20 +1,29 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # NRI benchmark (issue 3). Builds nri_bench (C++, plugin side) and the Go rttbench of
-# nri/testpeer, runs them pinned to one CPU, alternating C++/Go RTT runs, and prints as its last
-# line:  nri: sync1000_ms=<ms> create_p99_us=<us> rtt_ratio_vs_go=<ratio>
-#   scripts/bench/nri.sh [--rounds 3] [--cpu 0]
+# nri/testpeer and prints as its last line:
+#   nri: sync1000_ms=<ms> create_p99_us=<us> rtt_ratio_vs_go=<ratio>
+#   scripts/bench/nri.sh [--rounds 3] [--cpu 0] [--other-cpu 1] [--build DIR]
+#
+# sync/create ("nri_bench stub"): the real Stub in this process, the fake runtime in a forked
+# process with pre-encoded requests; timings are plugin-side (first request byte read -> last
+# reply byte written). Headline = plugin pinned to --cpu, runtime pinned to --other-cpu. Also
+# printed: both on one CPU ("same_cpu", measures waiting behind the runtime) and unpinned.
+# RTT ("nri_bench rtt" vs Go "rttbench"): client and server in one process, pinned to --cpu,
+# alternating C++/Go runs; ratio of the medians of the per-run p50s.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${COLOD_BUILD_DIR:-$root/build}
 rounds=3
 cpu=0
+other=1
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --rounds) rounds="$2"; shift 2 ;;
     --cpu) cpu="$2"; shift 2 ;;
+    --other-cpu) other="$2"; shift 2 ;;
     --build) build="$2"; shift 2 ;;
-    *) echo "usage: $0 [--rounds N] [--cpu N] [--build DIR]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--rounds N] [--cpu N] [--other-cpu N] [--build DIR]" >&2; exit 2 ;;
   esac
 done
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -26,29 +35,38 @@ if cmake --build "$build" --target colod-testpeer -j "${COLOD_JOBS:-2}" >/dev/nu
 else
   echo "note: Go rttbench (nri/testpeer) not available; rtt_ratio_vs_go=NA" >&2
 fi
+bench="$build/nri/nri_bench"
 
 median() { sort -g | awk '{a[NR]=$1} END {if (NR==0) {print "NA"} else if (NR%2) {print a[(NR+1)/2]} else {print (a[NR/2]+a[NR/2+1])/2}}'; }
 val() { sed -n "s/^$1=//p"; }
+gorun() { taskset -c "$cpu" "$build/nri/testpeer/rttbench" -n 20000 -size 4096 | sed -n 's/.*p50_us=\([0-9.]*\).*/\1/p'; }
 
-sync=() create=() cpp=() go=()
+echo "load: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs" >&2
+sync=() create=() create_same=() create_free=() rss=() cpp=() go=()
 for ((r = 1; r <= rounds; r++)); do
-  # Alternate which RTT side runs first, so drift in machine load hits both equally.
-  if (( have_go && r % 2 == 0 )); then
-    g=$(taskset -c "$cpu" "$build/nri/testpeer/rttbench" -n 20000 -size 4096 | sed -n 's/.*p50_us=\([0-9.]*\).*/\1/p')
-    go+=("$g")
-  fi
-  out=$(taskset -c "$cpu" "$build/nri/nri_bench" --sync-runs 10 --creates 5000 --rtt-calls 20000 --size 4096)
-  echo "$out" | sed "s/^/round $r: /" >&2
+  out=$("$bench" stub --sync-runs 10 --creates 5000 --plugin-cpu "$cpu" --runtime-cpu "$other")
+  echo "$out" | sed "s/^/round $r split: /" >&2
   sync+=("$(echo "$out" | val sync1000_ms)")
   create+=("$(echo "$out" | val create_p99_us)")
+  rss+=("$(echo "$out" | val rss_after_sync_mib)")
+  out=$("$bench" stub --sync-runs 3 --creates 5000 --plugin-cpu "$cpu" --runtime-cpu "$cpu")
+  echo "$out" | sed "s/^/round $r same_cpu: /" >&2
+  create_same+=("$(echo "$out" | val create_p99_us)")
+  out=$("$bench" stub --sync-runs 3 --creates 5000)
+  echo "$out" | sed "s/^/round $r unpinned: /" >&2
+  create_free+=("$(echo "$out" | val create_p99_us)")
+  # Alternate which RTT side runs first, so drift in machine load hits both equally.
+  if (( have_go && r % 2 == 0 )); then go+=("$(gorun)"); fi
+  out=$(taskset -c "$cpu" "$bench" rtt --rtt-calls 20000 --size 4096)
+  echo "$out" | sed "s/^/round $r rtt: /" >&2
   cpp+=("$(echo "$out" | val cpp_rtt_p50_us)")
-  if (( have_go && r % 2 == 1 )); then
-    g=$(taskset -c "$cpu" "$build/nri/testpeer/rttbench" -n 20000 -size 4096 | sed -n 's/.*p50_us=\([0-9.]*\).*/\1/p')
-    go+=("$g")
-  fi
+  if (( have_go && r % 2 == 1 )); then go+=("$(gorun)"); fi
 done
 s=$(printf '%s\n' "${sync[@]}" | median)
 c=$(printf '%s\n' "${create[@]}" | median)
+echo "create_p99_us: split=$c same_cpu=$(printf '%s\n' "${create_same[@]}" | median)" \
+     "unpinned=$(printf '%s\n' "${create_free[@]}" | median)" \
+     "rss_after_sync_mib=$(printf '%s\n' "${rss[@]}" | median) (medians of $rounds rounds)" >&2
 cr=$(printf '%s\n' "${cpp[@]}" | median)
 ratio=NA
 if (( have_go )); then
@@ -56,4 +74,5 @@ if (( have_go )); then
   echo "cpp_rtt_p50_us=$cr go_rtt_p50_us=$gr (pinned to CPU $cpu, 4096 B, medians of $rounds rounds)" >&2
   ratio=$(awk -v a="$cr" -v b="$gr" 'BEGIN {printf "%.2f", a / b}')
 fi
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 echo "nri: sync1000_ms=$s create_p99_us=$c rtt_ratio_vs_go=$ratio"
