@@ -271,5 +271,97 @@ TEST(Stub, GarbageFromRuntimeDropsTheConnectionWithoutCrashing) {
   stub->stop();
 }
 
+// A plugin without handlers (the daemon's shape): every call is served inline on the reader
+// thread. Pod state follows Run/StopPodSandbox; updateContainers() works from another thread.
+class PlainPlugin : public Plugin {};
+
+TEST(Stub, InlineServingPodStateAndUpdates) {
+  Pair pr;
+  PlainPlugin p;
+  auto stub = ASSERT_OK(Stub::create(
+      p, {.plugin_name = "colod", .plugin_idx = "50", .connection_fd = pr.plugin,
+          .use_environment = false}));
+  FakeRuntime rt(std::move(pr.runtime));
+  ASSERT_OK(rt.start());
+  ASSERT_OK(stub->start());
+  ASSERT_OK(rt.waitRegistered(5s));
+  ASSERT_OK(rt.configure(configureReq("v0.12.0")));
+  std::vector<pb::PodSandbox> pods;
+  std::vector<pb::Container> ctrs;
+  testing::realisticNode(2, 2, pods, ctrs);
+  ASSERT_OK(rt.synchronize(pods, ctrs));
+  ASSERT_TRUE(stub->waitSynchronized(5s));
+  auto snap = stub->registry().snapshot();
+  EXPECT_TRUE(snap->synchronized);
+  ASSERT_NE(snap->pod(pods[0].id()), nullptr);
+  EXPECT_EQ(snap->pod(pods[0].id())->state, PodState::Unknown);
+  EXPECT_TRUE(snap->container(ctrs[0].id())->args.empty()) << "registry drops args";
+
+  pb::RunPodSandboxRequest run;
+  *run.mutable_pod() = testing::realisticPod(9);
+  ASSERT_TRUE(ASSERT_OK(rt.call("RunPodSandbox", run.SerializeAsString())).status.ok());
+  EXPECT_EQ(stub->registry().snapshot()->pod(run.pod().id())->state, PodState::Running);
+  pb::StopPodSandboxRequest stop;
+  *stop.mutable_pod() = run.pod();
+  ASSERT_TRUE(ASSERT_OK(rt.call("StopPodSandbox", stop.SerializeAsString())).status.ok());
+  EXPECT_EQ(stub->registry().snapshot()->pod(run.pod().id())->state, PodState::Stopped);
+  pb::StateChangeEvent sc;
+  sc.set_event(pb::STOP_POD_SANDBOX);
+  *sc.mutable_pod() = pods[1];
+  ASSERT_TRUE(ASSERT_OK(rt.call("StateChange", sc.SerializeAsString())).status.ok());
+  EXPECT_EQ(stub->registry().snapshot()->pod(pods[1].id())->state, PodState::Stopped);
+
+  ContainerUpdate u{.container_id = ctrs[1].id(), .resources = {}, .ignore_failure = false};
+  u.resources.cpu.shares = 7;
+  ASSERT_OK(stub->updateContainers({u}));
+  EXPECT_EQ(stub->registry().snapshot()->container(ctrs[1].id())->resources.cpu.shares, 7U);
+  stub->stop();
+}
+
+// Reported by the interop author: a slow Synchronize answered after the peer closed must not make
+// the stub (or its registry) report synchronized, not even briefly.
+class SlowSyncPlugin : public Plugin, public SynchronizeHandler {
+ public:
+  Result<std::vector<ContainerUpdate>> synchronize(const std::vector<PodSandbox>&,
+                                                   const std::vector<Container>&) override {
+    entered = true;
+    std::this_thread::sleep_for(300ms);
+    return std::vector<ContainerUpdate>{};
+  }
+  std::atomic<bool> entered{false};
+};
+
+TEST(Stub, SlowSynchronizeAfterPeerClosedNeverReportsSynchronized) {
+  Pair pr;
+  SlowSyncPlugin p;
+  auto stub = ASSERT_OK(Stub::create(
+      p, {.plugin_name = "colod", .plugin_idx = "50", .connection_fd = pr.plugin,
+          .use_environment = false}));
+  auto rt = std::make_unique<FakeRuntime>(std::move(pr.runtime));
+  ASSERT_OK(rt->start());
+  ASSERT_OK(stub->start());
+  ASSERT_OK(rt->waitRegistered(5s));
+  ASSERT_OK(rt->configure(configureReq("v0.12.0")));
+  std::vector<pb::PodSandbox> pods;
+  std::vector<pb::Container> ctrs;
+  testing::realisticNode(1, 2, pods, ctrs);
+  pb::SynchronizeRequest req;
+  for (auto& x : pods) *req.add_pods() = x;
+  for (auto& x : ctrs) *req.add_containers() = x;
+  EXPECT_FALSE(rt->call("Synchronize", req.SerializeAsString(), 50ms).has_value());  // times out
+  rt->close();  // the runtime gives up on the plugin while its handler still runs
+  ASSERT_TRUE(p.entered.load());
+  // Watch across the moment the slow reply goes out (and for a while after).
+  for (auto until = std::chrono::steady_clock::now() + 600ms;
+       std::chrono::steady_clock::now() < until;) {
+    EXPECT_FALSE(stub->stats().synchronized);
+    EXPECT_FALSE(stub->registry().snapshot()->synchronized);
+    std::this_thread::sleep_for(2ms);
+  }
+  EXPECT_FALSE(stub->waitSynchronized(10ms));
+  EXPECT_ERR(stub->updateContainers({}), ENOTCONN, "not synchronized");
+  stub->stop();
+}
+
 }  // namespace
 }  // namespace colod::nri
