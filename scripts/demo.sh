@@ -73,7 +73,8 @@ cat <<INTRO
   Simulated node ($backend): LS = colod-probe (open-loop requests, ~30% of the node) and
   redis-server (+ redis-benchmark bursts), tier "ls", 512 CPU shares together.
   BE = stress-ng --cpu / --cache (tier "be", 2 x 1024 shares: 4x LS), plus an antagonist
-  (--vm) that joins a third into each BE phase.
+  (--vm) that joins a third into each BE phase. The live table is `coloctl top`: colod runs
+  observe-only (metrics, no actions) in the first two phases and acts in the third.
 
 INTRO
 
@@ -92,9 +93,19 @@ live_view() {  # SECONDS WITH_COLOD
 
 phase() {  # TAG KIND
   local tag=$1 kind=$2 inject=$((duration / 3))
+  local watching=0
   case $kind in
     solo) cb_log "$tag: LS alone for ${duration}s" ;;
-    nocolod) cb_log "$tag: LS + BE, colod not running, ${duration}s (antagonist at +${inject}s)" ;;
+    nocolod) cb_log "$tag: LS + BE, colod not acting, ${duration}s (antagonist at +${inject}s)" ;;
+  esac
+  # Without colod's actions the live view still comes from colod, in observe-only mode (BPF
+  # metrics, no NRI updates), so all phases show the same table.
+  if [[ $kind != colod && $have_colod == 1 && -n $coloctl ]]; then
+    if cb_start_colod "$CB_RUN/colod.yaml" "$CB_RUN/colod-observe.log" --mode observe-only; then
+      watching=1
+    fi
+  fi
+  case $kind in
     colod) cb_log "$tag: LS + BE with colod acting through NRI, ${duration}s (antagonist at +${inject}s)"
       cb_start_colod "$CB_RUN/colod.yaml" "$CB_RUN/colod.log" || { cb_log "colod did not start; skipping"; return 0; }
       echo "$tag colod-started $(cb_now_ns)" >>"$CB_RUN/triggers.txt"
@@ -104,16 +115,17 @@ phase() {  # TAG KIND
   cpu0=$(cb_cpu_sample)
   cb_trigger "$tag" "$duration" ls-probe ls-redis
   if [[ $kind == solo ]]; then
-    live_view $((duration - 1)) 0
+    live_view $((duration - 1)) "$watching"
     cb_wait_done "$tag" 30 ls-probe ls-redis
   else
     cb_trigger "$tag" "$duration" be-cpu be-cache
-    live_view "$inject" "$([[ $kind == colod ]] && echo 1 || echo 0)"
+    live_view "$inject" "$([[ $kind == colod || $watching == 1 ]] && echo 1 || echo 0)"
     cb_trigger "$tag" $((duration - inject)) be-antagonist
-    live_view $((duration - inject - 1)) "$([[ $kind == colod ]] && echo 1 || echo 0)"
+    live_view $((duration - inject - 1)) "$([[ $kind == colod || $watching == 1 ]] && echo 1 || echo 0)"
     cb_wait_done "$tag" 30 ls-probe ls-redis be-cpu be-cache be-antagonist
   fi
   echo "$tag $(nproc) $cpu0 $(cb_cpu_sample)" >>"$CB_RUN/phase-cpu.txt"
+  ((watching)) && cb_stop_colod
   if [[ $kind == colod ]]; then
     if [[ -n $coloctl ]]; then
       echo "--- coloctl decisions (most recent) ---"

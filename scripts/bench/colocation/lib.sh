@@ -251,12 +251,12 @@ cb_wait_done() {  # TAG TIMEOUT_S NAMES...
 
 # Starts colod against the peer's NRI socket (act mode) and waits until the peer reports it
 # synchronized. Returns 1 if colod is not built or does not connect within 20 s.
-cb_start_colod() {  # CONFIG_FILE LOG_FILE
+cb_start_colod() {  # CONFIG_FILE LOG_FILE [EXTRA COLOD ARGS...]
   local colod synced0 i
   colod=$(cb_bin colod)
   [[ -n $colod ]] || { cb_log "colod is not built"; return 1; }
   synced0=$(cb_count '"event":"plugin-synchronized"' "$CB_RUN/peer.log")
-  "$colod" --config "$1" >>"$2" 2>&1 &
+  "$colod" --config "$1" "${@:3}" >>"$2" 2>&1 &
   CB_COLOD_PID=$!
   for i in $(seq 1 200); do
     kill -0 "$CB_COLOD_PID" 2>/dev/null || { CB_COLOD_PID=; tail -5 "$2" >&2; cb_log "colod exited"; return 1; }
