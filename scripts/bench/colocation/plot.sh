@@ -31,7 +31,8 @@ set grid ytics
 set xrange [-0.6:2.6]
 set title "LS latency p99 (ms, log scale; lower is better)"
 set logscale y
-set yrange [0.05:*]
+set yrange [0.01:*]
+set key left top
 plot "$run/plot.dat" using (\$1-0.18):3:xtic(2) with boxes lc rgb "#3060c0" title "colod-probe p99", \
      "" using (\$1+0.18):(\$4 > 0 ? \$4 : 1/0) with boxes lc rgb "#c08030" title "redis GET p99", \
      "" using (\$1-0.18):3:(sprintf("%.1f", \$3)) with labels offset 0,0.8 notitle
