@@ -186,6 +186,8 @@ class Core : public ::testing::Test {
     CollectorOptions opts;
     opts.cgroup_root = g_flags.root;
     opts.force_raw_tp = g_flags.raw_tp;
+    // Off by default (cost per wakeup); on here so the wakeup programs prove they load too.
+    opts.wakeup_depth = true;
     opts.log = [](int level, const std::string& msg) {
       if (level <= 1) {
         std::printf("core: libbpf[%d]: %s", level, msg.c_str());

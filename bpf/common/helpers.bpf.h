@@ -27,10 +27,17 @@ static __always_inline __u32 colod_log2l(__u64 v)
 	return colod_log2(v);
 }
 
-/* Slot of a nanosecond duration in a microsecond log2 histogram, bounds-checked. */
-static __always_inline __u32 colod_us_slot(__u64 ns)
+/*
+ * Slot of a nanosecond duration in a microsecond log2 histogram, bounds-checked.
+ * Computed, clamped and returned as __u64 on purpose: with a __u32 slot clang 14 clamps a
+ * zero-extended copy (r2 = r1; r2 <<= 32; r2 >>= 32; if r2 > 25 ...) and indexes with the
+ * original register. 6.18's verifier links the two registers; 6.1's does not and rejects
+ * `hist[slot]` with "R2 unbounded memory access" (EACCES). A 64-bit slot needs no
+ * zero-extension, so the clamped register is the one used as the index.
+ */
+static __always_inline __u64 colod_us_slot(__u64 ns)
 {
-	__u32 slot = colod_log2l(ns / 1000);
+	__u64 slot = colod_log2l(ns / 1000);
 
 	if (slot >= COLOD_HIST_SLOTS)
 		slot = COLOD_HIST_SLOTS - 1;

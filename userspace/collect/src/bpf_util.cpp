@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <functional>
 #include <mutex>
+#include <string>
 
 namespace colod::collect::bpf {
 
@@ -79,9 +80,28 @@ int printFn(enum libbpf_print_level level, const char* fmt, va_list args) {
   if (!g_log) {
     return 0;
   }
-  char buf[1024];
-  std::vsnprintf(buf, sizeof(buf), fmt, args);
-  std::string msg(buf);
+  // libbpf hands a failed load's whole verifier log to one call ("-- BEGIN PROG LOAD LOG --\n
+  // %s"), often many KiB, and the rejected instruction is at its end. Format it whole (libbpf
+  // bounds its own log buffer) and pass on at most kMaxMsg bytes: the head (which program,
+  // which call) and the tail (the verifier's verdict), with the cut said in the text.
+  constexpr std::size_t kMaxMsg = 64 * 1024;
+  constexpr std::size_t kHead = 8 * 1024;
+  std::va_list measure;
+  va_copy(measure, args);
+  const int need = std::vsnprintf(nullptr, 0, fmt, measure);
+  va_end(measure);
+  if (need < 0) {
+    return 0;
+  }
+  std::string msg(static_cast<std::size_t>(need) + 1, '\0');
+  std::vsnprintf(msg.data(), msg.size(), fmt, args);
+  msg.resize(static_cast<std::size_t>(need));
+  if (msg.size() > kMaxMsg) {
+    const std::size_t tail = kMaxMsg - kHead;
+    const std::size_t cut = msg.size() - kHead - tail;
+    msg = msg.substr(0, kHead) + "\n... [" + std::to_string(cut) + " bytes cut] ...\n" +
+          msg.substr(msg.size() - tail);
+  }
   while (!msg.empty() && msg.back() == '\n') {
     msg.pop_back();
   }
