@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // colod end to end: a real colod process, the real Go runtime peer (colod-testpeer) applying
-// updates to real cgroups, real workloads (stress-ng hogs and a wake-up-heavy LS loop), driven
+// updates to real cgroups, real workloads (stress-ng hogs and the colod-probe LS probe), driven
 // and observed through the control API, coloctl, /metrics and the cgroup files themselves.
 //
 // Every wait is a bounded poll with a wide margin (the machine is shared and noisy); nothing
@@ -299,13 +299,13 @@ class ColodE2E : public ::testing::Test {
                                  << slurp(colod_->logPath());
   }
 
-  // One LS pod (wake-up-heavy shell loop) and one BE pod (stress-ng hogs) pinned to the same
+  // One LS pod (the open-loop colod-probe: a request every 2 ms needing 200 us of CPU) and one BE pod (stress-ng hogs) pinned to the same
   // CPU, the BE with 4x the LS CPU request (as Burstable batch pods get). Tiers come from the
   // colod.io/tier annotation. Each workload stops when its stop file appears.
   void startWorkloads() {
     const std::string cpu = "1";
-    const std::string ls_loop =
-        "while [ ! -e " + dir_ + "/stop-ls ]; do sleep 0.001; done; exec sleep 3600";
+    const std::string ls_loop = "while [ ! -e " + dir_ + "/stop-ls ]; do " COLOD_PROBE_BIN
+                                " -t 1 -w 200 -p 2000 -d 2 >/dev/null; done; exec sleep 3600";
     const std::string be_loop = "while [ ! -e " + dir_ +
                                 "/stop-be ]; do stress-ng --cpu 2 --timeout 1 -q; done; "
                                 "exec sleep 3600";

@@ -12,6 +12,7 @@
 
 #include <CLI/CLI.hpp>
 #include <atomic>
+#include <cinttypes>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>

@@ -26,13 +26,18 @@ policy::ContainerInfo toContainerInfo(const nri::PodSandbox* pod,
   }
   const auto& cpu = ctr.resources.cpu;
   info.resources.cpu_shares = cpu.shares;
-  info.resources.cpu_quota = cpu.quota;
+  // NRI leaves unset fields absent; for the engine (and every later restore) absent must not
+  // mean "unknown": an unset quota is unlimited (-1) and an unset cpuset is every node CPU.
+  info.resources.cpu_quota = cpu.quota ? cpu.quota : std::optional<int64_t>(-1);
   info.resources.cpu_period = cpu.period;
   if (!cpu.cpus.empty()) {
     info.resources.cpuset_cpus = cpu.cpus;
     if (auto parsed = policy::parseCpuList(cpu.cpus)) {
       info.cpuset = std::move(parsed).value();
     }
+  } else if (!node_cpus.empty()) {
+    info.resources.cpuset_cpus = policy::formatCpuList(node_cpus);
+    info.cpuset.assign(node_cpus.begin(), node_cpus.end());
   }
   if (!cpu.mems.empty()) {
     info.resources.cpuset_mems = cpu.mems;
@@ -57,6 +62,21 @@ nri::LinuxResources toLinuxResources(const policy::Resources& v, std::string_vie
   r.memory.limit = v.memory_limit;
   r.unified = v.unified;
   return r;
+}
+
+policy::Resources completeOriginals(const policy::Resources& original,
+                                    const policy::Resources& applied) {
+  policy::Resources out = original;
+  if (applied.cpu_quota && !out.cpu_quota) {
+    out.cpu_quota = -1;
+  }
+  if (applied.cpuset_cpus && !out.cpuset_cpus) {
+    out.cpuset_cpus = "";  // all CPUs (see toLinuxResources)
+  }
+  if (applied.memory_limit && !out.memory_limit) {
+    out.memory_limit = -1;
+  }
+  return out;
 }
 
 std::string describeResources(const policy::Resources& v) {

@@ -37,6 +37,24 @@ TEST(Convert, ContainerInfoFromRegistryObjects) {
   EXPECT_EQ(info.cpuset, (std::vector<int>{0, 1}));
   EXPECT_EQ(info.resources.memory_limit, 1 << 30);
   EXPECT_EQ(policy::classifyTier(info).tier, policy::Tier::Ls);
+  // Unset quota/cpuset are explicit for the engine: unlimited, every node CPU.
+  nri::Container unset = c;
+  unset.resources.cpu.quota.reset();
+  unset.resources.cpu.cpus.clear();
+  auto u = toContainerInfo(&pod, unset, cpus);
+  EXPECT_EQ(u.resources.cpu_quota, -1);
+  EXPECT_EQ(u.resources.cpuset_cpus, "0-1");
+  EXPECT_EQ(u.cpuset, (std::vector<int>{0, 1}));
+  policy::Resources applied;
+  applied.cpu_quota = 50000;
+  applied.cpuset_cpus = "1";
+  policy::Resources original;
+  original.cpu_period = 100000;
+  auto complete = completeOriginals(original, applied);
+  EXPECT_EQ(complete.cpu_quota, -1);
+  EXPECT_EQ(complete.cpuset_cpus, "");
+  EXPECT_EQ(complete.cpu_period, 100000U);
+  EXPECT_FALSE(complete.memory_limit.has_value());
   // Without a pod (raced with the pod event) the container is still usable.
   auto bare = toContainerInfo(nullptr, c, cpus);
   EXPECT_EQ(bare.pod_name, "");

@@ -810,6 +810,19 @@ void Daemon::Impl::tick() {
     k.has_last = true;
     ps.containers.push_back(std::move(sample));
   }
+  // A known container without activity had a quiet interval: the engine must see it (relaxing
+  // needs quiet intervals of the victim), so it gets an all-zero sample.
+  std::set<std::string> sampled;
+  for (const auto& c : ps.containers) {
+    sampled.insert(c.id);
+  }
+  for (const auto& [id, k] : known_) {
+    if (k.cgroup_id != 0 && sampled.count(id) == 0) {
+      policy::ContainerSample idle;
+      idle.id = id;
+      ps.containers.push_back(std::move(idle));
+    }
+  }
   broadcastTrace(policy::encodeSnapshot(ps), true);
 
   policy::RoundResult round;

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "colod/base/unique_fd.h"
+#include "colod/daemon/convert.h"
 #include "colod/policy/tier.h"
 
 namespace colod::daemon {
@@ -242,7 +243,7 @@ policy::Resources originalValuesOf(std::string_view target_id,
   policy::Resources out;
   for (const auto& e : entries) {
     if (e.action.target_id == target_id) {
-      mergeSet(out, e.action.original_values);
+      mergeSet(out, completeOriginals(e.action.original_values, e.action.applied_values));
     }
   }
   return out;

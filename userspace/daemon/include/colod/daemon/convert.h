@@ -25,6 +25,11 @@ policy::ContainerInfo toContainerInfo(const nri::PodSandbox* pod,
 // `all_cpus` (kernel list format).
 nri::LinuxResources toLinuxResources(const policy::Resources& values, std::string_view all_cpus);
 
+// The values that undo `applied` when the recorded original left a field unset: an unset quota
+// is unlimited (-1), an unset cpuset all CPUs (""), an unset memory limit unlimited (-1).
+policy::Resources completeOriginals(const policy::Resources& original,
+                                    const policy::Resources& applied);
+
 // A human-readable "shares=2 quota=50000/100000 cpus=1" of the set fields.
 std::string describeResources(const policy::Resources& values);
 
