@@ -271,7 +271,8 @@ Result<Config> parseSectionNode(const Parser& p, const YAML::Node& root, const s
     COLOD_TRY_PLAIN(
         p.checkMap(d, path,
                    {"window_intervals", "hit_intervals", "min_samples", "baseline_alpha",
-                    "victim_tiers", "self_throttle_fraction", "self_wait_fraction"}));
+                    "victim_tiers", "self_throttle_fraction", "self_wait_fraction", "wait_share",
+                    "wait_load_min"}));
     auto win = [&](const YAML::Node& n, const std::string& k) { return p.i32(n, k, 1, 1000); };
     auto samples = [&](const YAML::Node& n, const std::string& k) {
       return p.u64(n, k, 1, 1'000'000);
@@ -286,6 +287,9 @@ Result<Config> parseSectionNode(const Parser& p, const YAML::Node& root, const s
     COLOD_FIELD(d, path, "victim_tiers", c.detection.victim_tiers, tiers);
     COLOD_FIELD(d, path, "self_throttle_fraction", c.detection.self_throttle_fraction, frac);
     COLOD_FIELD(d, path, "self_wait_fraction", c.detection.self_wait_fraction, frac);
+    COLOD_FIELD(d, path, "wait_share", c.detection.wait_share, frac);
+    auto load = [&](const YAML::Node& n, const std::string& k) { return p.dbl(n, k, 0.0, 1e6); };
+    COLOD_FIELD(d, path, "wait_load_min", c.detection.wait_load_min, load);
     if (c.detection.hit_intervals > c.detection.window_intervals) {
       return p.err(d["hit_intervals"] ? d["hit_intervals"] : d, joinPath(path, "hit_intervals"),
                    std::to_string(c.detection.hit_intervals),
@@ -341,7 +345,8 @@ Result<Config> parseSectionNode(const Parser& p, const YAML::Node& root, const s
     const std::string path = joinPath(pre, "floors");
     COLOD_TRY_PLAIN(p.checkMap(
         f, path,
-        {"be_min_cpu_shares", "be_min_cpus", "be_min_quota_millicores", "be_min_memory_bytes"}));
+        {"be_min_cpu_shares", "be_min_cpus", "be_min_quota_millicores", "be_min_memory_bytes",
+         "be_min_quota_node_fraction"}));
     auto shares = [&](const YAML::Node& n, const std::string& k) {
       return p.u64(n, k, 2, 262144);  // kernel cpu.shares range
     };
@@ -355,6 +360,8 @@ Result<Config> parseSectionNode(const Parser& p, const YAML::Node& root, const s
     COLOD_FIELD(f, path, "be_min_cpu_shares", c.floors.be_min_cpu_shares, shares);
     COLOD_FIELD(f, path, "be_min_cpus", c.floors.be_min_cpus, cpus);
     COLOD_FIELD(f, path, "be_min_quota_millicores", c.floors.be_min_quota_millicores, milli);
+    auto nfrac = [&](const YAML::Node& n, const std::string& k) { return p.dbl(n, k, 0.0, 1.0); };
+    COLOD_FIELD(f, path, "be_min_quota_node_fraction", c.floors.be_min_quota_node_fraction, nfrac);
     if (const YAML::Node n = f["be_min_memory_bytes"]) {
       auto r = bytes(n, joinPath(path, "be_min_memory_bytes"));
       if (!r) {
@@ -368,6 +375,7 @@ Result<Config> parseSectionNode(const Parser& p, const YAML::Node& root, const s
     const std::string path = joinPath(pre, "levers");
     COLOD_TRY_PLAIN(p.checkMap(l, path,
                                {"be_cpu_shares", "be_cpuset_max_fraction", "be_quota_fraction",
+                                "quota_headroom_fraction", "quota_step_fraction",
                                 "quota_period_us", "memory_step_fraction"}));
     auto shares = [&](const YAML::Node& n, const std::string& k) { return p.u64(n, k, 2, 262144); };
     auto frac = [&](const YAML::Node& n, const std::string& k) { return p.dbl(n, k, 0.01, 1.0); };
@@ -378,6 +386,9 @@ Result<Config> parseSectionNode(const Parser& p, const YAML::Node& root, const s
     COLOD_FIELD(l, path, "be_cpu_shares", c.levers.be_cpu_shares, shares);
     COLOD_FIELD(l, path, "be_cpuset_max_fraction", c.levers.be_cpuset_max_fraction, frac);
     COLOD_FIELD(l, path, "be_quota_fraction", c.levers.be_quota_fraction, frac);
+    auto head = [&](const YAML::Node& n, const std::string& k) { return p.dbl(n, k, 0.0, 0.9); };
+    COLOD_FIELD(l, path, "quota_headroom_fraction", c.levers.quota_headroom_fraction, head);
+    COLOD_FIELD(l, path, "quota_step_fraction", c.levers.quota_step_fraction, step);
     COLOD_FIELD(l, path, "quota_period_us", c.levers.quota_period_us, period);
     COLOD_FIELD(l, path, "memory_step_fraction", c.levers.memory_step_fraction, step);
   }
@@ -522,6 +533,11 @@ Result<void> validateConfig(const Config& c, std::string_view file) {
   if (l.be_cpu_shares < 2 || l.quota_period_us < 1000 || l.quota_period_us > 1'000'000 ||
       !(l.be_cpuset_max_fraction > 0.0 && l.be_cpuset_max_fraction <= 1.0) ||
       !(l.be_quota_fraction > 0.0 && l.be_quota_fraction <= 1.0) ||
+      !(l.quota_headroom_fraction >= 0.0 && l.quota_headroom_fraction <= 0.9) ||
+      !(l.quota_step_fraction >= 0.01 && l.quota_step_fraction <= 0.9) ||
+      !(c.floors.be_min_quota_node_fraction >= 0.0 && c.floors.be_min_quota_node_fraction <= 1.0) ||
+      !(c.detection.wait_share >= 0.0 && c.detection.wait_share <= 1.0) ||
+      !(c.detection.wait_load_min >= 0.0) ||
       !(l.memory_step_fraction > 0.0 && l.memory_step_fraction < 1.0)) {
     return bad("levers", "", "a lever setting is out of range (see policy/README.md)");
   }

@@ -97,6 +97,9 @@ json encodeSample(const ContainerSample& s) {
   j["p90"] = s.runq_p90_us;
   j["p99"] = s.runq_p99_us;
   j["max"] = s.runq_max_us;
+  if (s.runq_wait_ns != 0) {
+    j["runq_wait_ns"] = s.runq_wait_ns;
+  }
   if (!s.preempted_by.empty()) {
     json pre = json::array();
     for (const auto& p : s.preempted_by) {
@@ -339,6 +342,7 @@ Result<ContainerSample> decodeSample(const Reader& rd, const json& j) {
   COLOD_TRY_PLAIN(rd.num(j, "p90", s.runq_p90_us));
   COLOD_TRY_PLAIN(rd.num(j, "p99", s.runq_p99_us));
   COLOD_TRY_PLAIN(rd.num(j, "max", s.runq_max_us));
+  COLOD_TRY_PLAIN(rd.num(j, "runq_wait_ns", s.runq_wait_ns));
   if (auto it = j.find("preempted_by"); it != j.end()) {
     if (!it->is_array()) {
       return rd.err("preempted_by", "expected an array");

@@ -50,13 +50,19 @@ inline constexpr std::string_view kAnnotationReclaimStall = "colod.io/reclaim-st
 struct DetectionConfig {
   int window_intervals = 5;     // N
   int hit_intervals = 3;        // K (1 <= K <= N)
-  uint64_t min_samples = 20;    // fewer run-queue samples in an interval: p99 not trusted
+  uint64_t min_samples = 5;     // fewer run-queue samples in an interval: p99 not trusted
   double baseline_alpha = 0.2;  // EWMA weight of a quiet interval's p99
   std::vector<Tier> victim_tiers = {Tier::Ls};  // Ls and/or System
   // Self-inflicted: the victim's own throttled time is above this share of the interval, or at
   // least this share of the attributed wait comes from itself / non-BE containers.
   double self_throttle_fraction = 0.05;
   double self_wait_fraction = 0.5;
+  // Run-queue wait signal (ContainerSample::runq_wait_ns, else PSI cpu some total): an interval
+  // is also over threshold when the victim's wait load (average number of its tasks waiting,
+  // wait_ns / interval_ns) is >= wait_load_min AND its wait share wait / (wait + on-CPU) is
+  // >= wait_share, i.e. its tasks wait more than they run. wait_share 0 disables the signal.
+  double wait_share = 0.5;
+  double wait_load_min = 0.2;
 
   friend bool operator==(const DetectionConfig&, const DetectionConfig&) = default;
 };
@@ -64,8 +70,10 @@ struct DetectionConfig {
 struct ActionsConfig {
   std::vector<Lever> cpu_ladder = {Lever::CpuShares, Lever::Cpuset, Lever::CpuQuota};
   std::vector<Lever> memory_ladder = {Lever::MemoryLimit};
-  int verify_intervals = 5;           // V: intervals to wait before judging a rung
-  double improve_ratio = 0.7;         // improved if p99 <= ratio * engaged p99, or not a hit
+  int verify_intervals = 10;          // V: intervals to wait before judging a rung
+  // Improved if fewer than half of the V intervals were hits, or the mean p99 <= ratio * p99 at
+  // the rung, or the mean wait load <= ratio * wait load before the rung (backlog drains slowly).
+  double improve_ratio = 0.7;
   int quiet_intervals = 10;           // M: quiet intervals before relaxing one rung
   int relax_cooldown_intervals = 5;   // between two relax steps of one victim
   int change_cooldown_intervals = 2;  // between two changes of one target
@@ -82,6 +90,8 @@ struct FloorsConfig {
   uint64_t be_min_cpu_shares = 2;  // kernel minimum is 2
   int be_min_cpus = 1;
   uint64_t be_min_quota_millicores = 100;  // quota >= period * this / 1000, never 0
+  // The aggregate BE quota budget never goes below this fraction of the node's CPUs.
+  double be_min_quota_node_fraction = 0.1;
   int64_t be_min_memory_bytes = 256LL << 20;
 
   friend bool operator==(const FloorsConfig&, const FloorsConfig&) = default;
@@ -90,7 +100,11 @@ struct FloorsConfig {
 struct LeversConfig {
   uint64_t be_cpu_shares = 2;           // CpuShares rung target (clamped to the floor)
   double be_cpuset_max_fraction = 0.5;  // Cpuset rung when the victim is not pinned
-  double be_quota_fraction = 0.5;       // CpuQuota rung: share of the node's CPUs for one BE
+  // CpuQuota rung: one aggregate budget for all BE containers capped, at most this fraction of
+  // the node's CPUs and at most node CPUs - (LS demand + headroom); see policy/README.md.
+  double be_quota_fraction = 0.5;
+  double quota_headroom_fraction = 0.1;  // headroom kept above the LS demand, share of the node
+  double quota_step_fraction = 0.25;     // tighten: budget *= 1 - step; relax: += step * node
   uint64_t quota_period_us = 100'000;
   double memory_step_fraction = 0.1;  // MemoryLimit rung: limit = usage * (1 - step)
 

@@ -47,6 +47,11 @@ struct ContainerSample {
   uint64_t runq_p90_us = 0;
   uint64_t runq_p99_us = 0;
   uint64_t runq_max_us = 0;
+  // Total run-queue wait of the container's tasks this interval (sum of all waits, exact; 0 =
+  // unknown). runq_wait_ns / interval_ns = average number of its tasks waiting for a CPU: the
+  // detection and verification signal that still works when its tasks are always runnable and
+  // rarely wake up (few histogram samples).
+  uint64_t runq_wait_ns = 0;
   std::vector<Preemption> preempted_by;  // may be empty when attribution is unavailable
   uint64_t oncpu_ns = 0;                 // CPU time consumed
   uint64_t nr_involuntary = 0;           // involuntary context switches
