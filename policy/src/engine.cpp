@@ -44,6 +44,10 @@ struct Tracked {
   bool mem_hit = false;
   uint64_t p99 = 0;
   uint64_t threshold = 0;
+  bool p99_hit = false;   // the hit came from p99 (else from the wait signal or PSI)
+  double wait_load = 0;   // average number of its tasks waiting this interval
+  double wait_share = 0;  // wait / (wait + on-CPU) this interval
+  std::vector<double> wait_ring;  // wait load of the last window_intervals intervals
   ContainerSample const* sample = nullptr;  // valid during evaluate() only
   uint64_t memory_growth = 0;
   std::optional<uint64_t> last_memory;
@@ -91,6 +95,8 @@ struct Episode {
   int verify_intervals = 0;
   uint64_t verify_p99_sum = 0;
   uint64_t start_p99 = 0;    // p99 when the current step was applied
+  double start_wait = 0;     // victim wait load before the current step (window mean)
+  double verify_wait_sum = 0;
   uint64_t engaged_p99 = 0;  // p99 when the episode began
   int64_t last_relax_round = kNever;
   int escalations = 0;
@@ -205,6 +211,7 @@ class EngineState {
   int64_t now_ns_ = 0;
   std::vector<int> node_cpus_;
   int changes_this_round_ = 0;
+  double quota_budget_ = 0;  // aggregate BE quota budget in CPUs (0 = no quota rung in force)
 
   // --- registry --------------------------------------------------------------------------
   void upsert(ContainerInfo info) {
@@ -277,11 +284,15 @@ class EngineState {
         std::erase(step.targets, std::string(id));
       }
     }
+    if (!anyQuota()) {
+      quota_budget_ = 0;
+    }
   }
 
   void resetWindow(Tracked& t) const {
     const auto n = static_cast<size_t>(config_.detection.window_intervals);
     t.cpu_ring.assign(n, 0);
+    t.wait_ring.assign(n, 0.0);
     t.mem_ring.assign(n, 0);
     t.ring_pos = 0;
     t.cpu_hits = 0;
@@ -328,6 +339,25 @@ class EngineState {
     t.p99 = s->runq_p99_us;
     const bool enough = s->runq_count >= config_.detection.min_samples;
     bool hit = enough && s->runq_p99_us > threshold;
+    t.p99_hit = hit;
+    // Wait signal: total run-queue wait, else PSI cpu some total (the share of time at least one
+    // of its tasks waited: a lower bound of the wait load). Works for always-runnable victims.
+    t.wait_load = 0;
+    t.wait_share = 0;
+    if (interval_ns > 0) {
+      double wait_ns = static_cast<double>(s->runq_wait_ns);
+      if (wait_ns == 0 && s->psi_cpu_some) {
+        wait_ns = static_cast<double>(s->psi_cpu_some->total_delta_us) * 1000.0;
+      }
+      t.wait_load = wait_ns / static_cast<double>(interval_ns);
+      const double runnable = wait_ns + static_cast<double>(s->oncpu_ns);
+      t.wait_share = runnable > 0 ? wait_ns / runnable : 0.0;
+    }
+    const auto& det = config_.detection;
+    if (det.wait_share > 0 && t.wait_load > 0 && t.wait_load >= det.wait_load_min &&
+        t.wait_share >= det.wait_share) {
+      hit = true;
+    }
     if (th.psi_cpu_some_avg10 > 0 && s->psi_cpu_some &&
         s->psi_cpu_some->avg10 > th.psi_cpu_some_avg10) {
       hit = true;
@@ -346,6 +376,7 @@ class EngineState {
       t.cpu_hits -= t.cpu_ring[t.ring_pos];
       t.mem_hits -= t.mem_ring[t.ring_pos];
       t.cpu_ring[t.ring_pos] = hit ? 1 : 0;
+      t.wait_ring[t.ring_pos] = t.wait_load;
       t.mem_ring[t.ring_pos] = mem_hit ? 1 : 0;
       t.cpu_hits += hit ? 1 : 0;
       t.mem_hits += mem_hit ? 1 : 0;
@@ -561,7 +592,16 @@ class EngineState {
         return out;
       }
       case Lever::Cpuset: {
-        const std::vector<int> have = targetCpus(t);
+        // Only CPUs of the node (the registry may list CPUs the snapshot's node does not have).
+        std::vector<int> have;
+        for (int c : targetCpus(t)) {
+          if (std::binary_search(node_cpus_.begin(), node_cpus_.end(), c)) {
+            have.push_back(c);
+          }
+        }
+        if (have.empty()) {
+          have = node_cpus_;
+        }
         const auto min_cpus = static_cast<size_t>(fl.be_min_cpus);
         if (have.size() <= min_cpus) {
           return std::nullopt;
@@ -582,36 +622,24 @@ class EngineState {
           keep.assign(have.end() - static_cast<std::ptrdiff_t>(std::min(n, have.size())),
                       have.end());
         }
-        if (keep.size() < min_cpus) {
-          // Not enough CPUs away from the victim: keep the floor, highest-numbered first.
-          keep.assign(have.end() - static_cast<std::ptrdiff_t>(min_cpus), have.end());
+        // Not enough CPUs away from the victim: fill up to the floor with its CPUs, highest-
+        // numbered first (BE never gets fewer than floors.be_min_cpus).
+        for (auto c = have.rbegin(); c != have.rend() && keep.size() < min_cpus; ++c) {
+          if (std::find(keep.begin(), keep.end(), *c) == keep.end()) {
+            keep.push_back(*c);
+          }
         }
+        std::sort(keep.begin(), keep.end());
         if (keep.size() >= have.size()) {
           return std::nullopt;
         }
         out.cpuset_cpus = formatCpuList(keep);
         return out;
       }
-      case Lever::CpuQuota: {
-        const uint64_t period = lv.quota_period_us;
-        const uint64_t min_quota =
-            std::max<uint64_t>(1000, period * fl.be_min_quota_millicores / 1000);
-        const auto cpus = static_cast<double>(std::max<size_t>(node_cpus_.size(), 1));
-        const auto want =
-            static_cast<uint64_t>(lv.be_quota_fraction * cpus * static_cast<double>(period));
-        const uint64_t quota = std::max(min_quota, want);
-        if (cur.cpu_quota && *cur.cpu_quota > 0 && cur.cpu_period && *cur.cpu_period > 0) {
-          // Compare as CPUs (quota/period) so a different period does not confuse us.
-          const double have =
-              static_cast<double>(*cur.cpu_quota) / static_cast<double>(*cur.cpu_period);
-          if (have <= static_cast<double>(quota) / static_cast<double>(period)) {
-            return std::nullopt;
-          }
-        }
-        out.cpu_quota = static_cast<int64_t>(quota);
-        out.cpu_period = period;
-        return out;
-      }
+      case Lever::CpuQuota:
+        // The quota rung is one aggregate budget over all capped BE containers: see
+        // applyQuotaRung() and redistributeQuota().
+        return std::nullopt;
       case Lever::MemoryLimit: {
         if (!t.sample || !t.sample->memory_bytes) {
           return std::nullopt;
@@ -649,6 +677,9 @@ class EngineState {
     e.hits = memory ? v.mem_hits : v.cpu_hits;
     e.window = config_.detection.window_intervals;
     e.quiet_intervals = memory ? v.mem_quiet_streak : v.quiet_streak;
+    e.victim_wait_load = v.wait_load;
+    e.wait_load_before = ep != nullptr ? ep->start_wait : windowWait(v);
+    e.quota_budget_cpus = quota_budget_;
     return e;
   }
 
@@ -660,8 +691,14 @@ class EngineState {
          << v.mem_hits << " of " << config_.detection.window_intervals << " intervals";
     } else {
       os << tierName(v.tier) << " " << displayName(v.info) << " run-queue p99 " << v.p99
-         << " µs > threshold " << v.threshold << " µs in " << v.cpu_hits << " of "
-         << config_.detection.window_intervals << " intervals";
+         << (v.p99_hit ? " µs > threshold " : " µs (threshold ") << v.threshold
+         << (v.p99_hit ? " µs" : " µs)");
+      if (v.wait_load > 0) {
+        os << ", wait load " << std::round(v.wait_load * 100) / 100 << " tasks ("
+           << static_cast<int>(v.wait_share * 100) << "% of runnable time waiting)";
+      }
+      os << ", over in " << v.cpu_hits << " of " << config_.detection.window_intervals
+         << " intervals";
     }
     return os.str();
   }
@@ -718,6 +755,9 @@ class EngineState {
                        std::vector<Finding>& findings) {
     bool deferred = false;
     const Lever lever = ladder(ep.memory)[static_cast<size_t>(rung)];
+    if (lever == Lever::CpuQuota) {
+      return applyQuotaRung(ep, key, victim, rung, antagonists, kind, replacing, out, findings);
+    }
     Step step;
     step.lever = lever;
     step.rung = rung;
@@ -728,6 +768,17 @@ class EngineState {
         continue;
       }
       Tracked& t = it->second;
+      if (lever == Lever::CpuShares && !victim.info.pod_uid.empty() &&
+          !t.info.pod_uid.empty() && victim.info.pod_uid != t.info.pod_uid) {
+        // CFS is hierarchical and NRI cannot change pod cgroups: the pod cgroup keeps kubelet's
+        // weight, so a container's weight only redistributes CPU inside its own pod.
+        findings.push_back({t.info.id, "shares_ineffective",
+                            displayName(t.info) + ": cpu_shares skipped: its pod cgroup keeps "
+                            "kubelet's weight and CFS is hierarchical, so a container weight only "
+                            "moves CPU inside its pod (" + t.info.pod_uid + "), not to " +
+                            displayName(victim.info) + " in pod " + victim.info.pod_uid});
+        continue;
+      }
       auto& levers = restrictions_[t.info.id];
       if (auto jt = levers.find(lever); jt != levers.end()) {
         // Already restricted on this lever for another victim: share it.
@@ -788,8 +839,7 @@ class EngineState {
       t.last_explanation = os.str();
       out.push_back(makeDecision(
           kind, lever, rung, t, *values, restoreValues(r.original, lever, node_cpus_), &victim, &ep,
-          antagonists, ep.memory ? "reclaim_stall_over_threshold" : "runq_p99_over_threshold",
-          os.str()));
+          antagonists, cpuRule(victim, ep.memory), os.str()));
       levers.emplace(lever, std::move(r));
       step.targets.push_back(t.info.id);
       ++changes_this_round_;
@@ -841,6 +891,329 @@ class EngineState {
         restrictions_.erase(it);
       }
     }
+    if (step.lever == Lever::CpuQuota && !anyQuota()) {
+      quota_budget_ = 0;
+    }
+  }
+
+  // --- the aggregate BE quota budget ------------------------------------------------------
+  [[nodiscard]] bool anyQuota() const {
+    for (const auto& [id, levers] : restrictions_) {
+      if (levers.count(Lever::CpuQuota) != 0) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  [[nodiscard]] double nodeCpus() const {
+    return static_cast<double>(std::max<size_t>(node_cpus_.size(), 1));
+  }
+
+  [[nodiscard]] uint64_t minQuotaUs() const {
+    const uint64_t period = config_.levers.quota_period_us;
+    return std::max<uint64_t>(1000, period * config_.floors.be_min_quota_millicores / 1000);
+  }
+
+  // The aggregate floor: a share of the node, and at least each capped container's own floor.
+  [[nodiscard]] double quotaFloor(size_t n_targets) const {
+    const double per = static_cast<double>(minQuotaUs()) /
+                       static_cast<double>(config_.levers.quota_period_us);
+    return std::max(config_.floors.be_min_quota_node_fraction * nodeCpus(),
+                    per * static_cast<double>(n_targets));
+  }
+
+  [[nodiscard]] size_t quotaTargets() const {
+    size_t n = 0;
+    for (const auto& [id, levers] : restrictions_) {
+      n += levers.count(Lever::CpuQuota);
+    }
+    return n;
+  }
+
+  // First budget: what the node has left after the LS demand (on-CPU of every non-BE container
+  // plus the victim's wait load: CPU it wanted and did not get) and the headroom, at most
+  // be_quota_fraction of the node, never below the floor.
+  [[nodiscard]] double initialQuotaBudget(const Tracked& victim, size_t n_targets) const {
+    const double node = nodeCpus();
+    const double interval = static_cast<double>(std::max<int64_t>(interval_ns_, 1));
+    double demand = victim.wait_load;
+    for (const auto& [id, t] : tracked_) {
+      if (t.sampled && t.tier != Tier::Be) {
+        demand += static_cast<double>(t.sample->oncpu_ns) / interval;
+      }
+    }
+    const auto& lv = config_.levers;
+    const double b = std::min(lv.be_quota_fraction * node,
+                              node - demand - lv.quota_headroom_fraction * node);
+    return std::clamp(b, quotaFloor(n_targets), node);
+  }
+
+  // Adds the running BE containers (and the antagonists) to the capped set, owned by `key`.
+  // Returns false when a new target had to wait (cooldown / round budget).
+  bool addQuotaTargets(const std::string& key,
+                       int rung,
+                       const std::vector<Antagonist>& antagonists,
+                       bool replacing,
+                       Step& step) {
+    bool deferred = false;
+    const double interval = static_cast<double>(std::max<int64_t>(interval_ns_, 1));
+    std::set<std::string> want;
+    for (const Antagonist& a : antagonists) {
+      want.insert(a.id);
+    }
+    for (const auto& [id, t] : tracked_) {
+      if (touchable(t) && t.sampled && static_cast<double>(t.sample->oncpu_ns) >= 0.01 * interval) {
+        want.insert(id);
+      }
+    }
+    for (const std::string& id : want) {
+      auto it = tracked_.find(id);
+      if (it == tracked_.end() || !touchable(it->second)) {
+        continue;
+      }
+      Tracked& t = it->second;
+      auto& levers = restrictions_[id];
+      if (auto jt = levers.find(Lever::CpuQuota); jt != levers.end()) {
+        jt->second.owners.insert(key);
+        if (std::find(step.targets.begin(), step.targets.end(), id) == step.targets.end()) {
+          step.targets.push_back(id);
+        }
+        continue;
+      }
+      const bool cooling =
+          !replacing && round_ - t.last_change_round < config_.actions.change_cooldown_intervals;
+      if (cooling || !budget()) {
+        deferred = true;
+        if (levers.empty()) {
+          restrictions_.erase(id);
+        }
+        continue;
+      }
+      Restriction r;
+      r.lever = Lever::CpuQuota;
+      r.rung = rung;
+      r.original = leverValues(t.info.resources, Lever::CpuQuota);
+      if (auto lt = t.last_applied.find(Lever::CpuQuota);
+          lt != t.last_applied.end() && lt->second == r.original) {
+        r.original = t.last_original[Lever::CpuQuota];
+      }
+      r.owners.insert(key);
+      levers.emplace(Lever::CpuQuota, std::move(r));
+      step.targets.push_back(id);
+    }
+    return !deferred;
+  }
+
+  // Splits quota_budget_ among the capped BE containers: each gets its floor, the rest by CPU
+  // use this interval; never looser than its own original quota. Emits a decision per container
+  // whose value changes. The set is coupled, so it is not cut by max_changes_per_round.
+  void redistributeQuota(DecisionKind kind,
+                         const std::string& rule,
+                         const std::string& why,
+                         const Tracked* victim,
+                         const Episode* ep,
+                         const std::vector<Antagonist>& antagonists,
+                         std::vector<Decision>& out,
+                         std::vector<Finding>& findings) {
+    struct Target {
+      Tracked* t;
+      Restriction* r;
+      double weight;
+    };
+    std::vector<Target> targets;
+    const double interval = static_cast<double>(std::max<int64_t>(interval_ns_, 1));
+    double wsum = 0;
+    for (auto& [id, levers] : restrictions_) {
+      auto jt = levers.find(Lever::CpuQuota);
+      auto tt = tracked_.find(id);
+      if (jt == levers.end() || tt == tracked_.end()) {
+        continue;
+      }
+      const Tracked& t = tt->second;
+      const double w =
+          (t.sample != nullptr ? static_cast<double>(t.sample->oncpu_ns) / interval : 0.0) + 0.01;
+      targets.push_back({&tt->second, &jt->second, w});
+      wsum += w;
+    }
+    if (targets.empty()) {
+      return;
+    }
+    const uint64_t period = config_.levers.quota_period_us;
+    const uint64_t min_q = minQuotaUs();
+    quota_budget_ = std::max(quota_budget_, quotaFloor(targets.size()));
+    const double floor_cpus = static_cast<double>(min_q) / static_cast<double>(period);
+    const double rest =
+        std::max(0.0, quota_budget_ - floor_cpus * static_cast<double>(targets.size()));
+    std::vector<std::string> dropped;
+    for (Target& x : targets) {
+      const double cpus = floor_cpus + rest * x.weight / wsum;
+      auto quota = std::max(min_q, static_cast<uint64_t>(cpus * static_cast<double>(period)));
+      Resources vals;
+      vals.cpu_quota = static_cast<int64_t>(quota);
+      vals.cpu_period = period;
+      const Resources& orig = x.r->original;
+      if (orig.cpu_quota && *orig.cpu_quota > 0 && orig.cpu_period && *orig.cpu_period > 0 &&
+          static_cast<double>(*orig.cpu_quota) / static_cast<double>(*orig.cpu_period) <=
+              static_cast<double>(quota) / static_cast<double>(period)) {
+        // Its own quota is already tighter than its share: never loosen it.
+        if (!x.r->applied.cpu_quota) {
+          dropped.push_back(x.t->info.id);
+          continue;
+        }
+        vals = restoreValues(orig, Lever::CpuQuota, node_cpus_);
+      }
+      if (x.r->applied == vals) {
+        continue;
+      }
+      Tracked& t = *x.t;
+      const Resources before = current(t, Lever::CpuQuota);
+      std::ostringstream os;
+      os << decisionKindName(kind) << " rung " << x.r->rung + 1 << " (cpu_quota): " << why
+         << "; aggregate BE budget " << std::round(quota_budget_ * 100) / 100 << " of "
+         << nodeCpus() << " CPUs over " << targets.size() << " BE containers; "
+         << displayName(t.info) << " " << describeValues(before, Lever::CpuQuota) << " -> "
+         << describeValues(vals, Lever::CpuQuota);
+      x.r->applied = vals;
+      t.last_applied[Lever::CpuQuota] = vals;
+      t.last_original[Lever::CpuQuota] = x.r->original;
+      t.last_change_round = round_;
+      t.last_explanation = os.str();
+      out.push_back(makeDecision(kind, Lever::CpuQuota, x.r->rung, t, vals,
+                                 restoreValues(x.r->original, Lever::CpuQuota, node_cpus_),
+                                 victim, ep, antagonists, rule, os.str()));
+      ++changes_this_round_;
+    }
+    for (const std::string& id : dropped) {
+      findings.push_back({id, "at_floor",
+                          id + ": cpu_quota: its own CFS quota is already within its share of "
+                               "the BE budget; left as is"});
+      auto it = restrictions_.find(id);
+      if (it != restrictions_.end()) {
+        it->second.erase(Lever::CpuQuota);
+        if (it->second.empty()) {
+          restrictions_.erase(it);
+        }
+      }
+      for (auto& [k, e] : episodes_) {
+        for (auto& st : e.steps) {
+          if (st.lever == Lever::CpuQuota) {
+            std::erase(st.targets, id);
+          }
+        }
+      }
+    }
+  }
+
+  RungResult applyQuotaRung(Episode& ep,
+                            const std::string& key,
+                            Tracked& victim,
+                            int rung,
+                            const std::vector<Antagonist>& antagonists,
+                            DecisionKind kind,
+                            bool replacing,
+                            std::vector<Decision>& out,
+                            std::vector<Finding>& findings) {
+    Step step;
+    step.lever = Lever::CpuQuota;
+    step.rung = rung;
+    step.antagonists = antagonists;
+    const bool complete = addQuotaTargets(key, rung, antagonists, replacing, step);
+    if (step.targets.empty()) {
+      return complete ? RungResult::NothingToDo : RungResult::Deferred;
+    }
+    if (quota_budget_ <= 0) {
+      quota_budget_ = initialQuotaBudget(victim, quotaTargets());
+    }
+    redistributeQuota(kind, cpuRule(victim, false), victimPhrase(victim, false), &victim, &ep,
+                      antagonists, out, findings);
+    std::erase_if(step.targets, [&](const std::string& id) {
+      auto it = restrictions_.find(id);
+      return it == restrictions_.end() || it->second.count(Lever::CpuQuota) == 0;
+    });
+    if (step.targets.empty()) {
+      if (!anyQuota()) {
+        quota_budget_ = 0;
+      }
+      return RungResult::NothingToDo;
+    }
+    ep.steps.push_back(std::move(step));
+    return RungResult::Applied;
+  }
+
+  [[nodiscard]] bool holdsQuota(const Episode& ep) const {
+    return std::any_of(ep.steps.begin(), ep.steps.end(),
+                       [](const Step& st) { return st.lever == Lever::CpuQuota; });
+  }
+
+  [[nodiscard]] bool canTighten(const Episode& ep) const {
+    return !ep.memory && holdsQuota(ep) && quota_budget_ > quotaFloor(quotaTargets()) + 1e-6;
+  }
+
+  // The victim still hurts with the quota rung in force: shrink the aggregate budget one step
+  // (capping BE containers that started running meanwhile too) and verify again.
+  bool tightenQuota(Episode& ep,
+                    const std::string& key,
+                    Tracked& v,
+                    std::vector<Decision>& out,
+                    std::vector<Finding>& findings) {
+    if (!canTighten(ep)) {
+      return false;
+    }
+    auto sit = std::find_if(ep.steps.begin(), ep.steps.end(),
+                            [](const Step& st) { return st.lever == Lever::CpuQuota; });
+    addQuotaTargets(key, sit->rung, sit->antagonists, false, *sit);
+    const double was = quota_budget_;
+    quota_budget_ = std::max(quotaFloor(quotaTargets()),
+                             quota_budget_ * (1.0 - config_.levers.quota_step_fraction));
+    std::ostringstream why;
+    why << victimPhrase(v, false) << "; still hurt with the BE quota in force: budget "
+        << std::round(was * 100) / 100 << " -> " << std::round(quota_budget_ * 100) / 100
+        << " CPUs";
+    redistributeQuota(DecisionKind::Escalate, "quota_budget_tightened", why.str(), &v, &ep,
+                      sit->antagonists, out, findings);
+    ep.phase = Phase::Verifying;
+    ep.verify_until = round_ + config_.actions.verify_intervals;
+    ep.verify_hits = 0;
+    ep.verify_intervals = 0;
+    ep.verify_p99_sum = 0;
+    ep.verify_wait_sum = 0;
+    ep.start_p99 = v.p99;
+    ep.start_wait = windowWait(v);
+    return true;
+  }
+
+  // Adds the next rung on top of what is held; at the end of the ladder, tightens the quota.
+  void escalateOrTighten(Episode& ep,
+                         const std::string& key,
+                         Tracked& v,
+                         std::vector<Decision>& out,
+                         std::vector<Finding>& findings) {
+    if (!ep.exhausted && escalate(ep, key, v, DecisionKind::Escalate, out, findings)) {
+      return;
+    }
+    if (ep.exhausted) {
+      tightenQuota(ep, key, v, out, findings);
+    }
+  }
+
+  [[nodiscard]] static std::string cpuRule(const Tracked& v, bool memory) {
+    if (memory) {
+      return "reclaim_stall_over_threshold";
+    }
+    return v.p99_hit || v.wait_load == 0 ? "runq_p99_over_threshold" : "runq_wait_over_threshold";
+  }
+
+  // Mean wait load over the detection window: the victim's level before an action.
+  [[nodiscard]] static double windowWait(const Tracked& v) {
+    if (v.wait_ring.empty()) {
+      return v.wait_load;
+    }
+    double sum = 0;
+    for (double w : v.wait_ring) {
+      sum += w;
+    }
+    return std::max(v.wait_load, sum / static_cast<double>(v.wait_ring.size()));
   }
 
   [[nodiscard]] bool budget() const {
@@ -877,7 +1250,9 @@ class EngineState {
         ep.verify_hits = 0;
         ep.verify_intervals = 0;
         ep.verify_p99_sum = 0;
+        ep.verify_wait_sum = 0;
         ep.start_p99 = victim.p99;
+        ep.start_wait = windowWait(victim);
         return true;
       }
     }
@@ -915,19 +1290,45 @@ class EngineState {
       ++ep.verify_intervals;
       ep.verify_hits += hit ? 1 : 0;
       ep.verify_p99_sum += v.p99;
+      ep.verify_wait_sum += v.wait_load;
       if (round_ < ep.verify_until) {
         return;
       }
       const auto mean = static_cast<double>(ep.verify_p99_sum) /
                         static_cast<double>(std::max(ep.verify_intervals, 1));
+      const double mean_wait =
+          ep.verify_wait_sum / static_cast<double>(std::max(ep.verify_intervals, 1));
+      // A backlog built up before the action drains for seconds (p99 stays high), but the
+      // victim's run-queue wait drops as soon as it gets CPU again: a clear drop counts.
+      const bool wait_dropped = !ep.memory && ep.start_wait > 0 &&
+                                ep.start_wait >= config_.detection.wait_load_min &&
+                                mean_wait <= config_.actions.improve_ratio * ep.start_wait;
       const bool improved =
-          ep.verify_hits * 2 < ep.verify_intervals ||
+          ep.verify_hits * 2 < ep.verify_intervals || wait_dropped ||
           (!ep.memory && mean <= config_.actions.improve_ratio * static_cast<double>(ep.start_p99));
       if (improved || ep.steps.empty()) {
         ep.phase = Phase::Holding;
         if (improved && !ep.steps.empty() && !ep.memory) {
           v.effective_rung = ep.steps.back().rung;
         }
+        if (improved && hit && !ep.steps.empty() && budget()) {
+          // Partially effective: keep it and add the next rung on top (never undo a rung that
+          // reduced the victim's wait).
+          std::ostringstream why;
+          why << displayName(v.info) << ": rung " << ep.steps.back().rung + 1 << " ("
+              << leverName(ep.steps.back().lever) << ") helped (wait load "
+              << std::round(ep.start_wait * 100) / 100 << " -> "
+              << std::round(mean_wait * 100) / 100 << ", p99 mean " << static_cast<uint64_t>(mean)
+              << " µs) but the victim is still over threshold: kept, escalating on top";
+          findings.push_back({v.info.id, "rung_partially_effective", why.str()});
+          escalateOrTighten(ep, key, v, out, findings);
+        }
+        return;
+      }
+      // Not improved, but the top rung is the quota budget and it can still shrink: tighten
+      // instead of undoing (a loose first budget may not bind yet).
+      if (!ep.memory && ep.steps.back().lever == Lever::CpuQuota && canTighten(ep) && budget()) {
+        tightenQuota(ep, key, v, out, findings);
         return;
       }
       // Not improved: undo this rung, then try the next one.
@@ -954,14 +1355,31 @@ class EngineState {
     }
     // Holding.
     if (hits >= config_.detection.hit_intervals && hit) {
-      if (!ep.exhausted && budget()) {
-        escalate(ep, key, v, DecisionKind::Escalate, out, findings);
+      if (budget()) {
+        escalateOrTighten(ep, key, v, out, findings);
       }
       return;
     }
     const int need = config_.actions.quiet_intervals * v.relax_backoff;
     if (quiet >= need && !ep.steps.empty() &&
         round_ - ep.last_relax_round >= config_.actions.relax_cooldown_intervals && budget()) {
+      const Step& top = ep.steps.back();
+      const double node = nodeCpus();
+      if (top.lever == Lever::CpuQuota && quota_budget_ > 0 &&
+          quota_budget_ + config_.levers.quota_step_fraction * node < node) {
+        // Give the quota back step by step: raise the aggregate budget, keep the rung.
+        const double was = quota_budget_;
+        quota_budget_ += config_.levers.quota_step_fraction * node;
+        std::ostringstream why;
+        why << displayName(v.info) << " quiet for " << quiet << " intervals: BE budget "
+            << std::round(was * 100) / 100 << " -> " << std::round(quota_budget_ * 100) / 100
+            << " CPUs";
+        redistributeQuota(DecisionKind::Relax, "quota_budget_relaxed", why.str(), &v, &ep,
+                          top.antagonists, out, findings);
+        ep.last_relax_round = round_;
+        v.last_relax_round = round_;
+        return;
+      }
       const Step last = ep.steps.back();
       ep.steps.pop_back();
       const size_t before = out.size();
@@ -1139,6 +1557,7 @@ class EngineState {
     }
     restrictions_.clear();
     episodes_.clear();
+    quota_budget_ = 0;
     stats_.active_episodes = 0;
     return out;
   }
@@ -1204,6 +1623,17 @@ class EngineState {
       ep.next_rung = ep.steps.back().rung + 1;
       ep.escalations = static_cast<int>(ep.steps.size());
     }
+    // A seeded quota rung: the budget in force is the sum of the applied quotas.
+    quota_budget_ = 0;
+    for (const auto& [id, levers] : restrictions_) {
+      if (auto jt = levers.find(Lever::CpuQuota); jt != levers.end()) {
+        const Resources& a = jt->second.applied;
+        if (a.cpu_quota && *a.cpu_quota > 0 && a.cpu_period && *a.cpu_period > 0) {
+          quota_budget_ +=
+              static_cast<double>(*a.cpu_quota) / static_cast<double>(*a.cpu_period);
+        }
+      }
+    }
     stats_.active_episodes = episodes_.size();
     return ok();
   }
@@ -1231,6 +1661,9 @@ class EngineState {
         }
       }
       std::erase_if(ep.steps, [](const Step& s) { return s.targets.empty(); });
+    }
+    if (!anyQuota()) {
+      quota_budget_ = 0;
     }
   }
 

@@ -574,7 +574,10 @@ std::string encodeDecision(const Decision& d) {
           {"victim_throttled_ns", e.victim_throttled_ns},
           {"hits", e.hits},
           {"window", e.window},
-          {"quiet_intervals", e.quiet_intervals}};
+          {"quiet_intervals", e.quiet_intervals},
+          {"victim_wait_load", e.victim_wait_load},
+          {"wait_load_before", e.wait_load_before},
+          {"quota_budget_cpus", e.quota_budget_cpus}};
   json j{{"seq", d.seq},
          {"at_ns", d.at_ns},
          {"kind", std::string(decisionKindName(d.kind))},
@@ -660,6 +663,9 @@ Result<Decision> decodeDecision(std::string_view text) {
     COLOD_TRY_PLAIN(rd.num(ej, "hits", e.hits));
     COLOD_TRY_PLAIN(rd.num(ej, "window", e.window));
     COLOD_TRY_PLAIN(rd.num(ej, "quiet_intervals", e.quiet_intervals));
+    COLOD_TRY_PLAIN(rd.num(ej, "victim_wait_load", e.victim_wait_load));
+    COLOD_TRY_PLAIN(rd.num(ej, "wait_load_before", e.wait_load_before));
+    COLOD_TRY_PLAIN(rd.num(ej, "quota_budget_cpus", e.quota_budget_cpus));
   }
   COLOD_TRY_PLAIN(rd.num(j, "rung", d.rung));
   COLOD_TRY_PLAIN(rd.str(j, "rule", d.rule));

@@ -56,6 +56,11 @@ struct Evidence {
   int hits = 0;             // intervals over threshold in the window
   int window = 0;           // window length N
   int quiet_intervals = 0;  // consecutive quiet intervals (relax)
+  // Run-queue wait load of the victim (average number of its tasks waiting: wait_ns /
+  // interval_ns) in the latest interval, and its level before the current rung was applied.
+  double victim_wait_load = 0.0;
+  double wait_load_before = 0.0;
+  double quota_budget_cpus = 0.0;  // aggregate BE quota budget in force (0 = none)
 
   friend bool operator==(const Evidence&, const Evidence&) = default;
 };
