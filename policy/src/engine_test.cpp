@@ -23,10 +23,18 @@ std::vector<ContainerSample> hurt(const std::string& victim = "web",
 }
 std::vector<ContainerSample> quiet() { return {lsSample("web", 200), beSample("hog", 90'000'000)}; }
 
+// A BE sidecar in web's pod: the case where the cpu_shares rung acts (CFS is hierarchical, a
+// container weight only moves CPU inside its pod).
+ContainerInfo sidecarInfo(const std::string& id = "hog") {
+  ContainerInfo c = beInfo(id);
+  c.pod_uid = "uid-web";
+  return c;
+}
+
 Sim engagedSim() {
   Sim sim{Config{}};
   sim.add(lsInfo("web"));
-  sim.add(beInfo("hog"));
+  sim.add(sidecarInfo());
   for (int i = 0; i < 3; ++i) {
     (void)sim.step(hurt());
   }
@@ -273,7 +281,7 @@ namespace {
 TEST(EngineTest, StaleRegistryDoesNotBecomeTheOriginal) {
   Sim sim{Config{}};
   sim.add(lsInfo("web"));
-  sim.add(beInfo("hog"));
+  sim.add(sidecarInfo());
   auto hurtRounds = [&](int n) {
     for (int i = 0; i < n; ++i) {
       (void)sim.step(
@@ -283,7 +291,7 @@ TEST(EngineTest, StaleRegistryDoesNotBecomeTheOriginal) {
   hurtRounds(3);
   ASSERT_EQ(sim.decisions().size(), 1u);
   // The daemon applied shares=2 and refreshed the registry with it.
-  ContainerInfo applied = beInfo("hog");
+  ContainerInfo applied = sidecarInfo();
   applied.resources.cpu_shares = 2;
   sim.add(applied);
   // Quiet until relaxed; the registry is not refreshed (still says 2).
@@ -309,7 +317,7 @@ TEST(EngineTest, UnknownSharesAreNotLowered) {
   c.actions.cpu_ladder = {Lever::CpuShares};
   Sim sim{c};
   sim.add(lsInfo("web"));
-  ContainerInfo hog = beInfo("hog");
+  ContainerInfo hog = sidecarInfo();
   hog.resources.cpu_shares.reset();
   sim.add(hog);
   std::vector<Finding> findings;
