@@ -75,6 +75,43 @@ ContainerSample hurtByHog1(uint64_t p99 = kHurtP99) {
   return lsSample("web", p99, {{"hog1", 80, 8'000'000}, {"hog2", 5, 200'000}});
 }
 
+
+// A starved, always-runnable victim (the full-loop finding): its tasks rarely wake up, so the
+// histogram has only a few samples, but they wait most of the time: wait_ns / interval =
+// `wait_load` tasks waiting on average, on-CPU 40 ms per 100 ms.
+ContainerSample starved(const std::string& id, const std::string& by, double wait_load = 1.6) {
+  auto s = lsSample(id, 60'000, {{by, 3, 150'000'000}});
+  s.runq_count = 3;
+  s.runq_wait_ns = static_cast<uint64_t>(wait_load * static_cast<double>(testing::kIntervalNs));
+  s.oncpu_ns = 40'000'000;
+  return s;
+}
+
+// background() with `victim` replacing the sample of the same id (or added first).
+std::vector<ContainerSample> withSample(ContainerSample victim, std::vector<ContainerSample> bg) {
+  for (auto& s : bg) {
+    if (s.id == victim.id) {
+      s = std::move(victim);
+      return bg;
+    }
+  }
+  bg.insert(bg.begin(), std::move(victim));
+  return bg;
+}
+
+// Sum of the BE quotas in force (µs per 100 ms period), and the smallest one.
+std::pair<int64_t, int64_t> quotaSum(const Engine& e) {
+  int64_t sum = 0;
+  int64_t least = INT64_MAX;
+  for (const auto& a : e.applied()) {
+    if (a.lever == Lever::CpuQuota && a.applied_values.cpu_quota) {
+      sum += *a.applied_values.cpu_quota;
+      least = std::min(least, *a.applied_values.cpu_quota);
+    }
+  }
+  return {sum, least};
+}
+
 struct RunLog {
   Sim& sim;
   std::vector<RoundResult> rounds;  // rounds[i] is round i+1
@@ -309,6 +346,127 @@ const Scenario kScenarios[] = {
          }
        }
      }},
+    {"AlwaysRunnableVictimDetectedByWait",
+     nullptr,
+     {},
+     12,
+     [](int r, const Engine&) {
+       // web's p99 rests on 3 samples (below min_samples): only the wait signal sees it.
+       return withVictim(r <= 5 ? lsSample("web", kQuietP99) : starved("web", "hog1"),
+                         background());
+     },
+     [](const RunLog& run) {
+       const int engaged = run.firstRound(DecisionKind::Engage);
+       ASSERT_GT(engaged, 5);
+       EXPECT_LE(engaged - 5, Config{}.detection.hit_intervals);
+       const Decision& d = run.sim.decisions().front();
+       EXPECT_EQ(d.victim_id, "web");
+       EXPECT_EQ(d.rule, "runq_wait_over_threshold");
+       EXPECT_DOUBLE_EQ(d.evidence.victim_wait_load, 1.6);
+       EXPECT_NE(d.explanation.find("wait load 1.6 tasks (80% of runnable time waiting)"),
+                 std::string::npos)
+           << d.explanation;
+     }},
+    {"SharesSkippedForSingleContainerBePod",
+     nullptr,
+     {},
+     12,
+     [](int r, const Engine&) {
+       // api (its own pod) is starved by hog2 (its own one-container BE pod).
+       return withSample(r <= 5 ? lsSample("api", kQuietP99) : starved("api", "hog2"),
+                         background(20'000'000, 80'000'000));
+     },
+     [](const RunLog& run) {
+       ASSERT_FALSE(run.sim.decisions().empty());
+       const Decision& d = run.sim.decisions().front();
+       EXPECT_EQ(d.kind, DecisionKind::Engage);
+       EXPECT_EQ(d.target_id, "hog2");
+       EXPECT_EQ(d.lever, Lever::Cpuset) << "cpu_shares cannot help across pods";
+       EXPECT_EQ(d.rung, 1);
+       for (const auto& x : run.sim.decisions()) {
+         EXPECT_NE(x.lever, Lever::CpuShares);
+       }
+       bool said = false;
+       for (const auto& r : run.rounds) {
+         for (const auto& f : r.findings) {
+           if (f.rule == "shares_ineffective" && f.container_id == "hog2") {
+             said = f.message.find("pod cgroup keeps kubelet's weight") != std::string::npos;
+           }
+         }
+       }
+       EXPECT_TRUE(said);
+     }},
+    {"PartiallyEffectiveRungKeptAndEscalated",
+     [](Config& c) { c.actions.cpu_ladder = {Lever::Cpuset, Lever::CpuQuota}; },
+     {},
+     40,
+     [](int r, const Engine& e) {
+       // The cpuset split halves web's wait (1.6 -> 0.8 tasks) but web still waits more than
+       // it runs (backlog draining): keep the split and add the quota on top.
+       if (r <= 5) {
+         return withVictim(lsSample("web", kQuietP99), background());
+       }
+       const bool split = restricted(e, "hog1", Lever::Cpuset);
+       const bool capped = restricted(e, "hog1", Lever::CpuQuota);
+       if (capped) {
+         return withVictim(lsSample("web", kQuietP99), background());
+       }
+       return withVictim(starved("web", "hog1", split ? 0.8 : 1.6), background());
+     },
+     [](const RunLog& run) {
+       EXPECT_EQ(run.count(DecisionKind::Undo), 0) << "a rung that halved the wait is kept";
+       EXPECT_TRUE(run.finding("rung_partially_effective"));
+       const int engaged = run.firstRound(DecisionKind::Engage);
+       const int escalated = run.firstRound(DecisionKind::Escalate);
+       ASSERT_GT(engaged, 0);
+       EXPECT_EQ(escalated - engaged, Config{}.actions.verify_intervals);
+       EXPECT_TRUE(restricted(run.sim.engine(), "hog1", Lever::Cpuset));
+       EXPECT_TRUE(restricted(run.sim.engine(), "hog1", Lever::CpuQuota));
+     }},
+    {"AggregateQuotaBudgetAcrossThreeBe",
+     [](Config& c) { c.actions.cpu_ladder = {Lever::CpuQuota}; },
+     {},
+     120,
+     [](int r, const Engine& e) {
+       const auto [sum, least] = quotaSum(e);
+       // Never above be_quota_fraction (1 CPU) while web hurts, never above the node while
+       // relaxing, never below the floors: each BE >= 10 ms per 100 ms, the sum >= max(10 % of
+       // the node, 3 x 0.1 CPU).
+       if (sum > 0) {
+         EXPECT_LE(sum, r <= 61 ? 100'000 : 200'000) << "round " << r;
+         EXPECT_GE(sum, 29'000) << "round " << r;
+         EXPECT_GE(least, 10'000) << "round " << r;
+       }
+       // Closed loop: web hurts until the BE budget is down to 0.35 CPU (the antagonist stops
+       // at 6 s). LS demand = api 0.3 +
+       // web 0.4 on CPU + 0.5 waiting: first budget min(1.0, 2 - 1.2 - 0.2) = 0.6 CPU.
+       std::vector<ContainerSample> bg;
+       for (auto& x : background(60'000'000, 50'000'000)) {
+         if (x.id != "sys" && x.id != "pinned") {
+           bg.push_back(std::move(x));
+         }
+       }
+       const bool hurt = r > 5 && r <= 60 && (sum == 0 || sum > 35'000);
+       return withVictim(hurt ? starved("web", "hog1", 0.5) : lsSample("web", 200), bg);
+     },
+     [](const RunLog& run) {
+       // The three running BE containers share one budget, tightened step by step while web
+       // hurts, relaxed step by step after quiet, then removed.
+       std::set<std::string> capped;
+       int tightened = 0;
+       int relax_steps = 0;
+       for (const auto& d : run.sim.decisions()) {
+         EXPECT_EQ(d.lever, Lever::CpuQuota);
+         capped.insert(d.target_id);
+         tightened += d.rule == "quota_budget_tightened" ? 1 : 0;
+         relax_steps += d.rule == "quota_budget_relaxed" ? 1 : 0;
+       }
+       EXPECT_EQ(capped, (std::set<std::string>{"hog1", "hog2", "idle"}));
+       EXPECT_GT(tightened, 0);
+       EXPECT_GT(relax_steps, 0);
+       EXPECT_EQ(run.count(DecisionKind::Undo), 0);
+       EXPECT_TRUE(run.sim.engine().applied().empty()) << "given back after quiet";
+     }},
     {"ExclusiveSystemAndLsAreNeverTargets",
      nullptr,
      {},
@@ -438,6 +596,59 @@ const Scenario kScenarios[] = {
 INSTANTIATE_TEST_SUITE_P(Table, ScenarioTest, ::testing::ValuesIn(kScenarios), [](const auto& p) {
   return std::string(p.param.name);
 });
+
+
+// The cpuset rung against the node's CPU list and the victim's cpuset: BE keeps at least the
+// floor, away from the victim's CPUs whenever the node has any.
+struct CpusetCase {
+  const char* name;
+  std::vector<int> node;
+  std::string victim_cpus;  // "" = not pinned
+  std::string be_cpus;
+  std::string want;
+};
+
+class CpusetSplitTest : public ::testing::TestWithParam<CpusetCase> {};
+
+TEST_P(CpusetSplitTest, LeavesTheVictimsCpusToLs) {
+  const CpusetCase& c = GetParam();
+  Config config;
+  config.actions.cpu_ladder = {Lever::Cpuset};
+  auto engine = Engine::create(config);
+  ASSERT_TRUE(engine.has_value());
+  ContainerInfo web = lsInfo("web");
+  web.resources.cpuset_cpus = c.victim_cpus.empty() ? formatCpuList(c.node) : c.victim_cpus;
+  ContainerInfo hog = beInfo("hog");
+  hog.resources.cpuset_cpus = c.be_cpus;
+  engine->upsertContainer(web);
+  engine->upsertContainer(hog);
+  std::vector<Decision> ds;
+  for (int r = 1; r <= 5 && ds.empty(); ++r) {
+    Snapshot snap;
+    snap.now_ns = r * testing::kIntervalNs;
+    snap.interval_ns = testing::kIntervalNs;
+    snap.node_cpus = static_cast<int>(c.node.size());
+    snap.node_cpu_list = c.node;
+    snap.containers = {starved("web", "hog"), beSample("hog", 150'000'000)};
+    auto res = engine->evaluate(snap);
+    ds = res.decisions;
+  }
+  ASSERT_EQ(ds.size(), 1u);
+  EXPECT_EQ(ds[0].lever, Lever::Cpuset);
+  EXPECT_EQ(ds[0].new_values.cpuset_cpus, c.want);
+}
+
+const CpusetCase kCpusetCases[] = {
+    {"TwoCpusUnpinnedVictim", {0, 1}, "", "0-1", "1"},
+    {"TwoCpusVictimOnCpu0", {0, 1}, "0", "0-1", "1"},
+    {"TwoCpusVictimOnCpu1", {0, 1}, "1", "0-1", "0"},
+    {"FourCpusVictimPinned", {0, 1, 2, 3}, "0-1", "0-3", "2-3"},
+    {"NodeListOffsetBeyondNode", {2, 3, 4, 5}, "2-3", "0-7", "4-5"},
+    {"VictimEverywhereButOneKeepsFloor", {0, 1, 2}, "0-1", "0-2", "2"},
+};
+
+INSTANTIATE_TEST_SUITE_P(Table, CpusetSplitTest, ::testing::ValuesIn(kCpusetCases),
+                         [](const auto& p) { return std::string(p.param.name); });
 
 // A noisy, steady antagonist: web is over threshold in 60 % of the intervals while hog1 runs
 // unrestricted and in 15 % while restricted. The engine must not flap.
