@@ -49,13 +49,25 @@ struct {
 } drops SEC(".maps");
 
 /* The cgroup id of the task running on this CPU (set when it was switched in), so the switch
- * handler walks only next's cgroup pointers, not prev's. 0: unknown (just attached, idle). */
+ * handler walks only next's cgroup pointers, not prev's. id 0: unknown (just attached, idle).
+ * A running task can change cgroup without a switch (it writes its own pid to cgroup.procs, or
+ * a runtime moves it); the cache is then stale. `gen` is attach_gen when the id was read:
+ * any cgroup migration bumps attach_gen, and a mismatch means "walk prev's cgroup again". */
+struct cur_cg_val {
+	__u64 id;
+	__u64 gen;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct cur_cg_val);
 } cur_cg SEC(".maps");
+
+/* Bumped at every cgroup migration (cgroup_attach_task, fired after the task's css_set changed):
+ * rare, so a shared counter is fine; the switch handler only reads it (one .bss load). */
+__u64 attach_gen = 0;
 
 /* "was preempted while runnable" flag per task (tp_btf path). */
 struct {
@@ -132,8 +144,9 @@ static __always_inline int on_switch(struct task_struct *prev, struct task_struc
 {
 	struct colod_cg_sched *pe = NULL, *ne = NULL;
 	struct switch_vals s;
+	struct cur_cg_val *cur;
+	__u64 gen = attach_gen; /* before any cgroup read: a later bump only forces a re-walk */
 	__u32 zero = 0;
-	__u64 *cur;
 	bool invol;
 	__u64 wait = 0;
 
@@ -163,7 +176,7 @@ static __always_inline int on_switch(struct task_struct *prev, struct task_struc
 		return 0; /* cannot happen for an array; keeps the verifier happy */
 	s.prev_id = 0;
 	if (s.prev_pid != 0) {
-		s.prev_id = *cur;
+		s.prev_id = cur->gen == gen ? cur->id : 0;
 		if (s.prev_id == 0)
 			s.prev_id = btf ? colod_cg_id_btf(prev, cg_mode) :
 					  colod_cg_id_core(prev, cg_mode);
@@ -176,11 +189,12 @@ static __always_inline int on_switch(struct task_struct *prev, struct task_struc
 		}
 	}
 	if (s.next_pid == 0) {
-		*cur = 0;
+		cur->id = 0;
 		return 0;
 	}
 	s.next_id = btf ? colod_cg_id_btf(next, cg_mode) : colod_cg_id_core(next, cg_mode);
-	*cur = s.next_id;
+	cur->id = s.next_id;
+	cur->gen = gen;
 	if (invol) {
 		count_pair(s.prev_id, s.next_id);
 		if (pe)
@@ -250,6 +264,20 @@ int BPF_PROG(handle_sched_switch_raw, bool preempt, struct task_struct *prev,
 	     struct task_struct *next, unsigned int prev_state)
 {
 	return on_switch(prev, next, prev_state, false);
+}
+
+SEC("tp_btf/cgroup_attach_task")
+int BPF_PROG(handle_cgroup_attach_task)
+{
+	__sync_fetch_and_add(&attach_gen, 1);
+	return 0;
+}
+
+SEC("raw_tp/cgroup_attach_task")
+int BPF_PROG(handle_cgroup_attach_task_raw)
+{
+	__sync_fetch_and_add(&attach_gen, 1);
+	return 0;
 }
 
 static __always_inline int on_wakeup(struct task_struct *p, const bool btf)

@@ -177,6 +177,8 @@ Result<void> Collector::Impl::load(AttachKind kind) {
   auto set = [](bpf_program* p, bool on) { bpf_program__set_autoload(p, on); };
   set((*s)->progs.handle_sched_switch, btf);
   set((*s)->progs.handle_sched_switch_raw, !btf);
+  set((*s)->progs.handle_cgroup_attach_task, btf);
+  set((*s)->progs.handle_cgroup_attach_task_raw, !btf);
   set((*s)->progs.handle_sched_wakeup, btf && opts.wakeup_depth);
   set((*s)->progs.handle_sched_wakeup_new, btf && opts.wakeup_depth);
   set((*s)->progs.handle_sched_wakeup_raw, !btf && opts.wakeup_depth);
