@@ -122,6 +122,9 @@ policy::ContainerSample toContainerSample(
   out.runq_p90_us = s.runq.p90_us;
   out.runq_p99_us = s.runq.p99_us;
   out.runq_max_us = s.runq.max_us;
+  // Total run-queue wait this interval: the policy's wait-load signal, which still works when an
+  // always-runnable victim rarely wakes and so yields few latency samples.
+  out.runq_wait_ns = s.runq.total_ns;
   // Several aggressor cgroups may belong to one container (or to none): merge by container.
   std::map<std::string, policy::Preemption> by;
   for (const auto& a : s.preempted_by) {
