@@ -421,7 +421,7 @@ TEST_F(CollectorTest, ContendedSleeperSeesHogAsAggressorAndHighRunqLatency) {
   // Preemption matrix, in a fresh cgroup (the one above carries vruntime debt from weight 2),
   // at a weight the sleeper runs with: 65536 vs the hogs' 262144 gives it
   // a share of the CPU, so it runs and is preempted often, while the hogs dwarf any build task
-  // in the root cgroup. One sleeper, so no preemption within its own cgroup competes.
+  // in the root cgroup.
   // v2 (CFS on 6.1): at 6400 vs 10000 the victim's slice (~4.7 ms of a 12 ms period) outlasts
   // its 3 ms bursts and it is never preempted at a tick; 2500 (25600 shares) makes it ~2 ms.
   TestCgroup v(cpuRoots(), uniqueName("victim"));
@@ -432,7 +432,13 @@ TEST_F(CollectorTest, ContendedSleeperSeesHogAsAggressorAndHighRunqLatency) {
   const uint64_t v_id = ASSERT_OK(cgroup::cgroupId(v.dirIn(cpu_root)));
   ASSERT_OK(col.snapshot());
   {
-    Child victim(v, kCpu, [] { sleeper(60000ms); });
+    // Two sleepers on v1 hosts (6.18 EEVDF, shared with other builds: one alone was sometimes
+    // never preempted in the window); one on v2 (6.1 CFS: two preempt each other about as often
+    // as the hogs preempt them).
+    std::vector<std::unique_ptr<Child>> victims;
+    for (int i = 0; i < (v2() ? 1 : 2); ++i) {
+      victims.push_back(std::make_unique<Child>(v, kCpu, [] { sleeper(60000ms); }));
+    }
     std::this_thread::sleep_for(1500ms);
     hog1.signal(SIGSTOP);  // as above: the victim exits promptly
     hog2.signal(SIGSTOP);
