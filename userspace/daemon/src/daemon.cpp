@@ -172,6 +172,7 @@ class Daemon::Impl final : public control::Backend, public nri::Plugin {
   // Loop thread.
   void tick();
   void syncRegistry();
+  void refreshNriState();
   void resolveCgroups(bool force);
   void reconcileJournal(int64_t now_ns);
   void handleDecisions(const policy::RoundResult& round);
@@ -402,8 +403,9 @@ Result<void> Daemon::Impl::init() {
               .plugin_idx = s.plugin_idx,
               .use_environment = false,
               .on_connection = [this](const nri::ConnectionEvent& ev) {
-                nri_connected_ = ev.state == nri::ConnectionState::Synchronized;
-                nri_reconnects_ = ev.reconnects;
+                // Events come from different stub threads and may arrive out of order
+                // (Synchronized can overtake Connected): the state itself is read from
+                // stub_->stats() by refreshNriState(); this only logs and wakes the loop.
                 switch (ev.state) {
                   case nri::ConnectionState::Synchronized:
                     log()->info("nri: synchronized with the runtime (connects={}, reconnects={})",
@@ -430,6 +432,7 @@ Result<void> Daemon::Impl::init() {
   }
   COLOD_TRY_VOID(stub_->start(), "starting the NRI stub");
   sender_ = std::thread([this] { senderLoop(); });
+  publish(nullptr);  // the loop has not started: safe to touch loop state here
   return {};
 }
 
@@ -489,6 +492,8 @@ int Daemon::Impl::run() {
   its.it_value = its.it_interval;
   ::timerfd_settime(timer_fd_.get(), 0, &its, nullptr);
   last_tick_ = Clock::now();
+  refreshNriState();
+  publish(nullptr);  // status and metrics answer from the first moment
   log()->info("colod running: mode {}, interval {} ms, control {}, {} CPUs",
               modeName(config_.daemon.mode), interval.count(), config_.daemon.control_socket,
               node_cpus_.size());
@@ -525,6 +530,7 @@ int Daemon::Impl::run() {
       } else if (fd == event_fd_.get()) {
         uint64_t v = 0;
         (void)!::read(event_fd_.get(), &v, sizeof v);
+        refreshNriState();
         drainPosted();
       } else if (inotify_fd_ && fd == inotify_fd_.get()) {
         onInotify();
@@ -566,6 +572,12 @@ Mode Daemon::Impl::effectiveMode() const {
     return Mode::ObserveOnly;
   }
   return config_.daemon.mode;
+}
+
+void Daemon::Impl::refreshNriState() {
+  const auto st = stub_->stats();
+  nri_connected_ = st.synchronized;
+  nri_reconnects_ = st.reconnects;
 }
 
 void Daemon::Impl::syncRegistry() {
@@ -758,6 +770,7 @@ void Daemon::Impl::tick() {
     ++tick_overruns_;
   }
   last_tick_ = t0;
+  refreshNriState();
   syncRegistry();
   if (tick_no_ % 10 == 0) {
     resolveCgroups(false);
