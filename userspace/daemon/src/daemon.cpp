@@ -104,6 +104,7 @@ struct View {
 struct Known {
   policy::ContainerInfo info;
   std::string display;
+  std::string tier;          // as the engine classifies it (cached: classification is per change)
   std::string rel;           // cgroup dir relative to the hierarchy root
   uint64_t cgroup_id = 0;    // 0 = unresolved
   uint64_t resolve_tick = 0;
@@ -606,6 +607,8 @@ void Daemon::Impl::syncRegistry() {
     Known& k = it->second;
     const bool path_changed = k.info.cgroup_path != info.cgroup_path;
     k.info = info;
+    k.tier = std::string(
+        policy::tierName(info.tier ? *info.tier : policy::classifyTier(info).tier));
     k.display = info.pod_namespace + "/" + info.pod_name + "/" + info.container_name;
     if (path_changed) {
       if (k.cgroup_id != 0) {
@@ -844,7 +847,11 @@ void Daemon::Impl::tick() {
     round = engine_->evaluate(ps);
   }
   handleDecisions(round);
-  publish(&ps);
+  // Publishing copies every container's view: once a second is enough for coloctl and scrapes
+  // (the default 15 s scrape interval), and right away when something was decided.
+  if (!round.decisions.empty() || tick_no_ % 10 == 0) {
+    publish(&ps);
+  }
   const auto took = Clock::now() - t0;
   if (took > config_.daemon.interval) {
     ++tick_overruns_;
@@ -1288,9 +1295,7 @@ void Daemon::Impl::publish(const policy::Snapshot* /*snap*/) {
     }
   }
   for (const auto& [id, k] : known_) {
-    // Tier as the engine classifies it (the same function, pure).
-    tiers[id] = std::string(policy::tierName(k.info.tier ? *k.info.tier
-                                                          : policy::classifyTier(k.info).tier));
+    tiers[id] = k.tier;
   }
   for (const auto& [id, k] : known_) {
     v1::Container c;
