@@ -49,7 +49,8 @@ cb_build() {  # TARGETS...
 }
 
 cb_has_target() {  # TARGET: is it known to the build system?
-  cmake --build "$CB_BUILD" --target help 2>/dev/null | grep -q -E "^\.\.\. $1( |$)"
+  # No grep -q: under pipefail its early exit would SIGPIPE cmake and fail the pipeline.
+  cmake --build "$CB_BUILD" --target help 2>/dev/null | grep -E "^\.\.\. $1( |$)" >/dev/null
 }
 
 cb_bin() {  # NAME -> path of a built binary, or empty
