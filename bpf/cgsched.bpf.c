@@ -6,7 +6,7 @@
  * Design (measured, see bpf/README.md): everything is computed at sched_switch from timestamps
  * the kernel already keeps, so the hot path makes no bpf_ktime_get_ns() call (76 ns here):
  *   wait   = rq->clock - next->sched_info.last_queued  (what sched_info_arrive() will compute)
- *   on-CPU = prev->se.sum_exec_runtime - prev->se.prev_sum_exec_runtime (this slice)
+ *   on-CPU = prev->se.sum_exec_runtime - its value when prev was switched in here (cur_cg)
  * A wait that reads exactly 0 means the rq clock update was skipped after a preempting wakeup
  * (rq_clock_skip_update()); it is counted in `stale` so the bias is visible, not silent.
  *
@@ -52,10 +52,19 @@ struct {
  * handler walks only next's cgroup pointers, not prev's. id 0: unknown (just attached, idle).
  * A running task can change cgroup without a switch (it writes its own pid to cgroup.procs, or
  * a runtime moves it); the cache is then stale. `gen` is attach_gen when the id was read:
- * any cgroup migration bumps attach_gen, and a mismatch means "walk prev's cgroup again". */
+ * any cgroup migration bumps attach_gen, and a mismatch means "walk prev's cgroup again".
+ * `sum` is the task's se.sum_exec_runtime at switch-in, `pid` whose it is: the slice is
+ * measured against it, not against se.prev_sum_exec_runtime, which the kernel also resets
+ * without a switch (put_prev_task + set_next_task on a running task: sched_move_task at a
+ * cgroup move and, on kernels before 6.8, at every exit via sched_autogroup_exit_task;
+ * setaffinity, nice, setscheduler). Seen on 6.1: a 300 ms spinner's only slice, ended by
+ * its exit, read as the few ms after do_exit. */
 struct cur_cg_val {
 	__u64 id;
 	__u64 gen;
+	__u64 sum;
+	__u32 pid;
+	__u32 pad;
 };
 
 struct {
@@ -135,7 +144,7 @@ static __always_inline void count_pair(__u64 victim, __u64 aggressor)
 struct switch_vals {
 	__u64 prev_id, next_id;
 	__u64 queued, clock;
-	__u64 sum, prev_sum;
+	__u64 sum, prev_sum, next_sum;
 	__u32 prev_pid, next_pid;
 };
 
@@ -156,6 +165,7 @@ static __always_inline int on_switch(struct task_struct *prev, struct task_struc
 		s.queued = next->sched_info.last_queued;
 		s.sum = prev->se.sum_exec_runtime;
 		s.prev_sum = prev->se.prev_sum_exec_runtime;
+		s.next_sum = next->se.sum_exec_runtime;
 		/* This CPU's rq through next's cfs_rq, just picked from it (CONFIG_FAIR_GROUP_SCHED, which
 		 * the cpu controller needs): the percpu `runqueues` ksym has no address when
 		 * kallsyms does not list percpu variables (seen here). */
@@ -166,6 +176,7 @@ static __always_inline int on_switch(struct task_struct *prev, struct task_struc
 		s.queued = BPF_CORE_READ(next, sched_info.last_queued);
 		s.sum = BPF_CORE_READ(prev, se.sum_exec_runtime);
 		s.prev_sum = BPF_CORE_READ(prev, se.prev_sum_exec_runtime);
+		s.next_sum = BPF_CORE_READ(next, se.sum_exec_runtime);
 		s.clock = BPF_CORE_READ(next, se.cfs_rq, rq, clock);
 	}
 	/* pid 0 is the idle task: its "runnable" state and CPU time are not contention. */
@@ -175,6 +186,10 @@ static __always_inline int on_switch(struct task_struct *prev, struct task_struc
 	if (!cur)
 		return 0; /* cannot happen for an array; keeps the verifier happy */
 	s.prev_id = 0;
+	/* The switch-in of prev on this CPU was seen: its slice starts there (see cur_cg_val).
+	 * Otherwise (first switch after attach) the kernel's prev_sum_exec_runtime is the start. */
+	if (s.prev_pid != 0 && cur->pid == s.prev_pid)
+		s.prev_sum = cur->sum;
 	if (s.prev_pid != 0) {
 		s.prev_id = cur->gen == gen ? cur->id : 0;
 		if (s.prev_id == 0)
@@ -188,6 +203,8 @@ static __always_inline int on_switch(struct task_struct *prev, struct task_struc
 				pe->invol += 1;
 		}
 	}
+	cur->pid = s.next_pid;
+	cur->sum = s.next_sum;
 	if (s.next_pid == 0) {
 		cur->id = 0;
 		return 0;
