@@ -32,8 +32,8 @@ template <typename Visit>
 bool forEachField(Span in, Visit&& visit) {
   Reader r(in);
   while (!r.done()) {
-    auto tag = r.varint();
-    if (!tag || *tag > 0xFFFFFFFFU) {
+    auto tag = r.tag();
+    if (!tag) {
       return false;
     }
     const auto field = static_cast<uint32_t>(*tag >> 3);

@@ -410,6 +410,27 @@ TEST(CodecFast, MalformedInputIsAnError) {
   EXPECT_TRUE(fast::decodeSynchronizeRequest({}, {}).has_value());  // empty = all defaults
 }
 
+// A fuzzer finding: protobuf reads a tag in at most 5 bytes, accumulating 32 bits, so the high
+// bits of a 5th tag byte are dropped, not rejected. The fast decoder must agree (it used to call
+// such a tag malformed). Here field 0x4cfcfa4 (wire type varint, high bits of byte 5 set) = 0x60.
+TEST(CodecFast, FiveByteTagWrapsLikeProtobuf) {
+  Bytes b;
+  for (int x : {0xa0, 0x9f, 0xbf, 0xa6, 0x60, 0x60}) {
+    b.push_back(static_cast<std::byte>(x));
+  }
+  auto ref = reference::decodeUpdateContainerRequest(b);
+  ASSERT_TRUE(ref.has_value()) << ref.error().message();
+  auto got = fast::decodeUpdateContainerRequest(b);
+  ASSERT_TRUE(got.has_value()) << got.error().message();
+  // A tag that needs a 6th byte is malformed for both.
+  Bytes six;
+  for (int x : {0xa0, 0x9f, 0xbf, 0xa6, 0xe0, 0x01, 0x60}) {
+    six.push_back(static_cast<std::byte>(x));
+  }
+  EXPECT_FALSE(reference::decodeUpdateContainerRequest(six).has_value());
+  EXPECT_FALSE(fast::decodeUpdateContainerRequest(six).has_value());
+}
+
 // Seeds for nri/fuzz/corpus (first byte = decoder, see fuzz/nri_fuzz.cpp; the rest a bare NRI
 // payload). Writes only when COLOD_WRITE_FUZZ_SEEDS names a directory; otherwise checks the seeds
 // decode, so they stay valid as the generator changes.

@@ -42,6 +42,25 @@ class Reader {
     }
     return std::nullopt;  // more than 10 bytes: malformed
   }
+  // A field tag, read the way protobuf's parser does (ReadTag): at most 5 bytes, accumulated in
+  // 32 bits so the high bits of a 5th byte are dropped rather than rejected. The fast NRI decoder
+  // must accept exactly what the reference decoder accepts (the fuzzer checks), and a tag
+  // needing more than 5 bytes is malformed there too.
+  std::optional<uint32_t> tag() {
+    uint32_t v = 0;
+    for (int i = 0; i < 5; ++i) {
+      if (in_.empty()) {
+        return std::nullopt;
+      }
+      auto b = std::to_integer<uint32_t>(in_[0]);
+      in_ = in_.subspan(1);
+      v |= (b & 0x7FU) << (7 * i);  // bits past 32 fall off, as in protobuf
+      if ((b & 0x80U) == 0) {
+        return v;
+      }
+    }
+    return std::nullopt;
+  }
   std::optional<std::span<const std::byte>> bytes() {
     auto len = varint();
     if (!len || *len > in_.size()) {
@@ -77,8 +96,8 @@ class Reader {
       return false;
     }
     while (!in_.empty()) {
-      auto tag = varint();
-      if (!tag || *tag > 0xFFFFFFFFU) {
+      auto tag = this->tag();
+      if (!tag) {
         return false;
       }
       auto f = *tag >> 3;
