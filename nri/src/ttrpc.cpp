@@ -39,8 +39,27 @@ Result<TtrpcHeader> decodeHeader(std::span<const std::byte> in) {
   return h;
 }
 
-Result<RequestView> decodeRequest(std::span<const std::byte> body) {
-  RequestView req;
+namespace {
+
+std::string_view toView(std::span<const std::byte> b) {
+  return {reinterpret_cast<const char*>(b.data()), b.size()};  // NOLINT: bytes -> chars
+}
+
+// A ttrpc.Request without copies: service and method point into the body.
+struct RequestFields {
+  std::string_view service{};
+  std::string_view method{};
+  std::span<const std::byte> payload{};
+  int64_t timeout_nano = 0;
+};
+
+// The one decoder of the ttrpc.Request envelope, shared by decodeRequest() and the server's
+// hot path. Metadata entries are always validated; they are kept only when `metadata` is set
+// (the server does not use them).
+Result<RequestFields> decodeRequestFields(
+    std::span<const std::byte> body,
+    std::vector<std::pair<std::string, std::string>>* metadata) {
+  RequestFields req;
   pb::Reader r(body);
   while (!r.done()) {
     auto tag = r.varint();
@@ -55,9 +74,9 @@ Result<RequestView> decodeRequest(std::span<const std::byte> body) {
         return COLOD_ERR(EPROTO, "ttrpc.Request: truncated field ", field);
       }
       if (field == 1) {
-        req.service = toString(*b);
+        req.service = toView(*b);
       } else if (field == 2) {
-        req.method = toString(*b);
+        req.method = toView(*b);
       } else {
         req.payload = *b;
       }
@@ -82,20 +101,39 @@ Result<RequestView> decodeRequest(std::span<const std::byte> body) {
         auto f = *t >> 3;
         auto w = static_cast<uint32_t>(*t & 7);
         if (w == pb::kLen && (f == 1 || f == 2)) {
-          auto s = kv.bytes();
-          if (!s) {
+          auto v = kv.bytes();
+          if (!v) {
             return COLOD_ERR(EPROTO, "ttrpc.KeyValue: truncated field");
           }
-          (f == 1 ? entry.first : entry.second) = toString(*s);
+          if (metadata != nullptr) {
+            (f == 1 ? entry.first : entry.second) = toString(*v);
+          }
         } else if (!kv.skip(w)) {
           return COLOD_ERR(EPROTO, "ttrpc.KeyValue: malformed field ", f);
         }
       }
-      req.metadata.push_back(std::move(entry));
+      if (metadata != nullptr) {
+        metadata->push_back(std::move(entry));
+      }
     } else if (!r.skip(wt)) {
       return COLOD_ERR(EPROTO, "ttrpc.Request: malformed field ", field);
     }
   }
+  return req;
+}
+
+}  // namespace
+
+Result<RequestView> decodeRequest(std::span<const std::byte> body) {
+  RequestView req;
+  auto fields = decodeRequestFields(body, &req.metadata);
+  if (!fields) {
+    return std::move(fields).error();
+  }
+  req.service = std::string(fields->service);
+  req.method = std::string(fields->method);
+  req.payload = fields->payload;
+  req.timeout_nano = fields->timeout_nano;
   return req;
 }
 
@@ -247,71 +285,6 @@ void TtrpcDecoder::recycle(std::vector<std::byte>&& body) {
 }
 
 // ---------------------------------------------------------------------------------------------
-namespace {
-
-// The server's view of a ttrpc.Request: no copies, metadata validated but not kept (the server
-// does not use it). Same acceptance rules as decodeRequest().
-struct ServerRequest {
-  std::string_view service{};
-  std::string_view method{};
-  std::span<const std::byte> payload{};
-  int64_t timeout_nano = 0;
-};
-
-std::string_view toView(std::span<const std::byte> b) {
-  return {reinterpret_cast<const char*>(b.data()), b.size()};  // NOLINT: bytes -> chars
-}
-
-Result<ServerRequest> decodeServerRequest(std::span<const std::byte> body) {
-  ServerRequest req;
-  pb::Reader r(body);
-  while (!r.done()) {
-    auto tag = r.varint();
-    if (!tag) {
-      return COLOD_ERR(EPROTO, "ttrpc.Request: truncated tag");
-    }
-    auto field = *tag >> 3;
-    auto wt = static_cast<uint32_t>(*tag & 7);
-    if (wt == pb::kLen && field >= 1 && field <= 3) {
-      auto b = r.bytes();
-      if (!b) {
-        return COLOD_ERR(EPROTO, "ttrpc.Request: truncated field ", field);
-      }
-      if (field == 1) {
-        req.service = toView(*b);
-      } else if (field == 2) {
-        req.method = toView(*b);
-      } else {
-        req.payload = *b;
-      }
-    } else if (wt == pb::kVarint && field == 4) {
-      auto v = r.varint();
-      if (!v) {
-        return COLOD_ERR(EPROTO, "ttrpc.Request: truncated timeout_nano");
-      }
-      req.timeout_nano = static_cast<int64_t>(*v);
-    } else if (wt == pb::kLen && field == 5) {
-      auto b = r.bytes();
-      if (!b) {
-        return COLOD_ERR(EPROTO, "ttrpc.Request: truncated metadata");
-      }
-      pb::Reader kv(*b);
-      while (!kv.done()) {
-        auto t = kv.varint();
-        if (!t || !kv.skip(static_cast<uint32_t>(*t & 7))) {
-          return COLOD_ERR(EPROTO, "ttrpc.KeyValue: malformed");
-        }
-      }
-    } else if (!r.skip(wt)) {
-      return COLOD_ERR(EPROTO, "ttrpc.Request: malformed field ", field);
-    }
-  }
-  return req;
-}
-
-}  // namespace
-
-// ---------------------------------------------------------------------------------------------
 TtrpcServer::TtrpcServer(SendFn send, ServerOptions options)
     : send_(std::move(send)), options_(std::move(options)), decoder_(options_.max_message) {}
 
@@ -388,7 +361,7 @@ Result<void> TtrpcServer::dispatch(TtrpcMessage&& msg) {
   }
   bool run_inline = false;
   if (!msg.oversized) {
-    if (auto req = decodeServerRequest(msg.body)) {
+    if (auto req = decodeRequestFields(msg.body, /*metadata=*/nullptr)) {
       if (auto svc = services_.find(req->service); svc != services_.end()) {
         auto m = svc->second.find(req->method);
         run_inline = m != svc->second.end() && m->second.execution == Execution::Inline;
@@ -507,7 +480,7 @@ void TtrpcServer::serve(TtrpcMessage& msg) {
           {}, msg, "", "");
     return;
   }
-  auto req = decodeServerRequest(msg.body);
+  auto req = decodeRequestFields(msg.body, /*metadata=*/nullptr);
   if (!req) {
     reply(stream, {status_code::kInvalidArgument, req.error().message()}, {}, msg, "", "");
     return;
