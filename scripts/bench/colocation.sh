@@ -13,7 +13,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/colocation/lib.sh"
 CB_TAG=colocation
 
-rounds=5 duration=40 gap=3 inject_at= backend=auto build=1 rss=1 rss_containers=1000
+rounds=5 duration=40 warmup=5 gap=3 inject_at= backend=auto build=1 rss=1 rss_containers=1000
 phases="solo nocolod colod"
 out=/tmp/colod-colocation-$(date +%Y%m%d-%H%M%S)
 usage() {
@@ -21,8 +21,12 @@ usage() {
 usage: $0 [options]
   --rounds N         phase rounds (solo, nocolod, colod), default $rounds (>= 5 for a result)
   --duration S       seconds per phase, default $duration
+  --warmup S         first seconds of every phase not recorded by the LS probe, default $warmup
+                     (LS and BE run from the phase start: colod's first reaction happens in the
+                     warm-up, the antagonist's inside the recorded window)
   --gap S            idle seconds between phases, default $gap
-  --inject-at S      second of a BE phase at which the antagonist starts (default duration/3)
+  --inject-at S      second of a BE phase at which the antagonist starts
+                     (default warmup + (duration - warmup)/3)
   --phases LIST      subset/order of "solo nocolod colod", default "$phases"
   --backend B        peer (colod-testpeer, needed for colod) | cgroup (plain cgroups) | auto
   --rss-containers N fake containers the peer reports for colod_rss_mib, default $rss_containers
@@ -40,6 +44,7 @@ while (($#)); do
   case $1 in
     --rounds) rounds=$2; shift 2 ;;
     --duration) duration=$2; shift 2 ;;
+    --warmup) warmup=$2; shift 2 ;;
     --gap) gap=$2; shift 2 ;;
     --inject-at) inject_at=$2; shift 2 ;;
     --phases) phases=$2; shift 2 ;;
@@ -57,7 +62,8 @@ while (($#)); do
 done
 [[ $rounds =~ ^[0-9]+$ && $rounds -ge 1 && $rounds -le 50 ]] || { echo "--rounds: 1..50" >&2; exit 3; }
 [[ $duration =~ ^[0-9]+$ && $duration -ge 5 && $duration -le 600 ]] || { echo "--duration: 5..600" >&2; exit 3; }
-[[ -z $inject_at ]] && inject_at=$((duration / 3))
+[[ $warmup =~ ^[0-9]+$ && $warmup -le $((duration - 3)) ]] || { echo "--warmup: 0..duration-3" >&2; exit 3; }
+[[ -z $inject_at ]] && inject_at=$((warmup + (duration - warmup) / 3))
 ((inject_at >= 1 && inject_at < duration - 2)) || { echo "--inject-at must be in [1, duration-3]" >&2; exit 3; }
 
 cb_init "$out"
@@ -89,7 +95,7 @@ cb_log "probe calibration: iters_per_us=$ipu"
 # LS weight 512 (probe 400m + redis 100m), BE 4x that (2 x 1000m), like Burstable batch pods that
 # request whole CPUs; the antagonist (another 1000m) joins each BE phase at --inject-at.
 redis_port=$((16400 + $$ % 1000))
-cb_add ls-probe ls-probe ls 400 probe "$probe" --iters-per-us "$ipu"
+cb_add ls-probe ls-probe ls 400 probe "$probe" --iters-per-us "$ipu" --warmup "$warmup"
 cb_add ls-redis ls-redis ls 100 redis "$redis_port"
 cb_add be-cpu be-cpu be 1000 stress --cpu 2
 cb_add be-cache be-cache be 1000 stress --cache 2
@@ -104,7 +110,7 @@ if ((have_colod)); then
 fi
 
 {
-  echo "command: $0 ${COLOD_POLICY_SET:+--policy-set '$COLOD_POLICY_SET' }--rounds $rounds --duration $duration --gap $gap --inject-at $inject_at --node-shares $CB_NODE_SHARES"
+  echo "command: $0 ${COLOD_POLICY_SET:+--policy-set '$COLOD_POLICY_SET' }--rounds $rounds --duration $duration --warmup $warmup --gap $gap --inject-at $inject_at --node-shares $CB_NODE_SHARES"
   echo "backend: $backend; colod: $have_colod; started $(date -u +%FT%TZ); host $(uname -r), $(nproc) CPUs"
   echo "policy: ${COLOD_POLICY_FILE:-policy/config/default.yaml}${COLOD_POLICY_SET:+ with$COLOD_POLICY_SET}"
   echo "load before the run (1/5/15 min): $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -55,11 +55,23 @@ TEST(Probe, OverloadCountsMissedRequestsWithGrowingLatency) {
   EXPECT_GE(r.summary.p99_us, 100'000U);
 }
 
+TEST(Probe, WarmUpIsServedButNotRecorded) {
+  // 0.5 s at 2 ms per request per thread, the first 0.2 s not recorded: 150 of 250 per thread.
+  const ProbeOptions o{
+      .threads = 2, .period_us = 2000, .work_us = 100, .duration_s = 0.5, .warmup_s = 0.2};
+  const ProbeReport r = ASSERT_OK(runProbe(o));
+  EXPECT_EQ(r.summary.requests, 300U);
+  EXPECT_DOUBLE_EQ(r.info.warmup_s, 0.2);
+  EXPECT_GE(r.summary.p50_us, 60U);
+}
+
 TEST(Probe, RejectsInvalidOptions) {
   EXPECT_ERR(runProbe({.threads = 0}), EINVAL, "threads");
   EXPECT_ERR(runProbe({.threads = 1, .period_us = 0}), EINVAL, "period_us");
   EXPECT_ERR(runProbe({.threads = 1, .period_us = 10, .work_us = -1}), EINVAL, "work_us");
   EXPECT_ERR(runProbe({.threads = 1, .duration_s = 0.0}), EINVAL, "duration");
+  EXPECT_ERR(runProbe({.threads = 1, .duration_s = 1.0, .warmup_s = 1.0}), EINVAL, "warm-up");
+  EXPECT_ERR(runProbe({.threads = 1, .duration_s = 1.0, .warmup_s = -0.5}), EINVAL, "warm-up");
   EXPECT_ERR(calibrateItersPerUs(0), EINVAL, "trial");
 }
 

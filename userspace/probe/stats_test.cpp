@@ -42,6 +42,14 @@ TEST(MissedLatencies, LowerBoundsForUnservedRequests) {
   EXPECT_TRUE(missedLatencies(s, 99, 100).empty());
 }
 
+TEST(Schedule, WarmUpRequestsAreNotRecorded) {
+  const Schedule s{.start_ns = 0, .end_ns = 100, .period_ns = 10, .record_from_ns = 35};
+  EXPECT_FALSE(s.recorded(3));  // due 30
+  EXPECT_TRUE(s.recorded(4));   // due 40
+  // A stop inside the warm-up: only the recorded ones (due 40..90) count as missed.
+  EXPECT_EQ(missedLatencies(s, 2, 100), (std::vector<uint64_t>{60, 50, 40, 30, 20, 10}));
+}
+
 TEST(Percentile, NearestRank) {
   std::vector<uint64_t> v;
   for (uint64_t i = 1; i <= 100; ++i) {
@@ -110,7 +118,7 @@ TEST(Format, LineAndJsonCarryTheSameNumbers) {
   EXPECT_EQ(formatLine(info, s),
             "probe: threads=2 period_us=1000 work_us=300 duration_s=10.0 requests=20000 "
             "missed=1 p50_us=310 p90_us=320 p99_us=450 p999_us=900 max_us=1200 mean_us=312.2 "
-            "cpu_pct_node=30.2");
+            "cpu_pct_node=30.2 warmup_s=0.0");
   const auto j = nlohmann::json::parse(formatJson(info, s));
   EXPECT_EQ(j.at("p99_us").get<uint64_t>(), 450U);
   EXPECT_EQ(j.at("missed").get<uint64_t>(), 1U);

@@ -35,6 +35,9 @@ int run(int argc, char** argv) {
       ->check(CLI::Range(0.001, 1.0));
   app.add_option("-d,--duration", o.duration_s, "run time, seconds")
       ->check(CLI::Range(0.01, 86400.0));
+  app.add_option("--warmup", o.warmup_s,
+                 "do not record the first S seconds of the run (S < duration)")
+      ->check(CLI::Range(0.0, 86400.0));
   app.add_option("--iters-per-us", o.iters_per_us,
                  "busy-loop iterations per µs (skip calibration; reuse across runs)")
       ->check(CLI::PositiveNumber);

@@ -58,7 +58,9 @@ void runThread(const Schedule& schedule, uint64_t iters, ThreadResult& out) {
     }
     spin(iters);
     now = nowNs();
-    out.latencies_ns.push_back(static_cast<uint64_t>(now - due));
+    if (schedule.recorded(i)) {
+      out.latencies_ns.push_back(static_cast<uint64_t>(now - due));
+    }
   }
   std::vector<uint64_t> missed = missedLatencies(schedule, i, nowNs());
   out.missed = missed.size();
@@ -113,6 +115,10 @@ Result<ProbeReport> runProbe(const ProbeOptions& o) {
   if (!(o.duration_s > 0.0) || o.duration_s > 86400.0) {
     return COLOD_ERR(EINVAL, "duration must be in (0, 86400] s, got ", o.duration_s);
   }
+  if (!(o.warmup_s >= 0.0) || !(o.warmup_s < o.duration_s)) {
+    return COLOD_ERR(EINVAL, "warm-up must be in [0, duration) s, got ", o.warmup_s,
+                     " for a duration of ", o.duration_s, " s");
+  }
   double ipu = o.iters_per_us;
   if (!(ipu > 0.0)) {
     auto cal = calibrateItersPerUs(o.calibration_trials);
@@ -136,7 +142,8 @@ Result<ProbeReport> runProbe(const ProbeOptions& o) {
     const Schedule schedule{.start_ns = start,
                             .end_ns = end,
                             .period_ns = period_ns,
-                            .phase_ns = period_ns * t / o.threads};
+                            .phase_ns = period_ns * t / o.threads,
+                            .record_from_ns = start + static_cast<int64_t>(o.warmup_s * 1e9)};
     try {
       threads.emplace_back(runThread, schedule, iters, std::ref(results[t]));
     } catch (const std::system_error& e) {
@@ -166,6 +173,7 @@ Result<ProbeReport> runProbe(const ProbeOptions& o) {
       .period_us = o.period_us,
       .work_us = o.work_us,
       .duration_s = o.duration_s,
+      .warmup_s = o.warmup_s,
       .iters_per_us = ipu,
       .cpu_pct_node =
           wall_s > 0 && cpus > 0 ? cpu_s / (wall_s * static_cast<double>(cpus)) * 100.0 : 0.0,

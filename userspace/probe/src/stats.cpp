@@ -33,6 +33,9 @@ std::vector<uint64_t> missedLatencies(const Schedule& schedule,
   }
   out.reserve(n - first_unserved);
   for (uint64_t i = first_unserved; i < n; ++i) {
+    if (!schedule.recorded(i)) {
+      continue;
+    }
     const int64_t waited = stop_ns - schedule.due(i);
     out.push_back(waited > 0 ? static_cast<uint64_t>(waited) : 0);
   }
@@ -78,7 +81,7 @@ std::string formatLine(const RunInfo& info, const Summary& summary) {
       buf.data(), buf.size(),
       "probe: threads=%u period_us=%lld work_us=%lld duration_s=%.1f requests=%llu "
       "missed=%llu p50_us=%llu p90_us=%llu p99_us=%llu p999_us=%llu max_us=%llu "
-      "mean_us=%.1f cpu_pct_node=%.1f",
+      "mean_us=%.1f cpu_pct_node=%.1f warmup_s=%.1f",
       info.threads, static_cast<long long>(info.period_us), static_cast<long long>(info.work_us),
       info.duration_s, static_cast<unsigned long long>(summary.requests),
       static_cast<unsigned long long>(summary.missed),
@@ -86,7 +89,8 @@ std::string formatLine(const RunInfo& info, const Summary& summary) {
       static_cast<unsigned long long>(summary.p90_us),
       static_cast<unsigned long long>(summary.p99_us),
       static_cast<unsigned long long>(summary.p999_us),
-      static_cast<unsigned long long>(summary.max_us), summary.mean_us, info.cpu_pct_node);
+      static_cast<unsigned long long>(summary.max_us), summary.mean_us, info.cpu_pct_node,
+      info.warmup_s);
   return buf.data();
 }
 
@@ -99,6 +103,7 @@ std::string formatJson(const RunInfo& info, const Summary& summary) {
       {"p50_us", summary.p50_us},          {"p90_us", summary.p90_us},
       {"p99_us", summary.p99_us},          {"p999_us", summary.p999_us},
       {"max_us", summary.max_us},          {"mean_us", summary.mean_us},
+      {"warmup_s", info.warmup_s},
   };
   return j.dump();
 }

@@ -28,6 +28,10 @@ struct ProbeOptions {
   int64_t period_us = 1000;
   int64_t work_us = 300;
   double duration_s = 10.0;
+  // The first warmup_s of the run are not recorded (0 <= warmup_s < duration_s): the load runs
+  // from the start, so what it provokes (a controller's reaction) happens, but the summary
+  // describes the settled state after it.
+  double warmup_s = 0.0;
   double iters_per_us = 0.0;  // 0: calibrate at start
   unsigned calibration_trials = 25;
 };
@@ -40,7 +44,7 @@ struct ProbeReport {
 // Runs the probe for options.duration_s and returns the summary. Requests still queued at the
 // end count as missed with lower-bound latencies (see missedLatencies). Fails with EINVAL on
 // invalid options (threads 0 or > 256, period/work <= 0, work > period * 100, duration <= 0 or
-// > 86400 s) and with the errno of a failed thread start.
+// > 86400 s, warm-up negative or not below the duration) and with the errno of a failed thread start.
 [[nodiscard]] Result<ProbeReport> runProbe(const ProbeOptions& options);
 
 }  // namespace colod::probe

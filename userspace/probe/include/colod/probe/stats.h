@@ -18,17 +18,23 @@ struct Schedule {
   int64_t end_ns = 0;
   int64_t period_ns = 1;  // > 0
   int64_t phase_ns = 0;   // in [0, period_ns): spreads threads over the period
+  // Requests due before this are served but not recorded (the warm-up: the system under test
+  // settles, e.g. a controller reacts to a load that started with the run). 0: record all.
+  int64_t record_from_ns = 0;
 
   // Due time of request i (i >= 0).
   [[nodiscard]] int64_t due(uint64_t i) const;
   // Number of requests due in [start_ns + phase_ns, end_ns); 0 for an empty or inverted window.
   [[nodiscard]] uint64_t count() const;
+  // Whether request i's latency is recorded (due at or after record_from_ns).
+  [[nodiscard]] bool recorded(uint64_t i) const { return due(i) >= record_from_ns; }
 };
 
 // Requests [first_unserved, schedule.count()) were still queued when the run stopped at stop_ns:
 // each is "missed" and gets the latency it had accumulated by then, stop_ns - due (0 if not yet
 // due), a lower bound. Counting them keeps a saturated run's percentiles from looking better
-// than a healthy one's (the coordinated-omission trap). Returns them in ns, in schedule order.
+// than a healthy one's (the coordinated-omission trap). Returns them in ns, in schedule order;
+// requests in the warm-up (not recorded()) are left out.
 [[nodiscard]] std::vector<uint64_t> missedLatencies(const Schedule& schedule,
                                                     uint64_t first_unserved,
                                                     int64_t stop_ns);
@@ -59,12 +65,14 @@ struct RunInfo {
   int64_t period_us = 0;
   int64_t work_us = 0;
   double duration_s = 0.0;
+  double warmup_s = 0.0;  // the first warmup_s of duration_s were not recorded
   double iters_per_us = 0.0;
   double cpu_pct_node = 0.0;  // probe CPU time / (wall time * online CPUs) * 100
 };
 
 // "probe: threads=2 period_us=1000 work_us=300 duration_s=10.0 requests=... missed=...
-//  p50_us=... p90_us=... p99_us=... p999_us=... max_us=... mean_us=... cpu_pct_node=..."
+//  p50_us=... p90_us=... p99_us=... p999_us=... max_us=... mean_us=... cpu_pct_node=...
+//  warmup_s=..."
 [[nodiscard]] std::string formatLine(const RunInfo& info, const Summary& summary);
 // The same fields as one JSON object (no trailing newline).
 [[nodiscard]] std::string formatJson(const RunInfo& info, const Summary& summary);
