@@ -20,6 +20,12 @@ namespace {
 
 constexpr int64_t kNever = -1'000'000'000;
 constexpr int kMaxRelaxBackoff = 8;
+// A BE container counts as running when it used at least this share of one CPU in the interval.
+constexpr double kRunningCpuFraction = 0.01;
+// A restricted BE set saturates its allowance when it uses at least this share of it.
+constexpr double kSaturatedFraction = 0.9;
+// The LS demand "fits" its weighted share of the node when it is at most this share of it.
+constexpr double kFitsShareFraction = 0.8;
 
 // Per-container state. Bounded: one entry per registered container, fixed-size window.
 struct Tracked {
@@ -80,6 +86,10 @@ struct Step {
   int rung = 0;
   std::vector<std::string> targets;
   std::vector<Antagonist> antagonists;
+  // BE containers running when the step was applied and left alone (benign by the evidence):
+  // only BE that starts running later joins the step (extendSteps).
+  std::set<std::string> running_at_apply;
+  bool running_known = false;  // false for a step seeded from the journal until its first round
 };
 
 enum class Phase { Verifying, Holding };
@@ -102,6 +112,7 @@ struct Episode {
   int escalations = 0;
   bool exhausted = false;
   bool victim_gone = false;
+  bool relax_held = false;  // the relax_held finding was given for the current hold
 };
 
 std::string episodeKey(std::string_view victim, bool memory) {
@@ -963,7 +974,8 @@ class EngineState {
       want.insert(a.id);
     }
     for (const auto& [id, t] : tracked_) {
-      if (touchable(t) && t.sampled && static_cast<double>(t.sample->oncpu_ns) >= 0.01 * interval) {
+      if (touchable(t) && t.sampled &&
+          static_cast<double>(t.sample->oncpu_ns) >= kRunningCpuFraction * interval) {
         want.insert(id);
       }
     }
@@ -1245,6 +1257,13 @@ class EngineState {
       ++ep.next_rung;
       ++ep.escalations;
       if (res == RungResult::Applied) {
+        Step& applied = ep.steps.back();
+        for (const auto& [id, t] : tracked_) {
+          if (touchable(t) && t.sampled && cpusUsed(t) >= kRunningCpuFraction) {
+            applied.running_at_apply.insert(id);
+          }
+        }
+        applied.running_known = true;
         ep.phase = Phase::Verifying;
         ep.verify_until = round_ + config_.actions.verify_intervals;
         ep.verify_hits = 0;
@@ -1263,6 +1282,182 @@ class EngineState {
            displayName(victim.info) + ": every rung of the ladder was tried; holding what helped"});
     }
     return false;
+  }
+
+  // On-CPU of container t this interval, in CPUs.
+  [[nodiscard]] double cpusUsed(const Tracked& t) const {
+    const double interval = static_cast<double>(std::max<int64_t>(interval_ns_, 1));
+    return t.sample != nullptr ? static_cast<double>(t.sample->oncpu_ns) / interval : 0.0;
+  }
+
+  // Why giving back the top cross-pod rung (cpuset, quota) now would bring the contention back,
+  // or nullopt when it may be given back. A quiet victim only shows that the rung works, not that
+  // it is no longer needed: relaxing while BE still runs flat out re-creates the backlog (the
+  // full loop measured a relax -> hurt -> re-engage cycle costing LS ~0.3 s of queueing each
+  // time). So the rung is held while (a) the BE containers it restricts use >= 90 % of what it
+  // leaves them (they would take more), and (b) the LS demand (on-CPU of the non-BE containers)
+  // is more than 80 % of what the CPU weights would give LS against the running BE containers
+  // without it. It is given back as soon as BE stops or slows, or the LS demand falls.
+  std::optional<std::string> relaxWouldHurt(const Step& top, const Tracked& v) const {
+    if (top.lever != Lever::Cpuset && top.lever != Lever::CpuQuota) {
+      return std::nullopt;
+    }
+    double be_used = 0;
+    std::set<int> allowed_cpus;
+    for (const std::string& id : top.targets) {
+      auto it = tracked_.find(id);
+      if (it == tracked_.end() || !it->second.sampled) {
+        continue;
+      }
+      be_used += cpusUsed(it->second);
+      if (top.lever == Lever::Cpuset) {
+        for (int c : targetCpus(it->second)) {
+          allowed_cpus.insert(c);
+        }
+      }
+    }
+    const double allowance = top.lever == Lever::Cpuset
+                                 ? static_cast<double>(allowed_cpus.size())
+                                 : quota_budget_;
+    if (allowance <= 0 || be_used < kSaturatedFraction * allowance) {
+      return std::nullopt;
+    }
+    double ls_demand = 0;
+    double ls_weight = 0;
+    double be_weight = 0;
+    for (const auto& [id, t] : tracked_) {
+      if (!t.sampled) {
+        continue;
+      }
+      if (t.info.exclusive_cpus) {
+        continue;  // on CPUs of its own: neither competes on the shared ones
+      }
+      const double w = static_cast<double>(t.info.resources.cpu_shares.value_or(1024));
+      if (t.tier == Tier::Be) {
+        if (cpusUsed(t) >= kRunningCpuFraction) {
+          be_weight += w;
+        }
+      } else {
+        ls_demand += cpusUsed(t);
+        ls_weight += w;
+      }
+    }
+    const double ls_share = nodeCpus() * ls_weight / std::max(ls_weight + be_weight, 1.0);
+    if (ls_demand <= kFitsShareFraction * ls_share) {
+      return std::nullopt;
+    }
+    std::ostringstream why;
+    why << displayName(v.info) << " is quiet, but " << leverName(top.lever)
+        << " is held: the BE containers it restricts use " << std::round(be_used * 100) / 100
+        << " of the " << std::round(allowance * 100) / 100
+        << " CPUs it leaves them, and the non-BE demand of " << std::round(ls_demand * 100) / 100
+        << " CPUs is above 80% of the " << std::round(ls_share * 100) / 100
+        << " CPUs the weights would give it against the running BE without the rung";
+    return why.str();
+  }
+
+  // A BE container that was not running when a cross-pod rung (cpuset, quota) was applied joins
+  // it while the rung protects a victim: otherwise, when it starts, it takes the CPUs the rung
+  // freed, the victim is hurt again, and a new backlog builds before the next detection
+  // (measured: the antagonist started mid-phase undid the cpuset split and forced the quota
+  // rung). Idle BE joins a cpuset at once, BE that starts running joins the quota budget. The
+  // restriction is owned by the same episode and released with it.
+  void extendSteps(const std::string& key,
+                   Episode& ep,
+                   std::vector<Decision>& out,
+                   std::vector<Finding>& findings) {
+    if (ep.memory || ep.steps.empty()) {
+      return;
+    }
+    auto vit = tracked_.find(ep.victim_id);
+    if (vit == tracked_.end() || ep.victim_gone) {
+      return;
+    }
+    Tracked& v = vit->second;
+    for (Step& step : ep.steps) {
+      if (step.lever != Lever::Cpuset && step.lever != Lever::CpuQuota) {
+        continue;
+      }
+      if (!step.running_known) {
+        // Seeded after a restart: who was benign is not known; what runs now stays as it is.
+        for (const auto& [id, t] : tracked_) {
+          if (touchable(t) && t.sampled && cpusUsed(t) >= kRunningCpuFraction) {
+            step.running_at_apply.insert(id);
+          }
+        }
+        step.running_known = true;
+        continue;
+      }
+      std::vector<Tracked*> joining;
+      for (auto& [id, t] : tracked_) {
+        // Cpuset: idle BE joins too (a cpuset costs an idle container nothing, and when it
+        // starts it is already off the victim's CPUs: no transient at all). Quota: only BE that
+        // runs (an idle container's share of the budget would be a bare floor).
+        const bool running = t.sampled && cpusUsed(t) >= kRunningCpuFraction;
+        if (!touchable(t) || !t.sampled || step.running_at_apply.count(id) != 0 ||
+            (step.lever == Lever::CpuQuota && !running)) {
+          continue;
+        }
+        auto rit = restrictions_.find(id);
+        if (rit != restrictions_.end() && rit->second.count(step.lever) != 0) {
+          continue;
+        }
+        joining.push_back(&t);
+      }
+      if (joining.empty()) {
+        continue;
+      }
+      if (step.lever == Lever::CpuQuota) {
+        const size_t before = step.targets.size();
+        addQuotaTargets(key, step.rung, {}, false, step);
+        if (step.targets.size() != before) {
+          std::ostringstream why;
+          why << "BE started running while " << displayName(v.info)
+              << " is protected by the BE quota budget: capped within it";
+          redistributeQuota(DecisionKind::Escalate, "be_joined_restriction", why.str(), &v, &ep,
+                            step.antagonists, out, findings);
+        }
+        continue;
+      }
+      for (Tracked* t : joining) {
+        const bool cooling = round_ - t->last_change_round <
+                             config_.actions.change_cooldown_intervals;
+        if (cooling || !budget()) {
+          continue;
+        }
+        auto values = restricted(*t, v, Lever::Cpuset);
+        if (!values) {
+          continue;
+        }
+        Restriction r;
+        r.lever = Lever::Cpuset;
+        r.rung = step.rung;
+        r.applied = *values;
+        r.original = leverValues(t->info.resources, Lever::Cpuset);
+        if (auto lt = t->last_applied.find(Lever::Cpuset);
+            lt != t->last_applied.end() && lt->second == r.original) {
+          r.original = t->last_original[Lever::Cpuset];
+        }
+        t->last_applied[Lever::Cpuset] = r.applied;
+        t->last_original[Lever::Cpuset] = r.original;
+        r.owners.insert(key);
+        std::ostringstream os;
+        os << "extend rung " << step.rung + 1 << " (cpuset) to " << displayName(t->info) << ": "
+           << (cpusUsed(*t) >= kRunningCpuFraction ? "it started running (" : "it is idle (")
+           << static_cast<int>(cpusUsed(*t) * 100) << "% of a CPU) while " << displayName(v.info)
+           << " is protected by it, so it starts off the victim's CPUs; "
+           << describeValues(current(*t, Lever::Cpuset), Lever::Cpuset) << " -> "
+           << describeValues(*values, Lever::Cpuset);
+        t->last_change_round = round_;
+        t->last_explanation = os.str();
+        out.push_back(makeDecision(DecisionKind::Escalate, Lever::Cpuset, step.rung, *t, *values,
+                                   restoreValues(r.original, Lever::Cpuset, node_cpus_), &v, &ep,
+                                   step.antagonists, "be_joined_restriction", os.str()));
+        restrictions_[t->info.id].emplace(Lever::Cpuset, std::move(r));
+        step.targets.push_back(t->info.id);
+        ++changes_this_round_;
+      }
+    }
   }
 
   void stepEpisode(const std::string& key,
@@ -1365,6 +1560,16 @@ class EngineState {
         round_ - ep.last_relax_round >= config_.actions.relax_cooldown_intervals && budget()) {
       const Step& top = ep.steps.back();
       const double node = nodeCpus();
+      if (!ep.memory) {
+        if (auto held = relaxWouldHurt(top, v)) {
+          if (!ep.relax_held) {
+            ep.relax_held = true;
+            findings.push_back({v.info.id, "relax_held", *held});
+          }
+          return;
+        }
+        ep.relax_held = false;
+      }
       if (top.lever == Lever::CpuQuota && quota_budget_ > 0 &&
           quota_budget_ + config_.levers.quota_step_fraction * node < node) {
         // Give the quota back step by step: raise the aggregate budget, keep the rung.
@@ -1495,6 +1700,7 @@ class EngineState {
     // Existing episodes first (undo/escalate/relax), then new victims.
     for (auto& [key, ep] : episodes_) {
       stepEpisode(key, ep, result.decisions, result.findings);
+      extendSteps(key, ep, result.decisions, result.findings);
     }
     // An episode without restrictions ends once its victim is gone or no longer in violation
     // (an exhausted episode of a victim still in violation stays, so rungs are not retried

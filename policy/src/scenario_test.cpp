@@ -467,6 +467,79 @@ const Scenario kScenarios[] = {
        EXPECT_EQ(run.count(DecisionKind::Undo), 0);
        EXPECT_TRUE(run.sim.engine().applied().empty()) << "given back after quiet";
      }},
+    {"LateBeJoinsTheCpusetSplit",
+     [](Config& c) { c.actions.cpu_ladder = {Lever::Cpuset}; },
+     World{4096},  // BE outweighs LS: the split is held while hog1 saturates CPU 1
+     40,
+     [](int r, const Engine& e) {
+       // hog2 runs (benign) when the split is applied; "idle" is idle then, joins the split in
+       // the next round (it costs an idle container nothing), and starts a hog at round 20
+       // already off web's CPU: web is never hurt again.
+       // hog1 keeps its CPU busy once split (the split is held, see relaxWouldHurt).
+       const bool split = restricted(e, "hog1", Lever::Cpuset);
+       auto bg = background(split ? 95'000'000 : 80'000'000);
+       for (auto& x : bg) {
+         if (x.id == "idle") {
+           x = beSample("idle", r >= 20 ? 90'000'000 : 0);
+         }
+       }
+       const bool hurt = r > 5 && !split;
+       return withVictim(hurt ? hurtByHog1() : lsSample("web", kQuietP99), bg);
+     },
+     [](const RunLog& run) {
+       EXPECT_TRUE(restricted(run.sim.engine(), "hog1", Lever::Cpuset));
+       EXPECT_TRUE(restricted(run.sim.engine(), "idle", Lever::Cpuset));
+       EXPECT_FALSE(restricted(run.sim.engine(), "hog2")) << "running at apply: benign";
+       const Decision* joined = nullptr;
+       for (const auto& d : run.sim.decisions()) {
+         if (d.rule == "be_joined_restriction") {
+           joined = &d;
+         }
+       }
+       ASSERT_NE(joined, nullptr);
+       EXPECT_EQ(joined->target_id, "idle");
+       EXPECT_EQ(joined->kind, DecisionKind::Escalate);
+       EXPECT_EQ(joined->victim_id, "web");
+       EXPECT_EQ(joined->new_values.cpuset_cpus, "1");
+       EXPECT_EQ(joined->original_values.cpuset_cpus, "0-1");
+       EXPECT_NE(joined->explanation.find("it is idle"), std::string::npos);
+       // Joined in the round after the split, long before it starts at round 20.
+       const int engaged = run.firstRound(DecisionKind::Engage);
+       ASSERT_GT(engaged, 0);
+       EXPECT_EQ(joined->at_ns, (engaged + 1) * testing::kIntervalNs);
+       EXPECT_EQ(run.count(DecisionKind::Engage), 1);
+       EXPECT_EQ(run.count(DecisionKind::Escalate), 1);
+     }},
+    {"RelaxHeldWhileBeSaturatesItsCpus",
+     [](Config& c) { c.actions.cpu_ladder = {Lever::Cpuset}; },
+     World{4096},
+     80,
+     [](int r, const Engine& e) {
+       // hog1, split onto CPU 1, keeps it busy (95 %) until round 50, then stops. LS demand
+       // (web 0.3 + api 0.3 + sys 0.1) is above 80 % of what the weights (LS 3 x 1024 against
+       // BE 3 x 4096) would give it without the split (0.4 CPU): the split is held while hog1
+       // runs, given back after it stops.
+       const bool split = restricted(e, "hog1", Lever::Cpuset);
+       const uint64_t hog1 = r > 50 ? 0 : (split ? 95'000'000 : 80'000'000);
+       const bool hurt = r > 5 && r <= 50 && !split;
+       return withVictim(hurt ? hurtByHog1() : lsSample("web", kQuietP99), background(hog1));
+     },
+     [](const RunLog& run) {
+       int held = 0;
+       for (const auto& r : run.rounds) {
+         for (const auto& f : r.findings) {
+           if (f.rule == "relax_held") {
+             ++held;
+             EXPECT_NE(f.message.find("held"), std::string::npos) << f.message;
+           }
+         }
+       }
+       EXPECT_EQ(held, 1) << "said once per hold";
+       const int relaxed = run.firstRound(DecisionKind::Relax);
+       ASSERT_GT(relaxed, 50) << "never given back while hog1 saturates its CPU";
+       EXPECT_FALSE(restricted(run.sim.engine(), "hog1"));
+       EXPECT_EQ(run.count(DecisionKind::Engage), 1) << "no relax -> hurt -> engage cycle";
+     }},
     {"ExclusiveSystemAndLsAreNeverTargets",
      nullptr,
      {},

@@ -86,9 +86,19 @@ def colod_writes(run):
             continue
         if e.get("event") == "cgroup-write" and e.get("source") == "update":
             writes.append((int(e["ts_ns"]), e.get("container", ""), e.get("file", ""),
-                           e.get("new", "")))
+                           e.get("new", ""), e.get("old", "")))
     writes.sort()
     return writes
+
+
+def restricted_at(before):
+    """Whether colod's writes before a moment left any file of the container changed: the last
+    value written differs from the value before colod's first write to that file."""
+    first_old, last_new = {}, {}
+    for w in before:
+        first_old.setdefault((w[1], w[2]), w[4])
+        last_new[(w[1], w[2])] = w[3]
+    return any(last_new[k] != first_old[k] for k in last_new)
 
 
 def reactions(run):
@@ -109,8 +119,12 @@ def reactions(run):
         for what, t0, names in events:
             before = [w for w in writes if t["colod-started"] <= w[0] < t0 and w[1] in names]
             after = [w for w in writes if t0 <= w[0] < end and w[1] in names]
-            if before and what == "antagonist":
-                notes.append(f"{tag}: antagonist already restricted before it started")
+            if restricted_at(before):
+                # colod had already moved it (an idle BE joins a cpuset split at once): the
+                # update landed before the start, so the start needed no reaction.
+                samples.append(0.0)
+                notes.append(f"{tag}: {what} already restricted before it started (reaction 0)")
+                continue
             if after:
                 samples.append((after[0][0] - t0) / 1e6)
             else:

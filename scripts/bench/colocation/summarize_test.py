@@ -93,6 +93,32 @@ class SummarizeTest(unittest.TestCase):
         self.assertEqual(sorted(round(s) for s in samples), [100, 101, 102, 200, 200, 200])
         self.assertEqual(notes, [])
 
+    def test_restricted_before_start_is_reaction_zero(self):
+        def w(ts, c, new, old):
+            return ('{"event":"cgroup-write","container":"%s","file":"cpuset.cpus","new":"%s",'
+                    '"old":"%s","source":"update","ts_ns":%d}' % (c, new, old, ts))
+        with tempfile.TemporaryDirectory() as d:
+            s = 10**9
+            write(d, "triggers.txt", "\n".join([
+                "r1-colod colod-started 0", f"r1-colod be-cpu {s}",
+                f"r1-colod be-antagonist {5 * s}", f"r1-colod colod-stopped {9 * s}",
+                f"r2-colod colod-started {10 * s}", f"r2-colod be-cpu {11 * s}",
+                f"r2-colod be-antagonist {15 * s}", f"r2-colod colod-stopped {19 * s}"]) + "\n")
+            write(d, "peer.log", "\n".join([
+                # r1: the idle antagonist joins the split at 1.2 s, long before it starts.
+                w(s + 100 * 10**6, "be-cpu", "1", "0-1"),
+                w(s + 200 * 10**6, "be-antagonist", "1", "0-1"),
+                w(9 * s, "be-antagonist", "0-1", "1"),
+                # r2: restricted, then given back before it starts: a real reaction follows.
+                w(11 * s + 100 * 10**6, "be-cpu", "1", "0-1"),
+                w(12 * s, "be-antagonist", "1", "0-1"),
+                w(13 * s, "be-antagonist", "0-1", "1"),
+                w(15 * s + 250 * 10**6, "be-antagonist", "1", "0-1")]) + "\n")
+            samples, notes = summarize.reactions(d)
+        self.assertEqual(sorted(round(x) for x in samples), [0, 100, 100, 250])
+        self.assertEqual(notes, ["r1-colod: antagonist already restricted before it started "
+                                 "(reaction 0)"])
+
     def test_final_line_is_medians(self):
         out = subprocess.run([sys.executable, os.path.join(HERE, "summarize.py"), self.d],
                              check=True, capture_output=True, text=True).stdout
