@@ -230,7 +230,8 @@ TEST(EngineTest, RateLimitDefersChanges) {
                                         lsSample("api", 5000, {{"hog2", 50, 5'000'000}}),
                                         beSample("hog", 90'000'000), beSample("hog2", 90'000'000)};
   };
-  for (int i = 0; i < 3; ++i) {
+  // Both become victims in round K; one change per round.
+  for (int i = 0; i < Config{}.detection.hit_intervals; ++i) {
     auto r = sim.step(samples());
     EXPECT_LE(r.decisions.size(), 1u);
   }

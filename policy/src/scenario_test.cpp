@@ -226,7 +226,7 @@ const Scenario kScenarios[] = {
        EXPECT_EQ(d.original_values.cpu_shares, 1024u);
        EXPECT_EQ(d.rule, "runq_p99_over_threshold");
        EXPECT_EQ(d.evidence.victim_p99_us, kHurtP99);
-       EXPECT_EQ(d.evidence.hits, 3);
+       EXPECT_EQ(d.evidence.hits, Config{}.detection.hit_intervals);
        ASSERT_FALSE(d.antagonists.empty());
        EXPECT_EQ(d.antagonists[0].preemptions, 80u);
        EXPECT_NE(d.explanation.find("default/hog1-pod/main"), std::string::npos);
@@ -608,7 +608,7 @@ const Scenario kScenarios[] = {
        return withVictim(v, background());
      },
      [](const RunLog& run) {
-       EXPECT_EQ(run.firstRound(DecisionKind::Engage), 8);
+       EXPECT_EQ(run.firstRound(DecisionKind::Engage), 5 + Config{}.detection.hit_intervals);
        EXPECT_DOUBLE_EQ(run.sim.decisions().front().evidence.psi_cpu_some_avg10, 40.0);
      }},
     {"RelativeToOwnBaseline",
@@ -621,7 +621,7 @@ const Scenario kScenarios[] = {
        return withVictim(r <= 20 ? hurtByHog1(100) : hurtByHog1(1500), background());
      },
      [](const RunLog& run) {
-       EXPECT_EQ(run.firstRound(DecisionKind::Engage), 23);
+       EXPECT_EQ(run.firstRound(DecisionKind::Engage), 20 + Config{}.detection.hit_intervals);
        EXPECT_EQ(run.sim.decisions().front().evidence.threshold_us, 1000u);
      }},
     {"TooFewSamplesAreNotHits",
@@ -654,7 +654,7 @@ const Scenario kScenarios[] = {
        return withVictim(v, bg);
      },
      [](const RunLog& run) {
-       ASSERT_EQ(run.firstRound(DecisionKind::Engage), 8);
+       ASSERT_EQ(run.firstRound(DecisionKind::Engage), 5 + Config{}.detection.hit_intervals);
        const Decision& d = run.sim.decisions().front();
        EXPECT_EQ(d.lever, Lever::MemoryLimit);
        EXPECT_EQ(d.target_id, "hog2");

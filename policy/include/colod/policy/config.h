@@ -49,7 +49,7 @@ inline constexpr std::string_view kAnnotationReclaimStall = "colod.io/reclaim-st
 
 struct DetectionConfig {
   int window_intervals = 5;     // N
-  int hit_intervals = 3;        // K (1 <= K <= N)
+  int hit_intervals = 2;        // K (1 <= K <= N)
   uint64_t min_samples = 5;     // fewer run-queue samples in an interval: p99 not trusted
   double baseline_alpha = 0.2;  // EWMA weight of a quiet interval's p99
   std::vector<Tier> victim_tiers = {Tier::Ls};  // Ls and/or System
