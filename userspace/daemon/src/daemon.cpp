@@ -686,6 +686,31 @@ void Daemon::Impl::resolveCgroups(bool force) {
   }
 }
 
+// The fields set in `v` replace those of `r`.
+static void overlayResources(policy::Resources& r, const policy::Resources& v) {
+  if (v.cpu_shares) {
+    r.cpu_shares = v.cpu_shares;
+  }
+  if (v.cpu_quota) {
+    r.cpu_quota = v.cpu_quota;
+  }
+  if (v.cpu_period) {
+    r.cpu_period = v.cpu_period;
+  }
+  if (v.cpuset_cpus) {
+    r.cpuset_cpus = v.cpuset_cpus;
+  }
+  if (v.cpuset_mems) {
+    r.cpuset_mems = v.cpuset_mems;
+  }
+  if (v.memory_limit) {
+    r.memory_limit = v.memory_limit;
+  }
+  for (const auto& [key, value] : v.unified) {
+    r.unified[key] = value;
+  }
+}
+
 void Daemon::Impl::reconcileJournal(int64_t now_ns) {
   reconciled_ = true;
   if (journal_loaded_.entries.empty()) {
@@ -735,6 +760,15 @@ void Daemon::Impl::reconcileJournal(int64_t now_ns) {
     log()->info("decision kind=restore target={} values=\"{}\" reason=\"journal reconcile after "
                 "restart: returning to the original values\"",
                 name, describeResources(values));
+    // Until the runtime reports the restore, the registry still shows the values the dead colod
+    // applied; a restriction decided meanwhile would take them as the originals and "restore"
+    // them later (seen: a quota left at 1 CPU). Show the engine the originals now.
+    if (auto kt = known_.find(target); kt != known_.end()) {
+      policy::ContainerInfo info = kt->second.info;
+      overlayResources(info.resources, values);
+      std::lock_guard lk(engine_mu_);
+      engine_->upsertContainer(std::move(info));
+    }
     v1::Decision d;
     d.set_unix_ms(unixMs());
     d.set_container_id(target);
