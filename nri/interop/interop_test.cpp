@@ -133,7 +133,7 @@ TEST_P(LifecycleTest, RegisterConfigureSynchronizeAndEvents) {
     EXPECT_EQ(c->cgroups_path, started["cgroups_path"].get<std::string>());
     const PodSandbox* p = snap->pod(c->pod_sandbox_id);
     ASSERT_NE(p, nullptr);
-    EXPECT_EQ(p->labels.at("app"), pod);
+    EXPECT_EQ(p->labels.get("app"), pod);
     EXPECT_NE(p->cgroup_parent.find("/kubepods/burstable/pod"), std::string::npos) << p->cgroup_parent;
   }
   // Which RPC carried StartContainer tells the version handling apart.

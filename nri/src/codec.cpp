@@ -36,17 +36,20 @@ Bytes serialize(const Msg& msg) {
 
 void fromEntries(StringMap& out,
                  const google::protobuf::RepeatedPtrField<pb::StringEntry>& entries) {
-  // Map semantics: a later duplicate key wins (protobuf's rule for map fields).
+  // Map semantics: a later duplicate key wins (protobuf's rule for map fields); appended in wire
+  // order and sorted once (O(n log n) for any input).
   for (const auto& e : entries) {
-    out.insert_or_assign(e.key(), e.value());
+    out.append(e.key(), e.value());
   }
+  out.normalize();
 }
 
-void toEntries(google::protobuf::RepeatedPtrField<pb::StringEntry>& out, const StringMap& in) {
+template <typename Map>
+void toEntries(google::protobuf::RepeatedPtrField<pb::StringEntry>& out, const Map& in) {
   for (const auto& [k, v] : in) {
     auto* e = out.Add();
-    e->set_key(k);
-    e->set_value(v);
+    e->set_key(k.data(), k.size());
+    e->set_value(v.data(), v.size());
   }
 }
 

@@ -11,6 +11,8 @@
 #include <cerrno>
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <utility>
 
 #include "codec_internal.h"
 #include "pbwire.h"
@@ -123,10 +125,69 @@ Field readOptionalString(uint32_t type, Reader& r, std::optional<std::string>& o
   });
 }
 
-// StringEntry { string key = 1; string value = 2; } into a map: a later key wins.
+// Map entries are not inserted one by one: each is recorded as views into the input, and the
+// message that owns the map builds it when the message is complete (MapBuild), with one exact
+// allocation per map and one sort. Entries of nested messages are stacked after those of their
+// parent and consumed when the nested message completes, so one vector serves every depth.
+struct PendingEntry {
+  StringMap* map;
+  Span key;
+  Span value;
+};
+thread_local std::vector<PendingEntry> t_pending;  // NOLINT: per-thread scratch, reused
+// Past this many entries the scratch is released after the outermost message: an adversarial
+// message must not pin its peak for the life of the thread.
+constexpr std::size_t kPendingKeep = 4096;
+
+class MapBuild {
+ public:
+  MapBuild() : base_(t_pending.size()) {}
+  ~MapBuild() {
+    t_pending.resize(base_);  // also on the error paths
+    if (base_ == 0 && t_pending.capacity() > kPendingKeep) {
+      std::vector<PendingEntry>().swap(t_pending);
+    }
+  }
+  MapBuild(const MapBuild&) = delete;
+  MapBuild& operator=(const MapBuild&) = delete;
+
+  // Builds `maps` from the entries recorded since construction (merging into what they already
+  // hold: a repeated message field). A later duplicate key wins (StringMap::normalize).
+  template <typename... Maps>
+  void finish(Maps&... maps) {
+    (build(maps), ...);
+  }
+
+ private:
+  void build(StringMap& map) const {
+    std::size_t chars = 0;
+    std::size_t entries = 0;
+    for (std::size_t i = base_; i < t_pending.size(); ++i) {
+      if (t_pending[i].map == &map) {
+        chars += t_pending[i].key.size() + t_pending[i].value.size();
+        ++entries;
+      }
+    }
+    if (entries == 0) {
+      return;
+    }
+    map.reserve(chars, entries);
+    for (std::size_t i = base_; i < t_pending.size(); ++i) {
+      if (t_pending[i].map == &map) {
+        map.append(text(t_pending[i].key), text(t_pending[i].value));
+      }
+    }
+    map.normalize();
+  }
+  static std::string_view text(Span b) {
+    return {reinterpret_cast<const char*>(b.data()), b.size()};  // NOLINT: bytes -> chars
+  }
+  std::size_t base_;
+};
+
+// StringEntry { string key = 1; string value = 2; }, recorded for its map's MapBuild.
 Field readEntry(uint32_t type, Reader& r, StringMap& out) {
   return readMessage(type, r, [&](Span b) {
-    // Fast path: the canonical {1: key, 2: value} encoding, viewed without copying first.
     Span key{};
     Span value{};
     bool ok = forEachField(b, [&](uint32_t f, uint32_t t, Reader& fr) {
@@ -143,9 +204,7 @@ Field readEntry(uint32_t type, Reader& r, StringMap& out) {
     if (!ok) {
       return false;
     }
-    std::string k(reinterpret_cast<const char*>(key.data()), key.size());  // NOLINT
-    std::string v(reinterpret_cast<const char*>(value.data()), value.size());  // NOLINT
-    out.insert_or_assign(std::move(k), std::move(v));
+    t_pending.push_back({&out, key, value});
     return true;
   });
 }
@@ -194,7 +253,8 @@ bool decodeCpu(Span in, CpuResources& c) {
 }
 
 bool decodeResources(Span in, LinuxResources& res) {
-  return forEachField(in, [&](uint32_t f, uint32_t t, Reader& r) {
+  MapBuild maps;
+  const bool ok = forEachField(in, [&](uint32_t f, uint32_t t, Reader& r) {
     switch (f) {
       case 1: return readMessage(t, r, [&](Span b) { return decodeMemory(b, res.memory); });
       case 2: return readMessage(t, r, [&](Span b) { return decodeCpu(b, res.cpu); });
@@ -226,10 +286,15 @@ bool decodeResources(Span in, LinuxResources& res) {
       default: return Field::Skip;  // 7 devices, newer fields
     }
   });
+  if (ok) {
+    maps.finish(res.unified);
+  }
+  return ok;
 }
 
 bool decodePod(Span in, PodSandbox& p) {
-  return forEachField(in, [&](uint32_t f, uint32_t t, Reader& r) {
+  MapBuild maps;
+  const bool ok = forEachField(in, [&](uint32_t f, uint32_t t, Reader& r) {
     switch (f) {
       case 1: return readString(t, r, p.id);
       case 2: return readString(t, r, p.name);
@@ -260,6 +325,10 @@ bool decodePod(Span in, PodSandbox& p) {
       default: return Field::Skip;
     }
   });
+  if (ok) {
+    maps.finish(p.labels, p.annotations);
+  }
+  return ok;
 }
 
 ContainerState stateFrom(int32_t v) {
@@ -267,7 +336,8 @@ ContainerState stateFrom(int32_t v) {
 }
 
 bool decodeContainer(Span in, Container& c, const DecodeOptions& opts) {
-  return forEachField(in, [&](uint32_t f, uint32_t t, Reader& r) {
+  MapBuild maps;
+  const bool ok = forEachField(in, [&](uint32_t f, uint32_t t, Reader& r) {
     switch (f) {
       case 1: return readString(t, r, c.id);
       case 2: return readString(t, r, c.pod_sandbox_id);
@@ -300,6 +370,10 @@ bool decodeContainer(Span in, Container& c, const DecodeOptions& opts) {
       default: return Field::Skip;  // mounts, hooks, rlimits, timestamps, CDI, user, image
     }
   });
+  if (ok) {
+    maps.finish(c.labels, c.annotations);
+  }
+  return ok;
 }
 
 Error malformed(const char* what) { return COLOD_ERR(EPROTO, "malformed ", what); }

@@ -171,6 +171,48 @@ TEST(CodecFast, RealisticEventsEqualProtobuf) {
   ASSERT_TRUE(ev.container.has_value());
 }
 
+// Maps are built once per message from entries recorded in wire order (StringMap::normalize):
+// large maps (the stable_sort path), keys in random order, duplicates within one message and
+// across a repeated message field (the second container/resources merges into the first), and
+// labels interleaved with annotations and with a nested map (resources.unified).
+TEST(CodecFast, LargeAndMergedMapsEqualProtobuf) {
+  std::mt19937 rng(7);
+  auto key = [&](int space) { return "k" + std::to_string(rng() % static_cast<unsigned>(space)); };
+  for (int round = 0; round < 40; ++round) {
+    const int n = round % 2 == 0 ? 100 : 20;
+    std::string bytes;
+    for (int part = 0; part < 2; ++part) {
+      pb::StateChangeEvent s;
+      s.set_event(pb::UPDATE_CONTAINER);
+      auto* c = s.mutable_container();
+      c->set_id("c");
+      for (int i = 0; i < n; ++i) {
+        auto* l = c->add_labels();
+        l->set_key(key(n));
+        l->set_value(std::to_string(rng()));
+        auto* a = c->add_annotations();
+        a->set_key(key(n / 2));
+        a->set_value(std::string(rng() % 30, 'v'));
+        auto* u = c->mutable_linux()->mutable_resources()->add_unified();
+        u->set_key(key(5));
+        u->set_value(std::to_string(i));
+        auto* pl = s.mutable_pod()->add_labels();
+        pl->set_key(key(n));
+        pl->set_value(std::to_string(i));
+      }
+      bytes += s.SerializeAsString();  // concatenation = protobuf merge
+    }
+    const auto in = toBytes(bytes);
+    auto f = ASSERT_OK(fast::decodeStateChange(in));
+    auto r = ASSERT_OK(reference::decodeStateChange(in));
+    ASSERT_TRUE(f.container && r.container);
+    EXPECT_GT(f.container->labels.size(), 10U);
+    expectSame(*r.container, *f.container);
+    expectSame(r.pod, f.pod);
+    checkAll(in);  // every message type: the fast decoder agrees whenever protobuf accepts
+  }
+}
+
 // --- random well-formed messages --------------------------------------------------------------
 class Gen {
  public:

@@ -71,7 +71,7 @@ TEST(CodecGolden, StateChangeRunPodSandbox) {
   EXPECT_EQ(sc.event, Event::RunPodSandbox);
   EXPECT_EQ(sc.pod.id, pod.id());
   EXPECT_EQ(sc.pod.namespace_name, "ns-3");
-  EXPECT_EQ(sc.pod.labels.at("app"), "app-003");
+  EXPECT_EQ(sc.pod.labels.get("app"), "app-003");
   EXPECT_EQ(sc.pod.cgroup_parent, "/kubepods/burstable/pod" + pod.uid());
   EXPECT_EQ(sc.pod.pod_resources.cpu.quota, 200000);
   EXPECT_FALSE(sc.container.has_value());
@@ -97,10 +97,10 @@ TEST(Codec, ContainerFieldsUnknownFieldsAndDuplicates) {
   auto ev = ASSERT_OK(decodeContainerEvent(std::as_bytes(std::span(bytes.data(), bytes.size()))));
   EXPECT_EQ(ev.container.id, c.id());
   EXPECT_EQ(ev.container.state, ContainerState::Running);
-  EXPECT_EQ(ev.container.labels.at("io.kubernetes.container.name"), "renamed");
+  EXPECT_EQ(ev.container.labels.get("io.kubernetes.container.name"), "renamed");
   EXPECT_EQ(ev.container.resources.cpu.shares, 102U);
   EXPECT_EQ(ev.container.resources.memory.limit, int64_t{256} << 20);
-  EXPECT_EQ(ev.container.resources.unified.at("memory.oom.group"), "1");
+  EXPECT_EQ(ev.container.resources.unified.get("memory.oom.group"), "1");
   EXPECT_EQ(ev.container.cgroups_path, c.linux().cgroups_path());
   EXPECT_EQ(ev.container.oom_score_adj, 999);
   // protoc keeps the unknown field: a re-encode carries it.

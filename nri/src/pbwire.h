@@ -28,6 +28,12 @@ class Reader {
   [[nodiscard]] bool done() const { return in_.empty(); }
 
   std::optional<uint64_t> varint() {
+    // Fast path: most tags, lengths and small values are one byte.
+    if (!in_.empty() && (std::to_integer<uint32_t>(in_[0]) & 0x80U) == 0) {
+      const auto b = std::to_integer<uint64_t>(in_[0]);
+      in_ = in_.subspan(1);
+      return b;
+    }
     uint64_t v = 0;
     for (int shift = 0; shift < 64; shift += 7) {
       if (in_.empty()) {
@@ -47,6 +53,11 @@ class Reader {
   // must accept exactly what the reference decoder accepts (the fuzzer checks), and a tag
   // needing more than 5 bytes is malformed there too.
   std::optional<uint32_t> tag() {
+    if (!in_.empty() && (std::to_integer<uint32_t>(in_[0]) & 0x80U) == 0) {
+      const auto b = std::to_integer<uint32_t>(in_[0]);
+      in_ = in_.subspan(1);
+      return b;
+    }
     uint32_t v = 0;
     for (int i = 0; i < 5; ++i) {
       if (in_.empty()) {

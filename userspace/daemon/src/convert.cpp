@@ -13,15 +13,15 @@ policy::ContainerInfo toContainerInfo(const nri::PodSandbox* pod,
   policy::ContainerInfo info;
   info.id = ctr.id;
   info.container_name = ctr.name;
-  info.container_labels = ctr.labels;
-  info.container_annotations = ctr.annotations;
+  info.container_labels = ctr.labels.toStdMap();
+  info.container_annotations = ctr.annotations.toStdMap();
   info.cgroup_path = ctr.cgroups_path;
   if (pod != nullptr) {
     info.pod_name = pod->name;
     info.pod_namespace = pod->namespace_name;
     info.pod_uid = pod->uid;
-    info.pod_labels = pod->labels;
-    info.pod_annotations = pod->annotations;
+    info.pod_labels = pod->labels.toStdMap();
+    info.pod_annotations = pod->annotations.toStdMap();
     info.cgroup_parent = pod->cgroup_parent;
   }
   const auto& cpu = ctr.resources.cpu;
@@ -43,7 +43,7 @@ policy::ContainerInfo toContainerInfo(const nri::PodSandbox* pod,
     info.resources.cpuset_mems = cpu.mems;
   }
   info.resources.memory_limit = ctr.resources.memory.limit;
-  info.resources.unified = ctr.resources.unified;
+  info.resources.unified = ctr.resources.unified.toStdMap();
   info.exclusive_cpus = policy::inferExclusiveCpus(info, node_cpus, {});
   return info;
 }
@@ -60,7 +60,7 @@ nri::LinuxResources toLinuxResources(const policy::Resources& v, std::string_vie
     r.cpu.mems = *v.cpuset_mems;
   }
   r.memory.limit = v.memory_limit;
-  r.unified = v.unified;
+  r.unified = nri::StringMap::from(v.unified);
   return r;
 }
 

@@ -14,9 +14,9 @@
 #include <utility>
 #include <vector>
 
-namespace colod::nri {
+#include "colod/nri/string_map.h"
 
-using StringMap = std::map<std::string, std::string>;
+namespace colod::nri {
 
 // NRI events (enum Event). The subscription mask bit for event e is 1 << (e - 1).
 enum class Event : uint32_t {
@@ -145,7 +145,8 @@ struct ContainerUpdate {
 
 // What a CreateContainer handler may change on the container being created.
 struct ContainerAdjustment {
-  StringMap annotations{};  // a key "-name" removes annotation "name"
+  // A key "-name" removes annotation "name". A std::map: built by plugin code, off the hot path.
+  std::map<std::string, std::string> annotations{};
   std::vector<std::pair<std::string, std::string>> env{};  // key "-NAME" removes NAME
   std::optional<LinuxResources> resources{};
   std::optional<int64_t> oom_score_adj{};
