@@ -6,7 +6,7 @@
  * Design (measured, see bpf/README.md): everything is computed at sched_switch from timestamps
  * the kernel already keeps, so the hot path makes no bpf_ktime_get_ns() call (76 ns here):
  *   wait   = rq->clock - next->sched_info.last_queued  (what sched_info_arrive() will compute)
- *   on-CPU = prev->se.sum_exec_runtime - its value when prev was switched in here (cur_cg)
+ *   on-CPU = prev->se.sum_exec_runtime - its value when prev was switched in here (cpu_state)
  * A wait that reads exactly 0 means the rq clock update was skipped after a preempting wakeup
  * (rq_clock_skip_update()); it is counted in `stale` so the bias is visible, not silent.
  *
@@ -27,12 +27,38 @@ const volatile __u32 cg_mode = COLOD_CGMODE_V1CPU;
 /* 0 disables the wait-after-preemption bookkeeping (saves a task storage lookup per switch). */
 const volatile __u32 track_preempt_wait = 1;
 
+/* Per-cgroup aggregates, per CPU (no atomics), in an array indexed by a slot that cg_slots
+ * assigns to each cgroup id. The indirection is for speed: the running task's slot is cached
+ * per CPU (cpu_state), so a switch between tasks of one cgroup costs an inlined array access
+ * instead of a hash lookup (measured in bpf/README.md). max_entries of all three = max_slots,
+ * set by userspace before load. */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, COLOD_DEFAULT_MAX_CGROUPS);
-	__type(key, __u64);
+	__type(key, __u32);
 	__type(value, struct colod_cg_sched);
 } cg_sched SEC(".maps");
+
+/* cgroup id -> slot in cg_sched. Userspace deletes the ids of vanished cgroups, bumps
+ * attach_gen (so no CPU keeps using a cached slot), and a tick later zeroes the slot and
+ * pushes it to free_slots. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, COLOD_DEFAULT_MAX_CGROUPS);
+	__type(key, __u64);
+	__type(value, __u32);
+} cg_slots SEC(".maps");
+
+/* Recycled (zeroed) slots; when empty, new slots come from slots_used. */
+struct {
+	__uint(type, BPF_MAP_TYPE_QUEUE);
+	__uint(max_entries, COLOD_DEFAULT_MAX_CGROUPS);
+	__type(value, __u32);
+} free_slots SEC(".maps");
+
+const volatile __u32 max_slots = COLOD_DEFAULT_MAX_CGROUPS;
+/* Slots handed out from the top: [0, min(slots_used, max_slots)) have been used. */
+__u64 slots_used = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -48,31 +74,40 @@ struct {
 	__type(value, __u64);
 } drops SEC(".maps");
 
-/* The cgroup id of the task running on this CPU (set when it was switched in), so the switch
- * handler walks only next's cgroup pointers, not prev's. id 0: unknown (just attached, idle).
- * A running task can change cgroup without a switch (it writes its own pid to cgroup.procs, or
- * a runtime moves it); the cache is then stale. `gen` is attach_gen when the id was read:
- * any cgroup migration bumps attach_gen, and a mismatch means "walk prev's cgroup again".
- * `sum` is the task's se.sum_exec_runtime at switch-in, `pid` whose it is: the slice is
- * measured against it, not against se.prev_sum_exec_runtime, which the kernel also resets
- * without a switch (put_prev_task + set_next_task on a running task: sched_move_task at a
- * cgroup move and, on kernels before 6.8, at every exit via sched_autogroup_exit_task;
- * setaffinity, nice, setscheduler). Seen on 6.1: a 300 ms spinner's only slice, ended by
- * its exit, read as the few ms after do_exit. */
-struct cur_cg_val {
+/* What this CPU knows about the task it is running, written when that task was switched in, so
+ * the switch handler reads prev's cgroup, idleness and slice start from one per-CPU value (one
+ * inlined array lookup) instead of walking prev's pointers.
+ * `task`: the task_struct switched in (identity only, never dereferenced). At a switch, prev is
+ * the task switched in by the previous switch on this CPU, so `task != prev` only for the first
+ * switch after attach; then everything is read from prev itself.
+ * `id`, `slot`: its cgroup id and that cgroup's cg_sched slot; `idle`: it is the idle task.
+ * `grp`: its cfs_rq (V1CPU) or css_set (V2) pointer, compared with next's to skip next's
+ * cgroup walk (see task_grp).
+ * `gen`: attach_gen when `id`, `slot` and `grp` were read. A running task can change cgroup without a switch (it
+ * writes its own pid to cgroup.procs, or a runtime moves it): any cgroup migration bumps
+ * attach_gen, and a mismatch means "walk prev's cgroup again". Userspace bumps it too when it
+ * takes slots back from deleted cgroups.
+ * `sum`: its se.sum_exec_runtime at switch-in. The slice is measured against it, not against
+ * se.prev_sum_exec_runtime, which the kernel also resets without a switch (put_prev_task +
+ * set_next_task on a running task: sched_move_task at a cgroup move and, on kernels before
+ * 6.8, at every exit via sched_autogroup_exit_task; setaffinity, nice, setscheduler). Seen on
+ * 6.1: a 300 ms spinner's only slice, ended by its exit, read as the few ms after do_exit. */
+struct cpu_state {
+	__u64 task;
 	__u64 id;
 	__u64 gen;
 	__u64 sum;
-	__u32 pid;
-	__u32 pad;
+	__u64 grp;
+	__u32 slot;
+	__u32 idle;
 };
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct cur_cg_val);
-} cur_cg SEC(".maps");
+	__type(value, struct cpu_state);
+} cpu_state SEC(".maps");
 
 /* Bumped at every cgroup migration (cgroup_attach_task, fired after the task's css_set changed):
  * rare, so a shared counter is fine; the switch handler only reads it (one .bss load). */
@@ -94,8 +129,6 @@ struct {
 	__type(value, __u32);
 } preempted_pids SEC(".maps");
 
-static const struct colod_cg_sched zero_entry;
-
 static __always_inline void count_drop(__u32 idx)
 {
 	__u64 *d = bpf_map_lookup_elem(&drops, &idx);
@@ -104,19 +137,48 @@ static __always_inline void count_drop(__u32 idx)
 		*d += 1; /* per-CPU slot: no atomic needed */
 }
 
-static __always_inline struct colod_cg_sched *cg_entry(__u64 id)
+/* The cg_sched slot of a cgroup, assigned at first sight; COLOD_NO_SLOT (counted in drops)
+ * when every slot is taken. */
+static __always_inline __u32 cg_slot(__u64 id)
 {
-	struct colod_cg_sched *e = bpf_map_lookup_elem(&cg_sched, &id);
+	__u32 *v = bpf_map_lookup_elem(&cg_slots, &id);
+	__u32 slot;
 	long err;
 
-	if (e)
-		return e;
-	err = bpf_map_update_elem(&cg_sched, &id, &zero_entry, BPF_NOEXIST);
-	if (err && err != -17 /* EEXIST: raced with another CPU */) {
-		count_drop(COLOD_DROP_CG_ENTRY);
-		return NULL;
+	if (v)
+		return *v;
+	if (bpf_map_pop_elem(&free_slots, &slot)) {
+		__u64 top = __sync_fetch_and_add(&slots_used, 1);
+
+		if (top >= max_slots) {
+			count_drop(COLOD_DROP_CG_ENTRY);
+			return COLOD_NO_SLOT;
+		}
+		slot = top;
 	}
-	return bpf_map_lookup_elem(&cg_sched, &id);
+	err = bpf_map_update_elem(&cg_slots, &id, &slot, BPF_NOEXIST);
+	if (!err)
+		return slot;
+	/* Not used: give it back (the queue holds every slot, so it has room). */
+	bpf_map_push_elem(&free_slots, &slot, 0);
+	if (err == -17 /* EEXIST: another CPU assigned one first */) {
+		v = bpf_map_lookup_elem(&cg_slots, &id);
+		if (v)
+			return *v;
+	}
+	count_drop(COLOD_DROP_CG_ENTRY);
+	return COLOD_NO_SLOT;
+}
+
+/* NULL for COLOD_NO_SLOT (out of the array's range). */
+static __always_inline struct colod_cg_sched *slot_entry(__u32 slot)
+{
+	return bpf_map_lookup_elem(&cg_sched, &slot);
+}
+
+static __always_inline struct colod_cg_sched *cg_entry(__u64 id)
+{
+	return slot_entry(cg_slot(id));
 }
 
 static __always_inline void count_pair(__u64 victim, __u64 aggressor)
@@ -140,80 +202,97 @@ static __always_inline void count_pair(__u64 victim, __u64 aggressor)
 	}
 }
 
-/* Kernel fields read once per switch; btf selects direct loads vs BPF_CORE_READ. */
-struct switch_vals {
-	__u64 prev_id, next_id;
-	__u64 queued, clock;
-	__u64 sum, prev_sum, next_sum;
-	__u32 prev_pid, next_pid;
-};
+/* Field reads: direct CO-RE-relocated loads on BTF pointers (tp_btf), BPF_CORE_READ otherwise
+ * (raw_tp, whose arguments are plain u64). `btf` is a compile-time constant at every call. */
+#define TASK_READ(btf, t, field) ((btf) ? (t)->field : BPF_CORE_READ(t, field))
+
+static __always_inline __u64 task_cg_id(struct task_struct *t, const bool btf)
+{
+	return btf ? colod_cg_id_btf(t, cg_mode) : colod_cg_id_core(t, cg_mode);
+}
+
+/* The pointer that identifies next's cgroup in the hierarchy that keys the maps, without the
+ * walk to the cgroup id: V1CPU: its cfs_rq on this CPU, i.e. its task group, i.e. its cpu
+ * cgroup (autogroups live only under the root group and share its id); V2: its css_set.
+ * Equal pointers mean the same cgroup. Compared against prev's, cached at prev's switch-in:
+ * while prev runs it holds a reference on both (so the cached pointer cannot be freed and
+ * reused), and a cgroup move bumps attach_gen, which invalidates the cache. */
+static __always_inline __u64 task_grp(struct task_struct *t, struct cfs_rq *cfs_rq,
+				      const bool btf)
+{
+	if (cg_mode == COLOD_CGMODE_V2)
+		return (__u64)TASK_READ(btf, t, cgroups);
+	return (__u64)cfs_rq;
+}
 
 static __always_inline int on_switch(struct task_struct *prev, struct task_struct *next,
 				     unsigned int prev_state, const bool btf)
 {
-	struct colod_cg_sched *pe = NULL, *ne = NULL;
-	struct switch_vals s;
-	struct cur_cg_val *cur;
+	struct colod_cg_sched *pe = NULL, *ne;
+	struct cpu_state *cs;
+	struct cfs_rq *cfs_rq;
 	__u64 gen = attach_gen; /* before any cgroup read: a later bump only forces a re-walk */
-	__u32 zero = 0;
-	bool invol;
-	__u64 wait = 0;
+	__u64 prev_id = 0, next_id, sum, start, queued, clock, grp, wait = 0;
+	__u32 zero = 0, prev_slot = COLOD_NO_SLOT, next_slot;
+	bool known, cached = false, prev_idle, invol;
 
-	if (btf) {
-		s.prev_pid = prev->pid;
-		s.next_pid = next->pid;
-		s.queued = next->sched_info.last_queued;
-		s.sum = prev->se.sum_exec_runtime;
-		s.prev_sum = prev->se.prev_sum_exec_runtime;
-		s.next_sum = next->se.sum_exec_runtime;
-		/* This CPU's rq through next's cfs_rq, just picked from it (CONFIG_FAIR_GROUP_SCHED, which
-		 * the cpu controller needs): the percpu `runqueues` ksym has no address when
-		 * kallsyms does not list percpu variables (seen here). */
-		s.clock = next->se.cfs_rq->rq->clock;
-	} else {
-		s.prev_pid = BPF_CORE_READ(prev, pid);
-		s.next_pid = BPF_CORE_READ(next, pid);
-		s.queued = BPF_CORE_READ(next, sched_info.last_queued);
-		s.sum = BPF_CORE_READ(prev, se.sum_exec_runtime);
-		s.prev_sum = BPF_CORE_READ(prev, se.prev_sum_exec_runtime);
-		s.next_sum = BPF_CORE_READ(next, se.sum_exec_runtime);
-		s.clock = BPF_CORE_READ(next, se.cfs_rq, rq, clock);
-	}
-	/* pid 0 is the idle task: its "runnable" state and CPU time are not contention. */
-	invol = prev_state == TASK_RUNNING && s.prev_pid != 0;
-
-	cur = bpf_map_lookup_elem(&cur_cg, &zero);
-	if (!cur)
+	cs = bpf_map_lookup_elem(&cpu_state, &zero);
+	if (!cs)
 		return 0; /* cannot happen for an array; keeps the verifier happy */
-	s.prev_id = 0;
-	/* The switch-in of prev on this CPU was seen: its slice starts there (see cur_cg_val).
-	 * Otherwise (first switch after attach) the kernel's prev_sum_exec_runtime is the start. */
-	if (s.prev_pid != 0 && cur->pid == s.prev_pid)
-		s.prev_sum = cur->sum;
-	if (s.prev_pid != 0) {
-		s.prev_id = cur->gen == gen ? cur->id : 0;
-		if (s.prev_id == 0)
-			s.prev_id = btf ? colod_cg_id_btf(prev, cg_mode) :
-					  colod_cg_id_core(prev, cg_mode);
-		pe = cg_entry(s.prev_id);
+	known = cs->task == (__u64)prev;
+	/* pid 0 is the idle task: its "runnable" state and CPU time are not contention. */
+	prev_idle = known ? cs->idle : TASK_READ(btf, prev, pid) == 0;
+	invol = prev_state == TASK_RUNNING && !prev_idle;
+	if (!prev_idle) {
+		sum = TASK_READ(btf, prev, se.sum_exec_runtime);
+		/* Unknown prev (first switch after attach): the kernel's slice start is all there is. */
+		start = known ? cs->sum : TASK_READ(btf, prev, se.prev_sum_exec_runtime);
+		cached = known && cs->gen == gen;
+		if (cached) {
+			prev_id = cs->id;
+			prev_slot = cs->slot;
+		} else {
+			prev_id = task_cg_id(prev, btf);
+			prev_slot = cg_slot(prev_id);
+		}
+		pe = slot_entry(prev_slot);
 		if (pe) {
-			if (s.sum > s.prev_sum)
-				pe->oncpu_ns += s.sum - s.prev_sum;
+			if (sum > start)
+				pe->oncpu_ns += sum - start;
 			if (invol)
 				pe->invol += 1;
 		}
 	}
-	cur->pid = s.next_pid;
-	cur->sum = s.next_sum;
-	if (s.next_pid == 0) {
-		cur->id = 0;
+	cs->task = (__u64)next;
+	/* last_queued is 0 for the idle task (never enqueued), so only then is its pid read. It is
+	 * also 0 for a task not queued through sched_info (kernel without CONFIG_SCHED_INFO). */
+	queued = TASK_READ(btf, next, sched_info.last_queued);
+	if (queued == 0 && TASK_READ(btf, next, pid) == 0) {
+		cs->idle = 1;
 		return 0;
 	}
-	s.next_id = btf ? colod_cg_id_btf(next, cg_mode) : colod_cg_id_core(next, cg_mode);
-	cur->id = s.next_id;
-	cur->gen = gen;
+	cs->idle = 0;
+	cs->sum = TASK_READ(btf, next, se.sum_exec_runtime);
+	/* This CPU's rq through next's cfs_rq, just picked from it (CONFIG_FAIR_GROUP_SCHED, which
+	 * the cpu controller needs): the percpu `runqueues` ksym has no address when kallsyms does
+	 * not list percpu variables (seen here). */
+	cfs_rq = TASK_READ(btf, next, se.cfs_rq);
+	grp = task_grp(next, cfs_rq, btf);
+	if (cached && cs->grp == grp) {
+		next_id = prev_id;
+		next_slot = prev_slot;
+		ne = pe;
+	} else {
+		next_id = task_cg_id(next, btf);
+		next_slot = cg_slot(next_id);
+		ne = slot_entry(next_slot);
+	}
+	cs->id = next_id;
+	cs->slot = next_slot;
+	cs->grp = grp;
+	cs->gen = gen;
 	if (invol) {
-		count_pair(s.prev_id, s.next_id);
+		count_pair(prev_id, next_id);
 		if (pe)
 			pe->preempt_pending += 1;
 		if (track_preempt_wait) {
@@ -225,45 +304,39 @@ static __always_inline int on_switch(struct task_struct *prev, struct task_struc
 				else
 					count_drop(COLOD_DROP_STORAGE);
 			} else {
-				__u32 one = 1;
+				__u32 one = 1, prev_pid = BPF_CORE_READ(prev, pid);
 
-				if (bpf_map_update_elem(&preempted_pids, &s.prev_pid, &one, BPF_ANY))
+				if (bpf_map_update_elem(&preempted_pids, &prev_pid, &one, BPF_ANY))
 					count_drop(COLOD_DROP_STORAGE);
 			}
 		}
 	}
-	/* last_queued is 0 when the task was not queued through sched_info (e.g. a new task
-	 * on a kernel without CONFIG_SCHED_INFO); then there is no wait to record. */
-	if (s.queued == 0)
+	/* No sched_info enqueue stamp: no wait to record. */
+	if (queued == 0 || !ne)
 		return 0;
-	ne = (pe && s.next_id == s.prev_id) ? pe : cg_entry(s.next_id);
-	if (!ne)
-		return 0;
-	if (s.clock > s.queued)
-		wait = s.clock - s.queued;
+	clock = btf ? cfs_rq->rq->clock : BPF_CORE_READ(cfs_rq, rq, clock);
+	if (clock > queued)
+		wait = clock - queued;
 	else
 		ne->stale += 1;
-	ne->hist[colod_us_slot(wait)] += 1;
+	ne->hist[colod_ns_us_slot(wait)] += 1;
 	ne->count += 1;
 	ne->total_ns += wait;
 	/* Only cgroups with a preempted task pending pay for the per-task flag lookup. */
 	if (track_preempt_wait && ne->preempt_pending) {
+		__u32 *f;
+
 		if (btf) {
-			__u32 *f = bpf_task_storage_get(&preempted, next, 0, 0);
-
-			if (f && *f) {
-				*f = 0;
-				ne->preempt_pending -= 1;
-				ne->preempt_wait_ns += wait;
-			}
+			f = bpf_task_storage_get(&preempted, next, 0, 0);
 		} else {
-			__u32 *f = bpf_map_lookup_elem(&preempted_pids, &s.next_pid);
+			__u32 next_pid = BPF_CORE_READ(next, pid);
 
-			if (f && *f) {
-				*f = 0;
-				ne->preempt_pending -= 1;
-				ne->preempt_wait_ns += wait;
-			}
+			f = bpf_map_lookup_elem(&preempted_pids, &next_pid);
+		}
+		if (f && *f) {
+			*f = 0;
+			ne->preempt_pending -= 1;
+			ne->preempt_wait_ns += wait;
 		}
 	}
 	return 0;

@@ -5,20 +5,26 @@
 
 #include "colod_common.h"
 
-/* Value of the per-CPU hash cg_sched, keyed by the cgroup id (__u64). 176 bytes. */
+/* Value of the per-CPU array cg_sched, indexed by the slot cg_slots maps a cgroup id (__u64)
+ * to. 176 bytes. */
 struct colod_cg_sched {
-	__u32 hist[COLOD_HIST_SLOTS]; /* run-queue latency, log2 microsecond slots */
+	/* Written at (nearly) every switch, so first: with the low hist slots (the common short
+	 * waits) they share one or two cache lines of the per-CPU value, not three. */
 	__u64 count;                  /* run-queue waits recorded */
 	__u64 total_ns;               /* sum of those waits */
-	__u64 stale;                  /* waits that read exactly 0: rq clock update skipped */
-	__u64 invol;                  /* involuntary switches (preempted while runnable) */
-	__u64 preempt_wait_ns;        /* wait after those preemptions */
 	__u64 oncpu_ns;               /* CPU time (sum_exec_runtime slices) */
-	__u64 wakeups;                /* wakeups seen by handle_sched_wakeup */
-	__u64 depth_sum;              /* sum of rq->nr_running at those wakeups */
 	__u64 preempt_pending;        /* hint: tasks of this cgroup preempted on this CPU and not
 				       * yet back on it; gates the task storage lookup */
+	__u64 invol;                  /* involuntary switches (preempted while runnable) */
+	__u32 hist[COLOD_HIST_SLOTS]; /* run-queue latency, log2 microsecond slots */
+	__u64 stale;                  /* waits that read exactly 0: rq clock update skipped */
+	__u64 preempt_wait_ns;        /* wait after those preemptions */
+	__u64 wakeups;                /* wakeups seen by handle_sched_wakeup */
+	__u64 depth_sum;              /* sum of rq->nr_running at those wakeups */
 };
+
+/* cg_slots value meaning "no slot" (all max_cgroups slots taken; counted in drops). */
+#define COLOD_NO_SLOT 0xffffffffU
 
 /* Key of the hash pairs: value is a __u64 count of victim <- aggressor preemptions. */
 struct colod_pair_key {

@@ -141,6 +141,9 @@ class Collector::Impl {
   ReclaimSkel reclaim_skel;
 
   std::unordered_map<uint64_t, colod_cg_sched> prev_sched;
+  // cg_sched slots of cgroups pruned at the previous snapshot: zeroed and handed back to the
+  // BPF side (free_slots) one interval later, when no program run can still be using them.
+  std::vector<uint32_t> quarantined_slots;
   std::unordered_map<uint64_t, colod_cg_reclaim> prev_reclaim;
   std::unordered_map<colod_pair_key, uint64_t, PairKeyHash, PairKeyEq> prev_pairs;
   struct FileState {
@@ -156,6 +159,9 @@ class Collector::Impl {
 
   Result<void> load(AttachKind kind);
   Result<void> rescan();
+  Result<bpf::MapDump> readSchedSlots() const;
+  Result<std::unordered_map<uint64_t, colod_cg_sched>> readSched() const;
+  void releaseSlots();
   void readFiles(CgroupSample& s);
   Result<Snapshot> snapshot();
 };
@@ -170,8 +176,15 @@ Result<void> Collector::Impl::load(AttachKind kind) {
   }
   // rodata knobs and map sizes: between open() and load() (style rule 24).
   (*s)->rodata->cg_mode = cg_mode;
+  // cg_sched is an array of slots, cg_slots maps ids to them, free_slots recycles them: all
+  // three hold max_cgroups (bpf/cgsched.bpf.c).
+  (*s)->rodata->max_slots = opts.max_cgroups;
   COLOD_TRY_VOID(bpf::check(bpf_map__set_max_entries((*s)->maps.cg_sched, opts.max_cgroups),
                             "sizing cg_sched"), "sched");
+  COLOD_TRY_VOID(bpf::check(bpf_map__set_max_entries((*s)->maps.cg_slots, opts.max_cgroups),
+                            "sizing cg_slots"), "sched");
+  COLOD_TRY_VOID(bpf::check(bpf_map__set_max_entries((*s)->maps.free_slots, opts.max_cgroups),
+                            "sizing free_slots"), "sched");
   COLOD_TRY_VOID(bpf::check(bpf_map__set_max_entries((*s)->maps.pairs, opts.max_pairs),
                             "sizing pairs"), "sched");
   auto set = [](bpf_program* p, bool on) { bpf_program__set_autoload(p, on); };
@@ -215,6 +228,70 @@ Result<void> Collector::Impl::load(AttachKind kind) {
   reclaim_skel = std::move(r);
   attach = kind;
   return {};
+}
+
+Result<bpf::MapDump> Collector::Impl::readSchedSlots() const {
+  return bpf::dumpMap(bpf_map__fd(sched_skel->maps.cg_slots), sizeof(uint64_t), sizeof(uint32_t),
+                      opts.max_cgroups);
+}
+
+// Per-cgroup scheduler aggregates: ids and slots from cg_slots, values from the slots of the
+// per-CPU array cg_sched, read in one pass up to the highest slot ever handed out.
+Result<std::unordered_map<uint64_t, colod_cg_sched>> Collector::Impl::readSched() const {
+  std::unordered_map<uint64_t, colod_cg_sched> out;
+  auto slots = readSchedSlots();
+  if (!slots) {
+    return std::move(slots).error().wrap("reading cg_slots");
+  }
+  if (slots->count == 0) {
+    return out;
+  }
+  const uint64_t used = __atomic_load_n(&sched_skel->bss->slots_used, __ATOMIC_ACQUIRE);
+  const std::size_t top = static_cast<std::size_t>(std::min<uint64_t>(used, opts.max_cgroups));
+  const std::size_t stride = roundUp8(sizeof(colod_cg_sched)) * static_cast<std::size_t>(ncpu);
+  auto vals = bpf::dumpMap(bpf_map__fd(sched_skel->maps.cg_sched), sizeof(uint32_t), stride,
+                           top);
+  if (!vals) {
+    return std::move(vals).error();
+  }
+  std::vector<const uint8_t*> at(top, nullptr);
+  for (std::size_t i = 0; i < vals->count; ++i) {
+    uint32_t slot = 0;
+    std::memcpy(&slot, vals->keys.data() + i * sizeof(slot), sizeof(slot));
+    if (slot < top) {
+      at[slot] = vals->values.data() + i * stride;
+    }
+  }
+  for (std::size_t i = 0; i < slots->count; ++i) {
+    uint64_t id = 0;
+    uint32_t slot = 0;
+    std::memcpy(&id, slots->keys.data() + i * sizeof(id), sizeof(id));
+    std::memcpy(&slot, slots->values.data() + i * sizeof(slot), sizeof(slot));
+    // A slot above `top` was handed out after slots_used was read: next snapshot.
+    if (slot < top && at[slot] != nullptr) {
+      out[id] = sumPerCpu<colod_cg_sched>(at[slot], ncpu);
+    }
+  }
+  return out;
+}
+
+// Slots quarantined at the previous snapshot: zero them on every CPU and return them to the
+// BPF side. A failure leaks the slot (counted nowhere else), so it is retried next time.
+void Collector::Impl::releaseSlots() {
+  if (quarantined_slots.empty()) {
+    return;
+  }
+  const std::size_t stride = roundUp8(sizeof(colod_cg_sched)) * static_cast<std::size_t>(ncpu);
+  const std::vector<uint8_t> zeros(stride, 0);
+  std::vector<uint32_t> keep;
+  for (const uint32_t slot : quarantined_slots) {
+    if (bpf_map_update_elem(bpf_map__fd(sched_skel->maps.cg_sched), &slot, zeros.data(),
+                            BPF_ANY) < 0 ||
+        bpf_map_update_elem(bpf_map__fd(sched_skel->maps.free_slots), nullptr, &slot, 0) < 0) {
+      keep.push_back(slot);
+    }
+  }
+  quarantined_slots = std::move(keep);
 }
 
 Result<void> Collector::Impl::rescan() {
@@ -299,13 +376,12 @@ Result<Snapshot> Collector::Impl::snapshot() {
   last = snap.now;
   snap.mode = mode;
 
-  const int sched_fd = bpf_map__fd(sched_skel->maps.cg_sched);
+  releaseSlots();
+  const int slots_fd = bpf_map__fd(sched_skel->maps.cg_slots);
   const int pairs_fd = bpf_map__fd(sched_skel->maps.pairs);
-  auto sd = bpf::dumpMap(sched_fd, sizeof(uint64_t),
-                         roundUp8(sizeof(colod_cg_sched)) * static_cast<std::size_t>(ncpu),
-                         opts.max_cgroups);
-  if (!sd) {
-    return std::move(sd).error().wrap("reading cg_sched");
+  auto sched = readSched();
+  if (!sched) {
+    return std::move(sched).error().wrap("reading cg_sched");
   }
   auto pd = bpf::dumpMap(pairs_fd, sizeof(colod_pair_key), sizeof(uint64_t), opts.max_pairs);
   if (!pd) {
@@ -322,14 +398,7 @@ Result<Snapshot> Collector::Impl::snapshot() {
     rd = std::move(*r);
   }
 
-  std::unordered_map<uint64_t, colod_cg_sched> cur_sched;
-  for (std::size_t i = 0; i < sd->count; ++i) {
-    uint64_t id = 0;
-    std::memcpy(&id, sd->keys.data() + i * sizeof(id), sizeof(id));
-    cur_sched[id] = sumPerCpu<colod_cg_sched>(
-        sd->values.data() + i * roundUp8(sizeof(colod_cg_sched)) * static_cast<std::size_t>(ncpu),
-        ncpu);
-  }
+  std::unordered_map<uint64_t, colod_cg_sched>& cur_sched = *sched;
   std::unordered_map<uint64_t, colod_cg_reclaim> cur_reclaim;
   for (std::size_t i = 0; i < rd.count; ++i) {
     uint64_t id = 0;
@@ -385,9 +454,28 @@ Result<Snapshot> Collector::Impl::snapshot() {
   if (fresh) {
     // Only ids absent from a rescan done after the map read are dead: delete their entries
     // so deleted cgroups leave nothing behind in the kernel.
+    // A pruned id's slot may still be cached per CPU: bump attach_gen so that every CPU
+    // looks its running cgroup up again, and recycle the slot only at the next snapshot.
+    auto slots = readSchedSlots();
+    std::unordered_map<uint64_t, uint32_t> slot_of;
+    if (slots) {
+      for (std::size_t i = 0; i < slots->count; ++i) {
+        uint64_t id = 0;
+        uint32_t slot = 0;
+        std::memcpy(&id, slots->keys.data() + i * sizeof(id), sizeof(id));
+        std::memcpy(&slot, slots->values.data() + i * sizeof(slot), sizeof(slot));
+        slot_of.emplace(id, slot);
+      }
+    }
+    bool released = false;
     for (auto it = cur_sched.begin(); it != cur_sched.end();) {
       if (!paths.contains(it->first)) {
-        (void)bpf::deleteKey(sched_fd, &it->first);
+        if (auto sl = slot_of.find(it->first); sl != slot_of.end()) {
+          if (bpf::deleteKey(slots_fd, &it->first)) {
+            quarantined_slots.push_back(sl->second);
+            released = true;
+          }
+        }
         ++stats.pruned_cgroups;
         prev_sched.erase(it->first);
         prev_files.erase(it->first);
@@ -395,6 +483,9 @@ Result<Snapshot> Collector::Impl::snapshot() {
       } else {
         ++it;
       }
+    }
+    if (released) {
+      __atomic_fetch_add(&sched_skel->bss->attach_gen, 1, __ATOMIC_SEQ_CST);
     }
     for (auto it = cur_reclaim.begin(); it != cur_reclaim.end();) {
       if (!paths.contains(it->first)) {
@@ -614,8 +705,15 @@ Result<std::vector<uint64_t>> Collector::trackedCgroupIds() const {
     }
     return {};
   };
-  COLOD_TRY_VOID(add(bpf_map__fd(impl_->sched_skel->maps.cg_sched), sizeof(colod_cg_sched)),
-                 "reading cg_sched");
+  auto slots = impl_->readSchedSlots();
+  if (!slots) {
+    return std::move(slots).error().wrap("reading cg_slots");
+  }
+  for (std::size_t i = 0; i < slots->count; ++i) {
+    uint64_t id = 0;
+    std::memcpy(&id, slots->keys.data() + i * sizeof(id), sizeof(id));
+    ids.push_back(id);
+  }
   if (impl_->reclaim_skel) {
     COLOD_TRY_VOID(
         add(bpf_map__fd(impl_->reclaim_skel->maps.cg_reclaim), sizeof(colod_cg_reclaim)),
