@@ -667,6 +667,54 @@ TEST_F(CollectorTest, VanishedCgroupsLeaveNoMapEntries) {
   EXPECT_TRUE(gone) << "map entry for removed cgroup " << id << " was not pruned";
 }
 
+// cg_sched is an array of max_cgroups slots; a vanished cgroup's slot must come back (zeroed)
+// for new cgroups, or a node with container churn runs out after max_cgroups creations.
+// Creates more cgroups than there are slots in all, a batch at a time (so it fails without
+// recycling even if no existing cgroup ever takes a slot), and checks that every one is
+// measured from zero and nothing is dropped.
+TEST_F(CollectorTest, SlotsOfVanishedCgroupsAreReusedFromZero) {
+  const std::string root = cpuRoot();
+  auto existing = cgroup::listCgroups(root, 1 << 20);
+  ASSERT_TRUE(existing.has_value()) << existing.error().message();
+  constexpr uint32_t kSpare = 24;
+  constexpr uint32_t kBatch = 8;
+  CollectorOptions opts;
+  opts.max_cgroups = static_cast<uint32_t>(existing->size()) + kSpare;
+  const uint32_t rounds = opts.max_cgroups / kBatch + 2;
+  MAKE_COLLECTOR_OR_SKIP(col, opts);
+  const uint64_t drops_before = ASSERT_OK(col.snapshot()).stats.map_drops;
+  for (uint32_t round = 0; round < rounds; ++round) {
+    std::vector<std::unique_ptr<TestCgroup>> cgs;
+    std::vector<uint64_t> ids;
+    for (uint32_t i = 0; i < kBatch; ++i) {
+      cgs.push_back(std::make_unique<TestCgroup>(
+          std::vector<std::string>{root},
+          uniqueName("slot" + std::to_string(round) + "-" + std::to_string(i))));
+      ids.push_back(ASSERT_OK(cgroup::cgroupId(cgs.back()->dirIn(root))));
+      Child c(*cgs.back(), -1, [] { spinFor(10ms); });
+      ASSERT_EQ(c.wait(), 0);
+    }
+    const Snapshot s = ASSERT_OK(col.snapshot());
+    for (uint32_t i = 0; i < kBatch; ++i) {
+      const CgroupSample* cs = find(s, ids[i]);
+      ASSERT_NE(cs, nullptr) << "round " << round << " cgroup " << i << " not measured";
+      // One ~10 ms spinner: its own slice, not a recycled slot's leftovers.
+      EXPECT_GE(cs->oncpu_ns, 5'000'000U) << "round " << round << " cgroup " << i;
+      EXPECT_LE(cs->oncpu_ns, 2'000'000'000U) << "round " << round << " cgroup " << i;
+    }
+    for (auto& cg : cgs) {
+      cg->removeNow();
+    }
+    // The first snapshot prunes the ids, the next hands their slots back.
+    for (int i = 0; i < 3; ++i) {
+      std::this_thread::sleep_for(20ms);
+      ASSERT_OK(col.snapshot());
+    }
+  }
+  EXPECT_EQ(ASSERT_OK(col.snapshot()).stats.map_drops, drops_before)
+      << "slots of removed cgroups were not recycled";
+}
+
 TEST_F(CollectorTest, RawTpFallbackLoadsAndMeasures) {
   CollectorOptions opts;
   opts.force_raw_tp = true;
