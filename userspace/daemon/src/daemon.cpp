@@ -2,6 +2,7 @@
 #include "colod/daemon/daemon.h"
 
 #include <signal.h>
+#include <malloc.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/inotify.h>
@@ -88,6 +89,9 @@ struct Recorder {
   bool closed = false;
 };
 constexpr std::size_t kRecorderMaxBytes = 16U << 20;
+// A registry change of at least this many containers (a (re)synchronize) is followed by
+// malloc_trim(): see syncRegistry().
+constexpr std::size_t kTrimAfterChanges = 64;
 
 // What the loop publishes at the end of a tick, read by gRPC and HTTP threads.
 struct View {
@@ -102,6 +106,13 @@ struct View {
 
 // Per-container state owned by the loop thread.
 struct Known {
+  // The registry's objects this container was last converted from (shared with the registry, so
+  // free): an unchanged pointer pair means an unchanged container, and fullInfo() rebuilds the
+  // engine's ContainerInfo from them on demand.
+  std::shared_ptr<const nri::Container> ctr;
+  std::shared_ptr<const nri::PodSandbox> pod;
+  // toContainerInfo() without its four label/annotation maps (~3 KB a container as std::maps;
+  // the registry objects above hold them once, compactly).
   policy::ContainerInfo info;
   std::string display;
   std::string tier;          // as the engine classifies it (cached: classification is per change)
@@ -121,6 +132,16 @@ struct Known {
   collect::CgroupSample last;
   bool has_last = false;
 };
+
+// What Known keeps of a ContainerInfo: everything but the label/annotation maps.
+policy::ContainerInfo slimInfo(const policy::ContainerInfo& full) {
+  policy::ContainerInfo slim = full;
+  slim.pod_labels.clear();
+  slim.pod_annotations.clear();
+  slim.container_labels.clear();
+  slim.container_annotations.clear();
+  return slim;
+}
 
 struct PendingUpdate {
   uint64_t seq = 0;  // decision seq (0 for journal restores)
@@ -173,6 +194,10 @@ class Daemon::Impl final : public control::Backend, public nri::Plugin {
   // Loop thread.
   void tick();
   void syncRegistry();
+  // The engine's ContainerInfo of a known container, rebuilt from its registry objects.
+  [[nodiscard]] policy::ContainerInfo fullInfo(const Known& k) const {
+    return toContainerInfo(k.pod.get(), *k.ctr, node_cpus_);
+  }
   void refreshNriState();
   void resolveCgroups(bool force);
   void reconcileJournal(int64_t now_ns);
@@ -185,6 +210,9 @@ class Daemon::Impl final : public control::Backend, public nri::Plugin {
   void post(std::function<void()> fn);
   void drainPosted();
   void broadcastTrace(const std::string& line, bool is_snapshot);
+  void broadcastTraceLocked(const std::string& line, bool is_snapshot);  // rec_mu_ held
+  // Whether a recording is live (encode trace lines only then).
+  bool recording();
   Mode effectiveMode() const;
   void setupInotify();
   void onInotify();
@@ -265,7 +293,10 @@ class Daemon::Impl final : public control::Backend, public nri::Plugin {
 
   std::mutex rec_mu_;
   std::vector<std::shared_ptr<Recorder>> recorders_;
-  std::vector<std::string> trace_prefix_;  // upserts of current containers, for new recorders
+  // The current containers, for the upserts that open a new recording (encoded when one starts,
+  // not kept encoded: ~2 KB of JSON a container).
+  std::vector<std::pair<std::shared_ptr<const nri::PodSandbox>, std::shared_ptr<const nri::Container>>>
+      trace_prefix_;
 
   // Sender.
   std::mutex send_mu_;
@@ -588,17 +619,31 @@ void Daemon::Impl::syncRegistry() {
   }
   registry_generation_ = snap->generation;
   std::set<std::string> present;
-  std::vector<std::string> trace_lines;
+  std::vector<const Known*> upserted;  // for the trace lines (known_ nodes are stable)
+  std::vector<std::string> removed;
+  std::size_t changed = 0;
   for (const auto& [id, ctr] : snap->containers) {
     if (ctr->state == nri::ContainerState::Stopped) {
       continue;
     }
     present.insert(id);
-    auto info = toContainerInfo(snap->pod(ctr->pod_sandbox_id), *ctr, node_cpus_);
+    auto pod_it = snap->pods.find(ctr->pod_sandbox_id);
+    std::shared_ptr<const nri::PodSandbox> pod =
+        pod_it != snap->pods.end() ? pod_it->second : nullptr;
     auto it = known_.find(id);
-    if (it != known_.end() && it->second.info == info) {
+    if (it != known_.end() && it->second.ctr == ctr && it->second.pod == pod) {
+      continue;  // the registry's objects are immutable: same objects, same container
+    }
+    auto info = toContainerInfo(pod.get(), *ctr, node_cpus_);
+    // New objects may carry the same content (a resync replaces every object): the engine only
+    // hears about real changes, so its per-container windows survive a reconnect.
+    if (it != known_.end() && it->second.ctr != nullptr &&
+        fullInfo(it->second) == info) {
+      it->second.ctr = ctr;
+      it->second.pod = std::move(pod);
       continue;
     }
+    ++changed;
     if (it == known_.end()) {
       it = known_.emplace(id, Known{}).first;
       log()->info("container {}/{}/{} ({}) known", info.pod_namespace, info.pod_name,
@@ -606,7 +651,9 @@ void Daemon::Impl::syncRegistry() {
     }
     Known& k = it->second;
     const bool path_changed = k.info.cgroup_path != info.cgroup_path;
-    k.info = info;
+    k.ctr = ctr;
+    k.pod = std::move(pod);
+    k.info = slimInfo(info);
     k.tier = std::string(
         policy::tierName(info.tier ? *info.tier : policy::classifyTier(info).tier));
     k.display = info.pod_namespace + "/" + info.pod_name + "/" + info.container_name;
@@ -617,7 +664,7 @@ void Daemon::Impl::syncRegistry() {
       k.cgroup_id = 0;
       k.resolve_tick = 0;
     }
-    trace_lines.push_back(policy::encodeUpsert(info));
+    upserted.push_back(&k);
     std::lock_guard lk(engine_mu_);
     engine_->upsertContainer(std::move(info));
   }
@@ -630,7 +677,7 @@ void Daemon::Impl::syncRegistry() {
     if (it->second.cgroup_id != 0) {
       by_cgroup_.erase(it->second.cgroup_id);
     }
-    trace_lines.push_back(policy::encodeRemove(it->first));
+    removed.push_back(it->first);
     pending_restore_.erase(it->first);
     {
       std::lock_guard lk(engine_mu_);
@@ -638,15 +685,31 @@ void Daemon::Impl::syncRegistry() {
     }
     it = known_.erase(it);
   }
-  for (const auto& line : trace_lines) {
-    broadcastTrace(line, false);
-  }
   {
+    // One critical section for the lines and the prefix, so a recording that starts meanwhile
+    // sees every change exactly once (in its prefix or as a line). Lines are encoded only for
+    // live recordings: ~2 KB of JSON a container otherwise built for nobody.
     std::lock_guard lk(rec_mu_);
-    trace_prefix_.clear();
-    for (const auto& [id, k] : known_) {
-      trace_prefix_.push_back(policy::encodeUpsert(k.info));
+    if (!recorders_.empty()) {
+      for (const Known* k : upserted) {
+        broadcastTraceLocked(policy::encodeUpsert(fullInfo(*k)), false);
+      }
+      for (const auto& id : removed) {
+        broadcastTraceLocked(policy::encodeRemove(id), false);
+      }
     }
+    trace_prefix_.clear();
+    trace_prefix_.reserve(known_.size());
+    for (const auto& [id, k] : known_) {
+      trace_prefix_.emplace_back(k.pod, k.ctr);
+    }
+  }
+  if (changed >= kTrimAfterChanges) {
+    // A (re)synchronize just replaced the registry and rebuilt the tables: hand the transient
+    // peak (request buffer, decoded copies, old registry, trace lines) back to the kernel
+    // instead of keeping it as free heap for the life of the process. Milliseconds, here on the
+    // loop thread, not on the NRI reply path.
+    ::malloc_trim(0);
   }
   resolveCgroups(true);
   if (snap->synchronized && !reconciled_) {
@@ -764,7 +827,7 @@ void Daemon::Impl::reconcileJournal(int64_t now_ns) {
     // applied; a restriction decided meanwhile would take them as the originals and "restore"
     // them later (seen: a quota left at 1 CPU). Show the engine the originals now.
     if (auto kt = known_.find(target); kt != known_.end()) {
-      policy::ContainerInfo info = kt->second.info;
+      policy::ContainerInfo info = fullInfo(kt->second);
       overlayResources(info.resources, values);
       std::lock_guard lk(engine_mu_);
       engine_->upsertContainer(std::move(info));
@@ -873,7 +936,9 @@ void Daemon::Impl::tick() {
       ps.containers.push_back(std::move(idle));
     }
   }
-  broadcastTrace(policy::encodeSnapshot(ps), true);
+  if (recording()) {
+    broadcastTrace(policy::encodeSnapshot(ps), true);
+  }
 
   policy::RoundResult round;
   {
@@ -1688,6 +1753,15 @@ Result<v1::ConfigReloadReply> Daemon::Impl::configReload() {
 
 void Daemon::Impl::broadcastTrace(const std::string& line, bool is_snapshot) {
   std::lock_guard lk(rec_mu_);
+  broadcastTraceLocked(line, is_snapshot);
+}
+
+bool Daemon::Impl::recording() {
+  std::lock_guard lk(rec_mu_);
+  return !recorders_.empty();
+}
+
+void Daemon::Impl::broadcastTraceLocked(const std::string& line, bool is_snapshot) {
   for (auto& r : recorders_) {
     std::lock_guard rl(r->mu);
     if (r->bytes + line.size() > kRecorderMaxBytes) {
@@ -1717,8 +1791,8 @@ Result<void> Daemon::Impl::record(uint32_t seconds,
       h.config_yaml = policySectionYaml(config_.text);
       head = policy::encodeTraceHeader(h) + "\n";
     }
-    for (const auto& line : trace_prefix_) {
-      head += line + "\n";
+    for (const auto& [pod, ctr] : trace_prefix_) {
+      head += policy::encodeUpsert(toContainerInfo(pod.get(), *ctr, node_cpus_)) + "\n";
     }
     rec->lines.push_back(std::move(head));
     recorders_.push_back(rec);
