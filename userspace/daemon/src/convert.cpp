@@ -48,6 +48,17 @@ policy::ContainerInfo toContainerInfo(const nri::PodSandbox* pod,
   return info;
 }
 
+void keepPolicyKeys(policy::ContainerInfo& info) {
+  auto keep = [](const std::string& key) {
+    return key.starts_with("colod.io/") || key == policy::kKoordinatorQosKey ||
+           key == policy::kKatalystQosKey;
+  };
+  for (auto* map : {&info.pod_labels, &info.pod_annotations, &info.container_labels,
+                    &info.container_annotations}) {
+    std::erase_if(*map, [&](const auto& kv) { return !keep(kv.first); });
+  }
+}
+
 nri::LinuxResources toLinuxResources(const policy::Resources& v, std::string_view all_cpus) {
   nri::LinuxResources r;
   r.cpu.shares = v.cpu_shares;

@@ -4,10 +4,63 @@
 #include <gtest/gtest.h>
 
 #include "colod/daemon/self_stats.h"
+#include "colod/policy/config.h"
 #include "colod/policy/tier.h"
 
 namespace colod::daemon {
 namespace {
+
+// The engine gets only the keys it reads: tier and thresholds come out the same as from the
+// full kubelet-shaped maps, for every place a key can sit.
+TEST(Convert, KeepPolicyKeysKeepsWhatThePolicyReads) {
+  const std::vector<std::pair<std::string, std::string>> policy_keys = {
+      {"colod.io/tier", "be"},
+      {"koordinator.sh/qosClass", "LS"},
+      {"katalyst.kubewharf.io/qos_level", "reclaimed_cores"},
+      {std::string(policy::kAnnotationRunqP99), "5000"},
+      {std::string(policy::kAnnotationBaselineFactor), "3.5"},
+      {std::string(policy::kAnnotationPsiCpuSome), "bad"},  // reported as a problem either way
+  };
+  const policy::Config config;
+  for (std::size_t where = 0; where < 4; ++where) {
+    for (std::size_t k = 0; k < policy_keys.size(); ++k) {
+      nri::PodSandbox pod;
+      pod.name = "web-0";
+      pod.cgroup_parent = "/kubepods/besteffort/podu1";
+      pod.labels = {{"app", "web"}, {"io.kubernetes.pod.uid", "u1"}};
+      pod.annotations = {{"kubernetes.io/config.seen", "2025-01-15T10:23:45Z"}};
+      nri::Container c;
+      c.id = "abc";
+      c.labels = {{"io.kubernetes.container.name", "nginx"}};
+      c.annotations = {{"io.kubernetes.container.hash", "8f2b9c1d"}};
+      nri::StringMap* maps[] = {&pod.labels, &pod.annotations, &c.labels, &c.annotations};
+      maps[where]->insert_or_assign(policy_keys[k].first, policy_keys[k].second);
+      const auto full = toContainerInfo(&pod, c, {});
+      auto kept = full;
+      keepPolicyKeys(kept);
+      EXPECT_EQ(kept.pod_labels.size() + kept.pod_annotations.size() + kept.container_labels.size() +
+                    kept.container_annotations.size(),
+                1U)
+          << policy_keys[k].first;
+      const auto tier_full = policy::classifyTier(full);
+      const auto tier_kept = policy::classifyTier(kept);
+      EXPECT_EQ(tier_full.tier, tier_kept.tier) << policy_keys[k].first;
+      EXPECT_EQ(tier_full.source, tier_kept.source) << policy_keys[k].first;
+      std::vector<std::string> problems_full;
+      std::vector<std::string> problems_kept;
+      EXPECT_EQ(policy::effectiveThresholds(config, tier_full.tier, full, &problems_full),
+                policy::effectiveThresholds(config, tier_kept.tier, kept, &problems_kept))
+          << policy_keys[k].first;
+      EXPECT_EQ(problems_full, problems_kept);
+      // Everything else about the container is untouched.
+      kept.pod_labels = full.pod_labels;
+      kept.pod_annotations = full.pod_annotations;
+      kept.container_labels = full.container_labels;
+      kept.container_annotations = full.container_annotations;
+      EXPECT_EQ(kept, full);
+    }
+  }
+}
 
 TEST(Convert, ContainerInfoFromRegistryObjects) {
   nri::PodSandbox pod;

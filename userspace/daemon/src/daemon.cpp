@@ -665,6 +665,7 @@ void Daemon::Impl::syncRegistry() {
       k.resolve_tick = 0;
     }
     upserted.push_back(&k);
+    keepPolicyKeys(info);
     std::lock_guard lk(engine_mu_);
     engine_->upsertContainer(std::move(info));
   }
@@ -829,6 +830,7 @@ void Daemon::Impl::reconcileJournal(int64_t now_ns) {
     if (auto kt = known_.find(target); kt != known_.end()) {
       policy::ContainerInfo info = fullInfo(kt->second);
       overlayResources(info.resources, values);
+      keepPolicyKeys(info);
       std::lock_guard lk(engine_mu_);
       engine_->upsertContainer(std::move(info));
     }
