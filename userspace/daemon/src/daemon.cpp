@@ -22,6 +22,8 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <numeric>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <spdlog/spdlog.h>
@@ -96,9 +98,11 @@ constexpr std::size_t kTrimAfterChanges = 64;
 // What the loop publishes at the end of a tick, read by gRPC and HTTP threads.
 struct View {
   std::vector<v1::Container> containers;  // sorted by display name
-  std::map<std::string, std::size_t> index;  // id -> position
-  std::map<std::string, std::array<uint64_t, collect::kHistSlots>> cumulative;
-  std::map<std::string, std::array<uint32_t, collect::kHistSlots>> last;
+  // Per container, in the order of metrics.containers (the loop's table order, which also holds
+  // the cumulative histograms): source[i] is the position there of containers[i]. Vectors, not
+  // maps keyed by id: ~600 B less a container in every view.
+  std::vector<std::size_t> source;
+  std::vector<std::optional<std::array<uint32_t, collect::kHistSlots>>> last;  // last interval
   metrics::MetricsView metrics;
   v1::StatusReply status;
   int64_t unix_ms = 0;
@@ -1414,6 +1418,7 @@ void Daemon::Impl::publish(const policy::Snapshot* /*snap*/) {
     c.set_period_us(r.cpu_period.value_or(0));
     c.set_shares(r.cpu_shares.value_or(0));
     c.set_managed(managed.count(id) != 0);
+    std::optional<std::array<uint32_t, collect::kHistSlots>> last;
     if (k.has_last) {
       const auto& s = k.last;
       c.set_runq_count(s.runq.count);
@@ -1439,9 +1444,9 @@ void Daemon::Impl::publish(const policy::Snapshot* /*snap*/) {
       c.set_reclaim_stall_ns(s.reclaim_stall_ns);
       const double interval_ns = static_cast<double>(config_.daemon.interval.count()) * 1e6;
       c.set_cpu_util(interval_ns > 0 ? static_cast<double>(s.oncpu_ns) / interval_ns : 0);
-      v->last[id] = s.runq_hist;
+      last = s.runq_hist;
     }
-    v->cumulative[id] = k.runq_slots;
+    v->last.push_back(last);
     v->containers.push_back(std::move(c));
 
     metrics::ContainerMetrics m;
@@ -1466,12 +1471,24 @@ void Daemon::Impl::publish(const policy::Snapshot* /*snap*/) {
     m.cpu_shares = r.cpu_shares;
     v->metrics.containers.push_back(std::move(m));
   }
-  std::sort(v->containers.begin(), v->containers.end(),
-            [](const v1::Container& a, const v1::Container& b) {
-              return control::displayName(a) < control::displayName(b);
-            });
-  for (std::size_t i = 0; i < v->containers.size(); ++i) {
-    v->index[v->containers[i].id()] = i;
+  // Sort the protos by display name, remembering where each came from (see View::source).
+  {
+    std::vector<std::size_t> order(v->containers.size());
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    std::vector<std::string> names;
+    names.reserve(v->containers.size());
+    for (const auto& c : v->containers) {
+      names.push_back(control::displayName(c));
+    }
+    std::sort(order.begin(), order.end(),
+              [&](std::size_t a, std::size_t b) { return names[a] < names[b]; });
+    std::vector<v1::Container> sorted;
+    sorted.reserve(order.size());
+    for (auto i : order) {
+      sorted.push_back(std::move(v->containers[i]));
+    }
+    v->containers = std::move(sorted);
+    v->source = std::move(order);
   }
   uint64_t unresolved = 0;
   for (const auto& [id, k] : known_) {
@@ -1510,8 +1527,18 @@ void Daemon::Impl::publish(const policy::Snapshot* /*snap*/) {
   st.set_update_failures(d.update_failures);
   st.set_journal_entries(journal_entries_);
   st.set_interval_ms(config_.daemon.interval.count());
-  std::lock_guard lk(view_mu_);
-  view_ = std::move(v);
+  std::shared_ptr<const View> old;
+  {
+    std::lock_guard lk(view_mu_);
+    old = std::move(view_);
+    view_ = std::move(v);
+  }
+  old.reset();  // outside the lock (unless a reader still holds it)
+  // Once a second: the previous view and the collector's per-tick map dumps (~1.5 MB with 1000
+  // containers) are free heap now; without a trim glibc keeps those pages resident for the life
+  // of the process (1000 containers: RSS 35.2 -> 33.4 MiB). Costs well under a millisecond on
+  // the loop thread; the pages fault back in as the next tick reuses them.
+  ::malloc_trim(0);
 }
 
 namespace {
@@ -1630,15 +1657,12 @@ Result<v1::HistogramReply> Daemon::Impl::histogram(const std::string& query) {
   const auto& c = v->containers[*idx];
   v1::HistogramReply out;
   *out.mutable_container() = c;
-  auto cum = v->cumulative.find(c.id());
-  if (cum != v->cumulative.end()) {
-    for (auto s : cum->second) {
-      out.add_runq_slots(s);
-    }
+  const std::size_t src = v->source[*idx];
+  for (auto s : v->metrics.containers[src].runq_slots) {
+    out.add_runq_slots(s);
   }
-  auto last = v->last.find(c.id());
-  if (last != v->last.end()) {
-    for (auto s : last->second) {
+  if (const auto& last = v->last[src]) {
+    for (auto s : *last) {
       out.add_last_slots(s);
     }
   }
