@@ -115,9 +115,17 @@ struct Known {
   // engine's ContainerInfo from them on demand.
   std::shared_ptr<const nri::Container> ctr;
   std::shared_ptr<const nri::PodSandbox> pod;
-  // toContainerInfo() without its four label/annotation maps (~3 KB a container as std::maps;
-  // the registry objects above hold them once, compactly).
+  // toContainerInfo() without what the registry objects above already hold (the four
+  // label/annotation maps, ~3 KB a container as std::maps, and the names and paths): read those
+  // through the accessors below.
   policy::ContainerInfo info;
+  [[nodiscard]] const std::string& cgroupPath() const { return ctr->cgroups_path; }
+  [[nodiscard]] const std::string& containerName() const { return ctr->name; }
+  [[nodiscard]] std::string_view podName() const { return pod ? pod->name : std::string_view(); }
+  [[nodiscard]] std::string_view podNamespace() const {
+    return pod ? pod->namespace_name : std::string_view();
+  }
+  [[nodiscard]] std::string_view podUid() const { return pod ? pod->uid : std::string_view(); }
   std::string display;
   std::string tier;          // as the engine classifies it (cached: classification is per change)
   std::string rel;           // cgroup dir relative to the hierarchy root
@@ -137,9 +145,16 @@ struct Known {
   bool has_last = false;
 };
 
-// What Known keeps of a ContainerInfo: everything but the label/annotation maps.
+// What Known keeps of a ContainerInfo (see Known::info).
 policy::ContainerInfo slimInfo(const policy::ContainerInfo& full) {
   policy::ContainerInfo slim = full;
+  slim.id.clear();
+  slim.container_name.clear();
+  slim.pod_name.clear();
+  slim.pod_namespace.clear();
+  slim.pod_uid.clear();
+  slim.cgroup_path.clear();
+  slim.cgroup_parent.clear();
   slim.pod_labels.clear();
   slim.pod_annotations.clear();
   slim.container_labels.clear();
@@ -654,7 +669,7 @@ void Daemon::Impl::syncRegistry() {
                   info.container_name, id.substr(0, 12));
     }
     Known& k = it->second;
-    const bool path_changed = k.info.cgroup_path != info.cgroup_path;
+    const bool path_changed = k.ctr == nullptr || k.cgroupPath() != info.cgroup_path;
     k.ctr = ctr;
     k.pod = std::move(pod);
     k.info = slimInfo(info);
@@ -734,7 +749,7 @@ void Daemon::Impl::resolveCgroups(bool force) {
       continue;
     }
     k.resolve_tick = tick_no_;
-    auto rel = containerCgroupRel(k.info.cgroup_path, config_.daemon.cgroup_driver,
+    auto rel = containerCgroupRel(k.cgroupPath(), config_.daemon.cgroup_driver,
                                   config_.daemon.systemd_cgroup_prefix);
     if (!rel) {
       k.resolve_error = rel.error().message();
@@ -1405,10 +1420,10 @@ void Daemon::Impl::publish(const policy::Snapshot* /*snap*/) {
   for (const auto& [id, k] : known_) {
     v1::Container c;
     c.set_id(id);
-    c.set_name(k.info.container_name);
-    c.set_pod(k.info.pod_name);
-    c.set_namespace_(k.info.pod_namespace);
-    c.set_pod_uid(k.info.pod_uid);
+    c.set_name(k.containerName());
+    c.set_pod(std::string(k.podName()));
+    c.set_namespace_(std::string(k.podNamespace()));
+    c.set_pod_uid(std::string(k.podUid()));
     c.set_tier(tiers[id]);
     c.set_cgroup_id(k.cgroup_id);
     c.set_cgroup_path(k.cgroup_id != 0 ? k.rel : "");
@@ -1450,9 +1465,9 @@ void Daemon::Impl::publish(const policy::Snapshot* /*snap*/) {
     v->containers.push_back(std::move(c));
 
     metrics::ContainerMetrics m;
-    m.pod = k.info.pod_name;
-    m.namespace_ = k.info.pod_namespace;
-    m.container = k.info.container_name;
+    m.pod = k.podName();
+    m.namespace_ = k.podNamespace();
+    m.container = k.containerName();
     m.tier = tiers[id];
     m.runq_slots = k.runq_slots;
     m.runq_sum_seconds = static_cast<double>(k.runq_sum_ns) / 1e9;
