@@ -115,10 +115,11 @@ struct Known {
   // engine's ContainerInfo from them on demand.
   std::shared_ptr<const nri::Container> ctr;
   std::shared_ptr<const nri::PodSandbox> pod;
-  // toContainerInfo() without what the registry objects above already hold (the four
-  // label/annotation maps, ~3 KB a container as std::maps, and the names and paths): read those
-  // through the accessors below.
-  policy::ContainerInfo info;
+  // Of the engine's ContainerInfo, what the registry objects above do not hold as such (names,
+  // paths and labels are read from them through the accessors below; a whole ContainerInfo with
+  // its label/annotation std::maps was ~3.5 KB a container).
+  policy::Resources resources;
+  std::vector<int> cpuset;
   [[nodiscard]] const std::string& cgroupPath() const { return ctr->cgroups_path; }
   [[nodiscard]] const std::string& containerName() const { return ctr->name; }
   [[nodiscard]] std::string_view podName() const { return pod ? pod->name : std::string_view(); }
@@ -144,23 +145,6 @@ struct Known {
   collect::CgroupSample last;
   bool has_last = false;
 };
-
-// What Known keeps of a ContainerInfo (see Known::info).
-policy::ContainerInfo slimInfo(const policy::ContainerInfo& full) {
-  policy::ContainerInfo slim = full;
-  slim.id.clear();
-  slim.container_name.clear();
-  slim.pod_name.clear();
-  slim.pod_namespace.clear();
-  slim.pod_uid.clear();
-  slim.cgroup_path.clear();
-  slim.cgroup_parent.clear();
-  slim.pod_labels.clear();
-  slim.pod_annotations.clear();
-  slim.container_labels.clear();
-  slim.container_annotations.clear();
-  return slim;
-}
 
 struct PendingUpdate {
   uint64_t seq = 0;  // decision seq (0 for journal restores)
@@ -672,7 +656,8 @@ void Daemon::Impl::syncRegistry() {
     const bool path_changed = k.ctr == nullptr || k.cgroupPath() != info.cgroup_path;
     k.ctr = ctr;
     k.pod = std::move(pod);
-    k.info = slimInfo(info);
+    k.resources = info.resources;
+    k.cpuset = info.cpuset;
     k.tier = std::string(
         policy::tierName(info.tier ? *info.tier : policy::classifyTier(info).tier));
     k.display = info.pod_namespace + "/" + info.pod_name + "/" + info.container_name;
@@ -1427,7 +1412,7 @@ void Daemon::Impl::publish(const policy::Snapshot* /*snap*/) {
     c.set_tier(tiers[id]);
     c.set_cgroup_id(k.cgroup_id);
     c.set_cgroup_path(k.cgroup_id != 0 ? k.rel : "");
-    const auto& r = k.info.resources;
+    const auto& r = k.resources;
     c.set_cpuset(r.cpuset_cpus.value_or(""));
     c.set_quota_us(r.cpu_quota.value_or(-1));
     c.set_period_us(r.cpu_period.value_or(0));
@@ -1475,8 +1460,8 @@ void Daemon::Impl::publish(const policy::Snapshot* /*snap*/) {
     m.throttled_periods = k.throttled_periods;
     m.throttled_seconds = static_cast<double>(k.throttled_ns) / 1e9;
     m.reclaim_stall_seconds = static_cast<double>(k.reclaim_ns) / 1e9;
-    if (!k.info.cpuset.empty()) {
-      m.cpuset_cpus = static_cast<uint32_t>(k.info.cpuset.size());
+    if (!k.cpuset.empty()) {
+      m.cpuset_cpus = static_cast<uint32_t>(k.cpuset.size());
     } else {
       m.cpuset_cpus = static_cast<uint32_t>(node_cpus_.size());
     }
