@@ -80,10 +80,12 @@ struct {
  * `task`: the task_struct switched in (identity only, never dereferenced). At a switch, prev is
  * the task switched in by the previous switch on this CPU, so `task != prev` only for the first
  * switch after attach; then everything is read from prev itself.
- * `id`, `slot`: its cgroup id and that cgroup's cg_sched slot; `idle`: it is the idle task.
+ * `id`, `slot`: its cgroup id and that cgroup's cg_sched slot (while the idle task runs: of
+ * the last other task); `alt_id`, `alt_slot`: the cgroup this CPU ran before that one (0: none).
+ * `idle`: it is the idle task.
  * `grp`: its cfs_rq (V1CPU) or css_set (V2) pointer, compared with next's to skip next's
- * cgroup walk (see task_grp).
- * `gen`: attach_gen when `id`, `slot` and `grp` were read. A running task can change cgroup without a switch (it
+ * cgroup walk (see task_grp); used only while that task is running (prev at the switch).
+ * `gen`: attach_gen when `id`, `slot`, `alt_*` and `grp` were read. A running task can change cgroup without a switch (it
  * writes its own pid to cgroup.procs, or a runtime moves it): any cgroup migration bumps
  * attach_gen, and a mismatch means "walk prev's cgroup again". Userspace bumps it too when it
  * takes slots back from deleted cgroups.
@@ -98,8 +100,11 @@ struct cpu_state {
 	__u64 gen;
 	__u64 sum;
 	__u64 grp;
+	__u64 alt_id;
 	__u32 slot;
+	__u32 alt_slot;
 	__u32 idle;
+	__u32 pad;
 };
 
 struct {
@@ -254,6 +259,11 @@ static __always_inline int on_switch(struct task_struct *prev, struct task_struc
 		} else {
 			prev_id = task_cg_id(prev, btf);
 			prev_slot = cg_slot(prev_id);
+			/* Restart the cache from prev (its alt entry may be stale). */
+			cs->id = prev_id;
+			cs->slot = prev_slot;
+			cs->alt_id = 0;
+			cs->gen = gen;
 		}
 		pe = slot_entry(prev_slot);
 		if (pe) {
@@ -283,14 +293,31 @@ static __always_inline int on_switch(struct task_struct *prev, struct task_struc
 		next_slot = prev_slot;
 		ne = pe;
 	} else {
+		/* Another cgroup, or prev was idle/unknown: walk next's cgroup, then try the last
+		 * two cgroups this CPU ran (after idle the same one often comes back; under
+		 * contention two cgroups alternate) by id, not by pointer: a task that is not
+		 * running holds no reference on its pointers. Only then the cg_slots hash. */
 		next_id = task_cg_id(next, btf);
-		next_slot = cg_slot(next_id);
+		if (cs->gen != gen) {
+			cs->id = 0;
+			cs->alt_id = 0;
+			cs->gen = gen;
+		}
+		if (next_id == cs->id) {
+			next_slot = cs->slot;
+		} else {
+			if (next_id == cs->alt_id)
+				next_slot = cs->alt_slot;
+			else
+				next_slot = cg_slot(next_id);
+			cs->alt_id = cs->id;
+			cs->alt_slot = cs->slot;
+			cs->id = next_id;
+			cs->slot = next_slot;
+		}
 		ne = slot_entry(next_slot);
 	}
-	cs->id = next_id;
-	cs->slot = next_slot;
 	cs->grp = grp;
-	cs->gen = gen;
 	if (invol) {
 		count_pair(prev_id, next_id);
 		if (pe)

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Pipe ping-pong between two processes pinned to one CPU: every round trip is two wakeups and
 // two context switches, so it is the worst case for sched_switch/sched_wakeup programs.
-// Usage: pingpong <cpu> <seconds>   Prints "<round trips per second>".
+// Usage: pingpong <cpu> <seconds> [<cgroup.procs file>]   Prints "<round trips per second>".
+// With a cgroup.procs file the child joins that cgroup first, so every switch crosses cgroups
+// (the per-cgroup programs' slow path instead of the same-cgroup fast path).
 #define _GNU_SOURCE
 #include <sched.h>
 #include <signal.h>
@@ -39,8 +41,8 @@ int main(int argc, char **argv)
 	char c = 0;
 	pid_t child;
 
-	if (argc != 3) {
-		fprintf(stderr, "usage: %s <cpu> <seconds>\n", argv[0]);
+	if (argc != 3 && argc != 4) {
+		fprintf(stderr, "usage: %s <cpu> <seconds> [<cgroup.procs file>]\n", argv[0]);
 		return 2;
 	}
 	secs = atof(argv[2]);
@@ -55,6 +57,14 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (child == 0) {
+		if (argc == 4) {
+			FILE *f = fopen(argv[3], "w");
+
+			if (!f || fprintf(f, "%d\n", getpid()) < 0 || fclose(f) != 0) {
+				perror(argv[3]);
+				_exit(1);
+			}
+		}
 		/* Drop the parent's ends so its close(ping[1]) reaches us as EOF. */
 		close(ping[1]);
 		close(pong[0]);
