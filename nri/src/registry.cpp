@@ -61,6 +61,22 @@ void mergeResources(LinuxResources& into, const LinuxResources& u) {
 }
 
 namespace {
+// Stores `v` under its own id: inserts, or replaces the entry and re-points its key at the new
+// object's id (the old object, whose id the key viewed, may be freed with the assignment).
+template <typename T>
+void put(ById<T>& map, std::shared_ptr<const T> v) {
+  auto it = map.find(v->id);
+  if (it == map.end()) {
+    const std::string_view key = v->id;
+    map.emplace(key, std::move(v));
+    return;
+  }
+  auto node = map.extract(it);
+  node.mapped() = std::move(v);
+  node.key() = node.mapped()->id;
+  map.insert(std::move(node));
+}
+
 std::shared_ptr<const Container> slim(Container c) {
   // colod never reads args/env; dropping them keeps the registry's footprint small.
   std::vector<std::string>().swap(c.args);
@@ -84,8 +100,8 @@ void Registry::reset(std::vector<PodSandbox> pods, std::vector<Container> contai
 
 namespace {
 struct OldContent {
-  std::map<std::string, std::shared_ptr<const PodSandbox>, std::less<>> pods;
-  std::map<std::string, std::shared_ptr<const Container>, std::less<>> containers;
+  ById<PodSandbox> pods;
+  ById<Container> containers;
   std::shared_ptr<const RegistrySnapshot> snapshot;
 };
 }  // namespace
@@ -100,16 +116,14 @@ std::shared_ptr<void> Registry::replace(std::vector<PodSandbox> pods,
       ++dropped;
       continue;
     }
-    std::string id = p.id;
-    new_pods.insert_or_assign(std::move(id), std::make_shared<const PodSandbox>(std::move(p)));
+    put(new_pods, std::make_shared<const PodSandbox>(std::move(p)));  // a later duplicate wins
   }
   for (auto& c : containers) {
     if (new_ctrs.size() >= options_.max_containers) {
       ++dropped;
       continue;
     }
-    std::string id = c.id;
-    new_ctrs.insert_or_assign(std::move(id), slim(std::move(c)));
+    put(new_ctrs, slim(std::move(c)));
   }
   auto old = std::make_shared<OldContent>();
   {
@@ -141,7 +155,7 @@ void Registry::setPodState(std::string_view id, PodState state) {
   }
   auto p = std::make_shared<PodSandbox>(*it->second);
   p->state = state;
-  it->second = std::move(p);
+  put(pods_, std::shared_ptr<const PodSandbox>(std::move(p)));
   bumpLocked();
 }
 
@@ -162,11 +176,7 @@ void Registry::upsertPod(PodSandbox pod) {
     bumpLocked();  // the drop counter is part of the snapshot
     return;
   }
-  if (it == pods_.end()) {
-    pods_.emplace(p->id, std::move(p));
-  } else {
-    it->second = std::move(p);
-  }
+  put(pods_, std::move(p));
   bumpLocked();
 }
 
@@ -189,11 +199,7 @@ void Registry::upsertContainer(Container ctr) {
     bumpLocked();  // the drop counter is part of the snapshot
     return;
   }
-  if (it == containers_.end()) {
-    containers_.emplace(c->id, std::move(c));
-  } else {
-    it->second = std::move(c);
-  }
+  put(containers_, std::move(c));
   bumpLocked();
 }
 
@@ -205,7 +211,7 @@ void Registry::setContainerState(std::string_view id, ContainerState state) {
   }
   auto copy = std::make_shared<Container>(*it->second);
   copy->state = state;
-  it->second = std::move(copy);
+  put(containers_, std::shared_ptr<const Container>(std::move(copy)));
   bumpLocked();
 }
 
@@ -226,7 +232,7 @@ void Registry::applyUpdate(const ContainerUpdate& update) {
   }
   auto copy = std::make_shared<Container>(*it->second);
   mergeResources(copy->resources, update.resources);
-  it->second = std::move(copy);
+  put(containers_, std::shared_ptr<const Container>(std::move(copy)));
   bumpLocked();
 }
 

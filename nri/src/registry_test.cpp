@@ -65,5 +65,49 @@ TEST(Registry, Bounded) {
   EXPECT_EQ(r.snapshot()->dropped, 3U);
 }
 
+// Keys view the ids of the objects they map to: every way an object is replaced re-points its
+// key, and a snapshot taken earlier stays readable (its entries keep their objects alive).
+TEST(Registry, KeysFollowReplacedObjects) {
+  Registry r;
+  PodSandbox pod;
+  pod.id = std::string(64, 'p');
+  std::vector<Container> cs;
+  for (int i = 0; i < 20; ++i) {
+    cs.push_back(ctr(std::string(60, 'c') + std::to_string(1000 + i), pod.id));
+  }
+  cs.push_back(ctr(cs[3].id, pod.id));  // a duplicate id in one Synchronize: the later one wins
+  cs.back().resources.cpu.shares = 7;
+  r.reset({pod}, cs);
+  auto before = r.snapshot();
+  const std::string id = cs[3].id;
+  EXPECT_EQ(before->container(id)->resources.cpu.shares, 7U);
+  r.setContainerState(id, ContainerState::Paused);
+  ContainerUpdate u;
+  u.container_id = id;
+  u.resources.cpu.quota = 5000;
+  r.applyUpdate(u);
+  r.upsertContainer(ctr(cs[4].id, pod.id));
+  r.setPodState(pod.id, PodState::Stopped);
+  PodSandbox pod2 = pod;
+  pod2.name = "again";
+  r.upsertPod(pod2);
+  r.reset({pod}, cs);  // frees the previous content; `before` still holds what it viewed
+  r.setContainerState(id, ContainerState::Stopped);
+  auto after = r.snapshot();
+  for (const auto* s : {before.get(), after.get()}) {
+    ASSERT_EQ(s->containers.size(), 20U);
+    for (const auto& [key, c] : s->containers) {
+      EXPECT_EQ(key, c->id);
+      EXPECT_EQ(s->container(key), c.get());
+    }
+    for (const auto& [key, p] : s->pods) {
+      EXPECT_EQ(key, p->id);
+    }
+  }
+  EXPECT_EQ(before->container(id)->state, ContainerState::Running);
+  EXPECT_EQ(after->container(id)->state, ContainerState::Stopped);
+  EXPECT_EQ(after->container(id)->resources.cpu.shares, 7U);
+}
+
 }  // namespace
 }  // namespace colod::nri

@@ -2,6 +2,8 @@
 #include "colod/nri/string_map.h"
 
 #include <algorithm>
+#include <functional>
+#include <tuple>
 #include <limits>
 
 #include "colod/base/check.h"
@@ -32,13 +34,34 @@ std::optional<std::string_view> StringMap::get(std::string_view key) const {
   return (*it).second;
 }
 
-uint32_t StringMap::put(std::string_view s) {
+std::pair<uint32_t, uint32_t> StringMap::put(std::string_view a, std::string_view b) {
   // An API caller's bug, not input: a decoded map is bounded by its message (< 4 GiB).
-  COLOD_CHECK(s.size() <= std::numeric_limits<uint32_t>::max() - chars_.size());
-  const auto off = static_cast<uint32_t>(chars_.size());
-  // append() copies before it frees the old buffer, so `s` may view chars_ itself.
-  chars_.append(s);
-  return off;
+  COLOD_CHECK(a.size() + b.size() <= std::numeric_limits<uint32_t>::max() - chars_.size());
+  // Either view may point into chars_ itself (a value read from this map): std::string::append
+  // reads its source after reallocating, so such views are turned into offsets first, the
+  // buffer is grown once, and both appends then run without reallocation.
+  const char* base = chars_.data();
+  auto offsetIn = [&](std::string_view v) -> std::optional<std::size_t> {
+    const std::less<const char*> lt;
+    if (v.empty() || lt(v.data(), base) || !lt(v.data(), base + chars_.size())) {
+      return std::nullopt;
+    }
+    return static_cast<std::size_t>(v.data() - base);
+  };
+  const auto in_a = offsetIn(a);
+  const auto in_b = offsetIn(b);
+  chars_.reserve(chars_.size() + a.size() + b.size());
+  if (in_a) {
+    a = std::string_view(chars_).substr(*in_a, a.size());
+  }
+  if (in_b) {
+    b = std::string_view(chars_).substr(*in_b, b.size());
+  }
+  const auto off_a = static_cast<uint32_t>(chars_.size());
+  chars_.append(a);
+  const auto off_b = static_cast<uint32_t>(chars_.size());
+  chars_.append(b);
+  return {off_a, off_b};
 }
 
 void StringMap::insert_or_assign(std::string_view key, std::string_view value) {
@@ -47,7 +70,7 @@ void StringMap::insert_or_assign(std::string_view key, std::string_view value) {
   if (it != entries_.end() && keyOf(*it) == key) {
     const auto pos = it - entries_.begin();
     garbage_ += it->value_len;
-    const uint32_t value_off = put(value);
+    const uint32_t value_off = put({}, value).second;
     Entry& e = entries_[static_cast<std::size_t>(pos)];
     e.value_off = value_off;
     e.value_len = static_cast<uint32_t>(value.size());
@@ -57,9 +80,8 @@ void StringMap::insert_or_assign(std::string_view key, std::string_view value) {
   const auto pos = it - entries_.begin();
   Entry e;
   e.key_len = static_cast<uint32_t>(key.size());
-  e.key_off = put(key);
   e.value_len = static_cast<uint32_t>(value.size());
-  e.value_off = put(value);
+  std::tie(e.key_off, e.value_off) = put(key, value);
   entries_.insert(entries_.begin() + pos, e);
 }
 
@@ -96,9 +118,8 @@ std::map<std::string, std::string> StringMap::toStdMap() const {
 void StringMap::append(std::string_view key, std::string_view value) {
   Entry e;
   e.key_len = static_cast<uint32_t>(key.size());
-  e.key_off = put(key);
   e.value_len = static_cast<uint32_t>(value.size());
-  e.value_off = put(value);
+  std::tie(e.key_off, e.value_off) = put(key, value);
   entries_.push_back(e);
 }
 

@@ -67,9 +67,17 @@ TEST(StringMap, InsertOrAssignEraseAndEquality) {
 
 TEST(StringMap, ValueMayViewTheMapItself) {
   StringMap m{{"a-long-key-beyond-the-small-buffer", "a-long-value-beyond-the-small-buffer"}};
-  for (int i = 0; i < 20; ++i) {  // grows the text buffer while `v` views it
+  for (int i = 0; i < 20; ++i) {  // grows the text buffer while the value views it
     m.insert_or_assign("k" + std::to_string(i), *m.get("a-long-key-beyond-the-small-buffer"));
   }
+  // Keys and values viewing the map itself: an existing key, a new key, the bulk path.
+  m.insert_or_assign((*m.find("k1")).first, *m.get("k2"));
+  m.insert_or_assign((*m.begin()).second, (*m.find("k7")).first);
+  m.append((*m.find("k3")).first.substr(0, 1), *m.get("k3"));
+  m.normalize();
+  EXPECT_EQ(m.get("k1"), "a-long-value-beyond-the-small-buffer");
+  EXPECT_EQ(m.get("a-long-value-beyond-the-small-buffer"), "k7");
+  EXPECT_EQ(m.get("k"), "a-long-value-beyond-the-small-buffer");
   for (int i = 0; i < 20; ++i) {
     EXPECT_EQ(m.get("k" + std::to_string(i)), "a-long-value-beyond-the-small-buffer");
   }

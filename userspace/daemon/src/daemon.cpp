@@ -260,7 +260,7 @@ class Daemon::Impl final : public control::Backend, public nri::Plugin {
   std::vector<std::function<void()>> posted_;
 
   // Loop-thread state.
-  std::map<std::string, Known> known_;
+  std::map<std::string, Known, std::less<>> known_;
   std::unordered_map<uint64_t, std::string> by_cgroup_;
   uint64_t registry_generation_ = UINT64_MAX;
   uint64_t tick_no_ = 0;
@@ -621,7 +621,7 @@ void Daemon::Impl::syncRegistry() {
     return;
   }
   registry_generation_ = snap->generation;
-  std::set<std::string> present;
+  std::set<std::string_view> present;  // views into `snap`, alive for this function
   std::vector<const Known*> upserted;  // for the trace lines (known_ nodes are stable)
   std::vector<std::string> removed;
   std::size_t changed = 0;
@@ -648,7 +648,7 @@ void Daemon::Impl::syncRegistry() {
     }
     ++changed;
     if (it == known_.end()) {
-      it = known_.emplace(id, Known{}).first;
+      it = known_.emplace(std::string(id), Known{}).first;
       log()->info("container {}/{}/{} ({}) known", info.pod_namespace, info.pod_name,
                   info.container_name, id.substr(0, 12));
     }

@@ -24,12 +24,17 @@ struct RegistryOptions {
   std::size_t max_containers = 65536;
 };
 
+// Objects by id. The key views the id of the object it maps to (no copy of the 64-character
+// ids), valid as long as the entry; the registry re-points it whenever it replaces an object.
+template <typename T>
+using ById = std::map<std::string_view, std::shared_ptr<const T>, std::less<>>;
+
 // An immutable view. Entries are shared with the registry (cheap to take), never mutated.
 struct RegistrySnapshot {
   uint64_t generation = 0;  // bumps on every change; equal generations = equal content
   bool synchronized = false;  // false until the first Synchronize, and after a disconnect
-  std::map<std::string, std::shared_ptr<const PodSandbox>, std::less<>> pods{};
-  std::map<std::string, std::shared_ptr<const Container>, std::less<>> containers{};
+  ById<PodSandbox> pods{};
+  ById<Container> containers{};
   uint64_t dropped = 0;  // objects refused because a cap was reached
 
   [[nodiscard]] const PodSandbox* pod(std::string_view id) const;
@@ -74,8 +79,8 @@ class Registry {
 
   RegistryOptions options_{};
   mutable std::mutex mu_;
-  std::map<std::string, std::shared_ptr<const PodSandbox>, std::less<>> pods_{};
-  std::map<std::string, std::shared_ptr<const Container>, std::less<>> containers_{};
+  ById<PodSandbox> pods_{};
+  ById<Container> containers_{};
   uint64_t generation_ = 0;
   uint64_t dropped_ = 0;
   bool synchronized_ = false;

@@ -136,7 +136,8 @@ class StringMap {
   [[nodiscard]] std::string_view keyOf(const Entry& e) const {
     return std::string_view(chars_).substr(e.key_off, e.key_len);
   }
-  uint32_t put(std::string_view s);
+  // Appends a then b to the text; returns their offsets.
+  std::pair<uint32_t, uint32_t> put(std::string_view a, std::string_view b);
   // Drops the text no entry refers to any more, once it outweighs the live text.
   void maybeCompact();
 
