@@ -85,10 +85,10 @@ struct {
  * `idle`: it is the idle task.
  * `grp`: its cfs_rq (V1CPU) or css_set (V2) pointer, compared with next's to skip next's
  * cgroup walk (see task_grp); used only while that task is running (prev at the switch).
- * `gen`: attach_gen when `id`, `slot`, `alt_*` and `grp` were read. A running task can change cgroup without a switch (it
- * writes its own pid to cgroup.procs, or a runtime moves it): any cgroup migration bumps
- * attach_gen, and a mismatch means "walk prev's cgroup again". Userspace bumps it too when it
- * takes slots back from deleted cgroups.
+ * `gen`: attach_gen when `id`, `slot`, `alt_*` and `grp` were read. A running task can change
+ * cgroup without a switch (it writes its own pid to cgroup.procs, or a runtime moves it): any
+ * cgroup migration bumps attach_gen, and a mismatch means "walk prev's cgroup again".
+ * Userspace bumps it too when it takes slots back from deleted cgroups.
  * `sum`: its se.sum_exec_runtime at switch-in. The slice is measured against it, not against
  * se.prev_sum_exec_runtime, which the kernel also resets without a switch (put_prev_task +
  * set_next_task on a running task: sched_move_task at a cgroup move and, on kernels before

@@ -249,8 +249,7 @@ Result<std::unordered_map<uint64_t, colod_cg_sched>> Collector::Impl::readSched(
   const uint64_t used = __atomic_load_n(&sched_skel->bss->slots_used, __ATOMIC_ACQUIRE);
   const std::size_t top = static_cast<std::size_t>(std::min<uint64_t>(used, opts.max_cgroups));
   const std::size_t stride = roundUp8(sizeof(colod_cg_sched)) * static_cast<std::size_t>(ncpu);
-  auto vals = bpf::dumpMap(bpf_map__fd(sched_skel->maps.cg_sched), sizeof(uint32_t), stride,
-                           top);
+  auto vals = bpf::dumpMap(bpf_map__fd(sched_skel->maps.cg_sched), sizeof(uint32_t), stride, top);
   if (!vals) {
     return std::move(vals).error();
   }
