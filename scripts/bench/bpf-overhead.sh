@@ -22,6 +22,9 @@
 #   BENCH_NICE=<nice> (default -20): the ping-pong's nice value. At -20 its CFS weight is ~87x
 #     a default task's, so other work on that CPU barely takes turns in it; with the default 0
 #     a shared machine swings the rate 10x between runs. The BPF path measured is the same.
+#   BENCH_STATS=0: leave kernel.bpf_stats_enabled off, so the ratio is what a node without
+#     bpf_stats pays (stats cost two sched_clock() reads per program run, ~50 ns here);
+#     sched_switch_ns then reads 0.
 #   COLOD_COLLECT=<path to colod-collect> (default: first build*/ dir that has one)
 #   COLLECT_ARGS="..." extra colod-collect flags (e.g. --wakeup-depth to add the wakeup hook)
 set -euo pipefail
@@ -58,7 +61,7 @@ cleanup() {
 trap cleanup EXIT
 cc -O2 -Wall -o "$work/pingpong" "$here/pingpong.c"
 pingpong() { nice -n "$nice_val" "$work/pingpong" "$@"; }
-sysctl -qw kernel.bpf_stats_enabled=1
+sysctl -qw kernel.bpf_stats_enabled="${BENCH_STATS:-1}"
 
 # bpftool here reports no owning pids, so the collector's programs are the ones that appear
 # after it starts (prog ids are never reused while the old ones exist).
@@ -103,7 +106,7 @@ stop_collector() {
 
 : > "$work/results"
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
-echo "bpf-overhead: $pairs pairs of ${secs}s on CPU $cpu (nice $nice_val), load average $load_before, $(nproc) CPUs"
+echo "bpf-overhead: $pairs pairs of ${secs}s on CPU $cpu (nice $nice_val, bpf_stats ${BENCH_STATS:-1}), load average $load_before, $(nproc) CPUs"
 pingpong "$cpu" 0.3 > /dev/null  # warm-up (page cache, frequency), not recorded
 without=$(pingpong "$cpu" "$secs")
 for i in $(seq 1 "$pairs"); do
