@@ -65,10 +65,9 @@ namespace {
 // object's id (the old object, whose id the key viewed, may be freed with the assignment).
 template <typename T>
 void put(ById<T>& map, std::shared_ptr<const T> v) {
-  auto it = map.find(v->id);
-  if (it == map.end()) {
-    const std::string_view key = v->id;
-    map.emplace(key, std::move(v));
+  const std::string_view key = v->id;
+  auto [it, inserted] = map.try_emplace(key, v);
+  if (inserted) {
     return;
   }
   auto node = map.extract(it);

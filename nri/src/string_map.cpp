@@ -3,8 +3,8 @@
 
 #include <algorithm>
 #include <functional>
-#include <tuple>
 #include <limits>
+#include <tuple>
 
 #include "colod/base/check.h"
 

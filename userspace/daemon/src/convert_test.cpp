@@ -38,10 +38,9 @@ TEST(Convert, KeepPolicyKeysKeepsWhatThePolicyReads) {
       const auto full = toContainerInfo(&pod, c, {});
       auto kept = full;
       keepPolicyKeys(kept);
-      EXPECT_EQ(kept.pod_labels.size() + kept.pod_annotations.size() + kept.container_labels.size() +
-                    kept.container_annotations.size(),
-                1U)
-          << policy_keys[k].first;
+      const std::size_t entries = kept.pod_labels.size() + kept.pod_annotations.size() +
+                                  kept.container_labels.size() + kept.container_annotations.size();
+      EXPECT_EQ(entries, 1U) << policy_keys[k].first;
       const auto tier_full = policy::classifyTier(full);
       const auto tier_kept = policy::classifyTier(kept);
       EXPECT_EQ(tier_full.tier, tier_kept.tier) << policy_keys[k].first;

@@ -298,7 +298,8 @@ class Daemon::Impl final : public control::Backend, public nri::Plugin {
   std::vector<std::shared_ptr<Recorder>> recorders_;
   // The current containers, for the upserts that open a new recording (encoded when one starts,
   // not kept encoded: ~2 KB of JSON a container).
-  std::vector<std::pair<std::shared_ptr<const nri::PodSandbox>, std::shared_ptr<const nri::Container>>>
+  std::vector<
+      std::pair<std::shared_ptr<const nri::PodSandbox>, std::shared_ptr<const nri::Container>>>
       trace_prefix_;
 
   // Sender.
@@ -640,8 +641,7 @@ void Daemon::Impl::syncRegistry() {
     auto info = toContainerInfo(pod.get(), *ctr, node_cpus_);
     // New objects may carry the same content (a resync replaces every object): the engine only
     // hears about real changes, so its per-container windows survive a reconnect.
-    if (it != known_.end() && it->second.ctr != nullptr &&
-        fullInfo(it->second) == info) {
+    if (it != known_.end() && it->second.ctr != nullptr && fullInfo(it->second) == info) {
       it->second.ctr = ctr;
       it->second.pod = std::move(pod);
       continue;
