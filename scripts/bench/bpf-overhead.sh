@@ -22,6 +22,9 @@
 #   BENCH_NICE=<nice> (default -20): the ping-pong's nice value. At -20 its CFS weight is ~87x
 #     a default task's, so other work on that CPU barely takes turns in it; with the default 0
 #     a shared machine swings the rate 10x between runs. The BPF path measured is the same.
+#   BENCH_COLLECT_CPUS=<list> (default: every CPU but BENCH_CPU): where colod-collect itself
+#     runs, so its userspace work (map reads, cgroup files every 100 ms) does not take turns on
+#     the measured CPU: what is measured is the programs' cost on the ping-pong.
 #   BENCH_STATS=0: leave kernel.bpf_stats_enabled off, so the ratio is what a node without
 #     bpf_stats pays (stats cost two sched_clock() reads per program run, ~50 ns here);
 #     sched_switch_ns then reads 0.
@@ -32,6 +35,8 @@ pairs=${1:-15}
 secs=${2:-1}
 cpu=${BENCH_CPU:-1}
 nice_val=${BENCH_NICE:--20}
+collect_cpus=${BENCH_COLLECT_CPUS:-$(seq 0 $(($(nproc) - 1)) | grep -vx "$cpu" | paste -sd, -)}
+collect_cpus=${collect_cpus:-$cpu}  # one-CPU machine
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 
@@ -82,7 +87,7 @@ start_collector() {
   local before
   before=$(all_ids)
   # shellcheck disable=SC2086
-  "$collect" --interval 100 --json ${COLLECT_ARGS:-} > /dev/null 2> "$work/collect.err" &
+  taskset -c "$collect_cpus" "$collect" --interval 100 --json ${COLLECT_ARGS:-} > /dev/null 2> "$work/collect.err" &
   collector_pid=$!
   for _ in $(seq 1 100); do
     collector_ids=$(comm -13 <(tr ' ' '\n' <<< "$before" | sort) <(all_ids | tr ' ' '\n' | sort) | tr '\n' ' ')
@@ -106,7 +111,7 @@ stop_collector() {
 
 : > "$work/results"
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
-echo "bpf-overhead: $pairs pairs of ${secs}s on CPU $cpu (nice $nice_val, bpf_stats ${BENCH_STATS:-1}), load average $load_before, $(nproc) CPUs"
+echo "bpf-overhead: $pairs pairs of ${secs}s on CPU $cpu (nice $nice_val, bpf_stats ${BENCH_STATS:-1}, collector on CPUs $collect_cpus), load average $load_before, $(nproc) CPUs"
 pingpong "$cpu" 0.3 > /dev/null  # warm-up (page cache, frequency), not recorded
 without=$(pingpong "$cpu" "$secs")
 for i in $(seq 1 "$pairs"); do
