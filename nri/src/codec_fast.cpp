@@ -150,6 +150,8 @@ class MapBuild {
   }
   MapBuild(const MapBuild&) = delete;
   MapBuild& operator=(const MapBuild&) = delete;
+  MapBuild(MapBuild&&) = delete;
+  MapBuild& operator=(MapBuild&&) = delete;
 
   // Builds `maps` from the entries recorded since construction (merging into what they already
   // hold: a repeated message field). A later duplicate key wins (StringMap::normalize).

@@ -42,7 +42,7 @@ std::pair<uint32_t, uint32_t> StringMap::put(std::string_view a, std::string_vie
   // buffer is grown once, and both appends then run without reallocation.
   const char* base = chars_.data();
   auto offsetIn = [&](std::string_view v) -> std::optional<std::size_t> {
-    const std::less<const char*> lt;
+    const std::less<> lt;
     if (v.empty() || lt(v.data(), base) || !lt(v.data(), base + chars_.size())) {
       return std::nullopt;
     }
