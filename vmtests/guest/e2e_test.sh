@@ -3,11 +3,11 @@
 # e2e_test.sh — runs in the vmtests guest (busybox sh, pure cgroup v2, kernel 6.1, TCG). The
 # whole loop in a few tens of seconds: the real daemon (colod: BPF collector → policy → NRI)
 # against the runtime peer (colod-testpeer, applies NRI updates to v2 cgroups like runc): an LS
-# pod running the colod-probe request loop pinned to CPU 1, and a BE pod whose two CPU hogs may
+# pod running the colod-probe request loop pinned to CPU 1, and a BE pod whose four CPU hogs may
 # run on CPUs 0-1, so they contend on CPU 1 (the LS pod is not exclusive: Burstable, no static
 # CPU manager). Checks: colod sees both containers with their tiers (annotations), detects the
 # LS victim, its update lands in the BE container's v2 cgroup files through the peer's NRI
-# update path, the restriction is held while the hog runs, coloctl and /metrics report it
+# update path, it is kept (at least half the time) while the hog runs, coloctl and /metrics report it
 # against the live daemon, the BE going idle leads to release (original values, a relax
 # decision), and, with the hog back and restricted again, a clean stop (SIGTERM) restores the
 # originals and empties the journal.
@@ -92,9 +92,11 @@ finish() {
 # LS: the open-loop request probe (one thread, a 300 µs request every 1 ms: 30 % of a CPU
 # nominal, ~40 % under TCG), one process for the whole test (a new process every few seconds
 # brought kernel work onto CPU 1 that showed up as LS run-queue noise). Its demand is far above
-# 80 % of the share the container weights give it against the BE (2 CPUs x 1/17), so the policy
-# holds a cross-pod rung while the hog runs (no relax/re-engage cycles). BE: two shell busy loops (one
-# per CPU); they idle while the file pause-be exists (the "BE hog stops" phase), end on stop.
+# 80 % of the share the container weights give it against the BE (2 CPUs x 1/17), one of the two
+# conditions for the policy to hold a cross-pod rung while the hog runs (see "hold"). BE: four
+# shell busy loops, more than CPUs, so the load balancer always leaves some on CPU 1 (with two,
+# one run saw both stay on CPU 0 for a minute after a relax: no contention, nothing to detect);
+# they idle while the file pause-be exists (the "BE hog stops" phase) and end on stop.
 cat >$d/ls.sh <<EOF
 exec $bin/colod-probe -t 1 -w 300 -p 1000 -d 600 >$d/probe.out 2>&1
 EOF
@@ -106,6 +108,8 @@ hog() {
     while [ \$i -lt 20000 ]; do i=\$((i + 1)); done
   done
 }
+hog &
+hog &
 hog &
 hog
 wait
