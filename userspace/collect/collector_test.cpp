@@ -168,12 +168,12 @@ void spinFor(std::chrono::microseconds d) {
 // Sleeps 1 ms, works 3 ms, for `total`: a latency-sensitive service in miniature. The work
 // is longer than an EEVDF base slice (0.75 ms * (1 + log2(ncpu))), so a competitor with a
 // higher weight preempts it: the preemption matrix then has something to show.
-void sleeper(std::chrono::milliseconds total) {
+void sleeper(std::chrono::milliseconds total, std::chrono::microseconds burst = 3000us) {
   const auto end = std::chrono::steady_clock::now() + total;
   while (std::chrono::steady_clock::now() < end) {
     const timespec ts{0, 1000 * 1000};
     ::nanosleep(&ts, nullptr);
-    spinFor(3000us);
+    spinFor(burst);
   }
 }
 
@@ -455,7 +455,11 @@ TEST_F(CollectorTest, ContendedSleeperSeesHogAsAggressorAndHighRunqLatency) {
     // as the hogs preempt them).
     std::vector<std::unique_ptr<Child>> victims;
     for (int i = 0; i < (v2() ? 1 : 2); ++i) {
-      victims.push_back(std::make_unique<Child>(v, kCpu, [] { sleeper(60000ms); }));
+      // 10 ms bursts: longer than a slice plus a tick (4 ms at HZ=250), so every burst that
+      // gets the CPU is preempted at a tick. With 3 ms bursts a 6.1 guest under TCG on an idle
+      // host saw 1-2 preemptions in 10 s (most bursts ended before the tick that would have
+      // preempted them), and wake-ups of root-cgroup kernel threads outnumbered the hogs.
+      victims.push_back(std::make_unique<Child>(v, kCpu, [] { sleeper(60000ms, 10000us); }));
     }
     std::this_thread::sleep_for(1500ms);
     // Bounded wait (10 s) for the kernel's own count of the victims' preemptions to reach 20:
