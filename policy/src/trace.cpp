@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "colod/policy/resources_json.h"
 #include "colod/policy/tier.h"
 
 namespace colod::policy {
@@ -15,32 +16,6 @@ namespace {
 using nlohmann::json;
 
 // --- encoding -------------------------------------------------------------------------------
-
-json encodeResources(const Resources& r) {
-  json j = json::object();
-  if (r.cpu_shares) {
-    j["cpu_shares"] = *r.cpu_shares;
-  }
-  if (r.cpu_quota) {
-    j["cpu_quota"] = *r.cpu_quota;
-  }
-  if (r.cpu_period) {
-    j["cpu_period"] = *r.cpu_period;
-  }
-  if (r.cpuset_cpus) {
-    j["cpuset_cpus"] = *r.cpuset_cpus;
-  }
-  if (r.cpuset_mems) {
-    j["cpuset_mems"] = *r.cpuset_mems;
-  }
-  if (r.memory_limit) {
-    j["memory_limit"] = *r.memory_limit;
-  }
-  if (!r.unified.empty()) {
-    j["unified"] = r.unified;
-  }
-  return j;
-}
 
 json encodeInfo(const ContainerInfo& c) {
   json j = json::object();
@@ -65,7 +40,7 @@ json encodeInfo(const ContainerInfo& c) {
   if (c.tier) {
     j["tier"] = std::string(tierName(*c.tier));
   }
-  j["resources"] = encodeResources(c.resources);
+  j["resources"] = encodeResourcesJson(c.resources);
   if (!c.cpuset.empty()) {
     j["cpuset"] = c.cpuset;
   }
@@ -584,8 +559,8 @@ std::string encodeDecision(const Decision& d) {
          {"lever", std::string(leverName(d.lever))},
          {"target_id", d.target_id},
          {"target_name", d.target_name},
-         {"new", encodeResources(d.new_values)},
-         {"original", encodeResources(d.original_values)},
+         {"new", encodeResourcesJson(d.new_values)},
+         {"original", encodeResourcesJson(d.original_values)},
          {"victim_id", d.victim_id},
          {"victim_name", d.victim_name},
          {"antagonists", std::move(ants)},
@@ -695,6 +670,38 @@ Result<std::vector<RoundResult>> replayTrace(const Trace& trace, const Config& c
     }
   }
   return rounds;
+}
+
+// --- Resources JSON (resources_json.h) -------------------------------------------------------
+
+json encodeResourcesJson(const Resources& r) {
+  json j = json::object();
+  if (r.cpu_shares) {
+    j["cpu_shares"] = *r.cpu_shares;
+  }
+  if (r.cpu_quota) {
+    j["cpu_quota"] = *r.cpu_quota;
+  }
+  if (r.cpu_period) {
+    j["cpu_period"] = *r.cpu_period;
+  }
+  if (r.cpuset_cpus) {
+    j["cpuset_cpus"] = *r.cpuset_cpus;
+  }
+  if (r.cpuset_mems) {
+    j["cpuset_mems"] = *r.cpuset_mems;
+  }
+  if (r.memory_limit) {
+    j["memory_limit"] = *r.memory_limit;
+  }
+  if (!r.unified.empty()) {
+    j["unified"] = r.unified;
+  }
+  return j;
+}
+
+Result<Resources> decodeResourcesJson(const json& j, std::string_view where) {
+  return decodeResources(Reader(std::string(where)), j);
 }
 
 }  // namespace colod::policy

@@ -13,6 +13,7 @@
 
 #include "colod/base/unique_fd.h"
 #include "colod/daemon/convert.h"
+#include "colod/policy/resources_json.h"
 #include "colod/policy/tier.h"
 
 namespace colod::daemon {
@@ -20,58 +21,6 @@ namespace colod::daemon {
 using nlohmann::json;
 
 namespace {
-
-json encodeResources(const policy::Resources& r) {
-  json j = json::object();
-  if (r.cpu_shares) {
-    j["cpu_shares"] = *r.cpu_shares;
-  }
-  if (r.cpu_quota) {
-    j["cpu_quota"] = *r.cpu_quota;
-  }
-  if (r.cpu_period) {
-    j["cpu_period"] = *r.cpu_period;
-  }
-  if (r.cpuset_cpus) {
-    j["cpuset_cpus"] = *r.cpuset_cpus;
-  }
-  if (r.cpuset_mems) {
-    j["cpuset_mems"] = *r.cpuset_mems;
-  }
-  if (r.memory_limit) {
-    j["memory_limit"] = *r.memory_limit;
-  }
-  if (!r.unified.empty()) {
-    j["unified"] = r.unified;
-  }
-  return j;
-}
-
-policy::Resources decodeResources(const json& j) {
-  policy::Resources r;
-  if (j.contains("cpu_shares")) {
-    r.cpu_shares = j.at("cpu_shares").get<uint64_t>();
-  }
-  if (j.contains("cpu_quota")) {
-    r.cpu_quota = j.at("cpu_quota").get<int64_t>();
-  }
-  if (j.contains("cpu_period")) {
-    r.cpu_period = j.at("cpu_period").get<uint64_t>();
-  }
-  if (j.contains("cpuset_cpus")) {
-    r.cpuset_cpus = j.at("cpuset_cpus").get<std::string>();
-  }
-  if (j.contains("cpuset_mems")) {
-    r.cpuset_mems = j.at("cpuset_mems").get<std::string>();
-  }
-  if (j.contains("memory_limit")) {
-    r.memory_limit = j.at("memory_limit").get<int64_t>();
-  }
-  if (j.contains("unified")) {
-    r.unified = j.at("unified").get<std::map<std::string, std::string>>();
-  }
-  return r;
-}
 
 const policy::Lever kLevers[] = {policy::Lever::CpuShares, policy::Lever::Cpuset,
                                  policy::Lever::CpuQuota, policy::Lever::MemoryLimit};
@@ -110,8 +59,8 @@ std::string encodeJournal(const Journal& journal) {
                        {"victim_id", e.action.victim_id},
                        {"lever", std::string(policy::leverName(e.action.lever))},
                        {"rung", e.action.rung},
-                       {"applied", encodeResources(e.action.applied_values)},
-                       {"original", encodeResources(e.action.original_values)},
+                       {"applied", policy::encodeResourcesJson(e.action.applied_values)},
+                       {"original", policy::encodeResourcesJson(e.action.original_values)},
                        {"restore_pending", e.restore_pending}});
   }
   json doc = {{"version", kJournalVersion}, {"entries", entries}};
@@ -143,8 +92,16 @@ Result<Journal> decodeJournal(std::string_view text) {
         return COLOD_ERR(EINVAL, "journal: unknown lever '", lever, "'");
       }
       entry.action.rung = e.value("rung", 0);
-      entry.action.applied_values = decodeResources(e.at("applied"));
-      entry.action.original_values = decodeResources(e.at("original"));
+      auto applied = policy::decodeResourcesJson(e.at("applied"), "journal: applied");
+      if (!applied) {
+        return std::move(applied).error();
+      }
+      auto original = policy::decodeResourcesJson(e.at("original"), "journal: original");
+      if (!original) {
+        return std::move(original).error();
+      }
+      entry.action.applied_values = std::move(applied).value();
+      entry.action.original_values = std::move(original).value();
       entry.restore_pending = e.value("restore_pending", false);
       if (entry.action.target_id.empty()) {
         return COLOD_ERR(EINVAL, "journal: entry without target_id");

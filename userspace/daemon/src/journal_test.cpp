@@ -66,7 +66,13 @@ TEST(JournalCodec, RejectsBadInput) {
   EXPECT_ERR(decodeJournal(R"({"version":1,"entries":[{"lever":"cpuset"}]})"), EINVAL, "journal");
   EXPECT_ERR(decodeJournal(R"({"version":1,"entries":[{"target_id":"a","lever":"cpuset",)"
                            R"("applied":{"cpu_shares":"x"},"original":{}}]})"),
-             EINVAL, "journal");
+             EINVAL, "journal: applied: cpu_shares: expected an unsigned integer");
+  EXPECT_ERR(decodeJournal(R"({"version":1,"entries":[{"target_id":"a","lever":"cpuset",)"
+                           R"("applied":{},"original":{"cpuset_cpus":3}}]})"),
+             EINVAL, "journal: original: cpuset_cpus");
+  EXPECT_ERR(decodeJournal(R"({"version":1,"entries":[{"target_id":"a","lever":"cpuset",)"
+                           R"("applied":[],"original":{}}]})"),
+             EINVAL, "journal: applied: resources: expected an object");
 }
 
 TEST_F(JournalTest, AtomicWriteAndRead) {
