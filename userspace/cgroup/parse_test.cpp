@@ -79,25 +79,6 @@ TEST(ParsePsi, TruncatedAndMalformed) {
   EXPECT_ERR(parsePsi("some avg10=nan avg60=0 avg300=0 total=1\n"), EINVAL, "PSI value");
 }
 
-TEST(ParseCpuList, RangesAndSingles) {
-  EXPECT_EQ(ASSERT_OK(parseCpuList("0-3,8\n")), (std::vector<uint32_t>{0, 1, 2, 3, 8}));
-  EXPECT_EQ(ASSERT_OK(parseCpuList("\n")), std::vector<uint32_t>{});
-  EXPECT_EQ(ASSERT_OK(parseCpuList("5,1,1")), (std::vector<uint32_t>{1, 5}));
-  EXPECT_ERR(parseCpuList("3-1"), EINVAL, "reversed");
-  EXPECT_ERR(parseCpuList("0-"), EINVAL, "range");
-  EXPECT_ERR(parseCpuList("0-4294967295"), EINVAL, "kMaxCpu");
-  EXPECT_ERR(parseCpuList("a"), EINVAL, "cpu list");
-  EXPECT_ERR(parseCpuList("1,,2"), EINVAL, "cpu list");
-}
-
-TEST(FormatCpuList, RoundTrip) {
-  EXPECT_EQ(formatCpuList({8, 0, 1, 2, 3, 10, 11}), "0-3,8,10-11");
-  EXPECT_EQ(formatCpuList({}), "");
-  EXPECT_EQ(formatCpuList({4}), "4");
-  const std::string s = "0-2,5,7-9";
-  EXPECT_EQ(formatCpuList(ASSERT_OK(parseCpuList(s))), s);
-}
-
 TEST(ParseCpuMax, Forms) {
   auto m = ASSERT_OK(parseCpuMax("max 100000\n"));
   EXPECT_FALSE(m.quota_us.has_value());

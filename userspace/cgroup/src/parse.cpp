@@ -189,58 +189,6 @@ Result<Psi> parsePsi(std::string_view text) {
   return out;
 }
 
-Result<std::vector<uint32_t>> parseCpuList(std::string_view text) {
-  std::vector<uint32_t> cpus;
-  std::string_view rest = trim(text);
-  while (!rest.empty()) {
-    const auto comma = rest.find(',');
-    std::string_view item = trim(rest.substr(0, comma));
-    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
-    const auto dash = item.find('-');
-    uint64_t lo = 0;
-    uint64_t hi = 0;
-    if (dash == std::string_view::npos) {
-      if (!toU64(item, lo)) {
-        return malformed("cpu list", text);
-      }
-      hi = lo;
-    } else if (!toU64(item.substr(0, dash), lo) || !toU64(item.substr(dash + 1), hi)) {
-      return malformed("cpu list range", text);
-    }
-    if (hi < lo || hi >= kMaxCpu) {
-      return malformed("cpu list range (reversed or beyond kMaxCpu)", text);
-    }
-    for (uint64_t c = lo; c <= hi; ++c) {
-      cpus.push_back(static_cast<uint32_t>(c));
-    }
-  }
-  std::sort(cpus.begin(), cpus.end());
-  cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
-  return cpus;
-}
-
-std::string formatCpuList(std::vector<uint32_t> cpus) {
-  std::sort(cpus.begin(), cpus.end());
-  cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
-  std::string out;
-  for (std::size_t i = 0; i < cpus.size();) {
-    std::size_t j = i;
-    while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) {
-      ++j;
-    }
-    if (!out.empty()) {
-      out += ',';
-    }
-    out += std::to_string(cpus[i]);
-    if (j > i) {
-      out += '-';
-      out += std::to_string(cpus[j]);
-    }
-    i = j + 1;
-  }
-  return out;
-}
-
 Result<CpuMax> parseCpuMax(std::string_view text) {
   std::string_view rest = text;
   const std::string_view quota = nextToken(rest);

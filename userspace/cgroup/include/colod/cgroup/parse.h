@@ -46,13 +46,6 @@ struct Psi {
 };
 Result<Psi> parsePsi(std::string_view text);
 
-// cpuset list format: "0-3,8,10-11\n" -> {0,1,2,3,8,10,11}; "" or "\n" -> {}. Ranges must be
-// ascending; CPUs are bounded by kMaxCpu to keep a hostile "0-4294967295" from allocating.
-inline constexpr uint32_t kMaxCpu = 8192;
-Result<std::vector<uint32_t>> parseCpuList(std::string_view text);
-// The inverse, canonical and compressed: {0,1,2,3,8} -> "0-3,8". Input need not be sorted.
-std::string formatCpuList(std::vector<uint32_t> cpus);
-
 // cpu.max (v2): "max 100000" or "50000 100000". quota std::nullopt means unlimited.
 struct CpuMax {
   std::optional<uint64_t> quota_us;
