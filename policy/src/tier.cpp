@@ -153,6 +153,10 @@ TierResult classifyTier(const ContainerInfo& info) {
   return result;
 }
 
+bool isPolicyKey(std::string_view key) {
+  return key.starts_with("colod.io/") || key == kKoordinatorQosKey || key == kKatalystQosKey;
+}
+
 Result<std::vector<int>> parseCpuList(std::string_view text) {
   std::set<int> cpus;
   auto parseNum = [](std::string_view tok, int& out) {

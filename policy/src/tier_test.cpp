@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "colod/policy/config.h"
 #include "colod/testing/result_matchers.h"
 
 namespace colod::policy {
@@ -132,6 +133,18 @@ TEST(TierTest, CallerTierWins) {
   info.tier = Tier::System;
   info.cgroup_parent = "kubepods-besteffort-pod1.slice";
   EXPECT_EQ(classifyTier(info).tier, Tier::System);
+}
+
+TEST(PolicyKeyTest, CoversEveryKeyTheEngineReads) {
+  for (std::string_view k :
+       {kTierKey, kKoordinatorQosKey, kKatalystQosKey, kAnnotationRunqP99,
+        kAnnotationBaselineFactor, kAnnotationPsiCpuSome, kAnnotationReclaimStall}) {
+    EXPECT_TRUE(isPolicyKey(k)) << k;
+  }
+  EXPECT_FALSE(isPolicyKey("io.kubernetes.pod.name"));
+  EXPECT_FALSE(isPolicyKey("app"));
+  EXPECT_FALSE(isPolicyKey("koordinator.sh/other"));
+  EXPECT_FALSE(isPolicyKey(""));
 }
 
 TEST(CpuListTest, ParsesAndFormats) {

@@ -49,13 +49,9 @@ policy::ContainerInfo toContainerInfo(const nri::PodSandbox* pod,
 }
 
 void keepPolicyKeys(policy::ContainerInfo& info) {
-  auto keep = [](const std::string& key) {
-    return key.starts_with("colod.io/") || key == policy::kKoordinatorQosKey ||
-           key == policy::kKatalystQosKey;
-  };
   for (auto* map : {&info.pod_labels, &info.pod_annotations, &info.container_labels,
                     &info.container_annotations}) {
-    std::erase_if(*map, [&](const auto& kv) { return !keep(kv.first); });
+    std::erase_if(*map, [](const auto& kv) { return !policy::isPolicyKey(kv.first); });
   }
 }
 

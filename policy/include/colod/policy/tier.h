@@ -18,6 +18,11 @@ inline constexpr std::string_view kTierKey = "colod.io/tier";
 inline constexpr std::string_view kKoordinatorQosKey = "koordinator.sh/qosClass";
 inline constexpr std::string_view kKatalystQosKey = "katalyst.kubewharf.io/qos_level";
 
+// True for every label/annotation key the engine reads: the `colod.io/` keys (kTierKey and the
+// per-container thresholds of config.h) and the Koordinator and Katalyst QoS keys. A caller that
+// keeps many ContainerInfos may drop every other entry without changing a decision.
+[[nodiscard]] bool isPolicyKey(std::string_view key);
+
 // A key whose value classifyTier() did not understand.
 struct UnknownTierValue {
   std::string key;

@@ -20,12 +20,10 @@ policy::ContainerInfo toContainerInfo(const nri::PodSandbox* pod,
                                       const nri::Container& ctr,
                                       std::span<const int> node_cpus);
 
-// Drops from info's label/annotation maps every entry the engine never reads, keeping its own
-// `colod.io/` keys (tier, per-container thresholds: policy/tier.h, policy/config.h) and the
-// Koordinator and Katalyst QoS keys. The engine keeps one ContainerInfo per container; with the
-// ~29 labels and annotations kubelet sets, those maps were ~6 KB a container. Classification
-// and thresholds are unchanged (tested); traces still carry the full maps.
-// TODO(policy): a policy-side "keys I read" predicate would remove this coupling.
+// Drops from info's label/annotation maps every entry the engine never reads
+// (policy::isPolicyKey). The engine keeps one ContainerInfo per container; with the ~29 labels
+// and annotations kubelet sets, those maps were ~6 KB a container. Classification and
+// thresholds are unchanged (tested); traces still carry the full maps.
 void keepPolicyKeys(policy::ContainerInfo& info);
 
 // NRI resources carrying exactly the set fields of `values`. An empty cpuset string means
