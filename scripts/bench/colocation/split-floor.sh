@@ -53,6 +53,13 @@ echo "$mems" >"$C/cpuset/$tag-be/cpuset.mems"
 echo "$all_cpus" >"$C/cpuset/$tag-ls/cpuset.cpus"
 echo "$mems" >"$C/cpuset/$tag-ls/cpuset.mems"
 
+# join ls|be [PID]: moves PID (default: the calling (sub)shell) into that group's cpu and
+# cpuset cgroups.
+join() {
+  echo "${2:-$BASHPID}" >"$C/cpu/$tag-$1/cgroup.procs"
+  echo "${2:-$BASHPID}" >"$C/cpuset/$tag-$1/cgroup.procs"
+}
+
 # One calibration for every run (as colocation.sh does), so the work per request is the same.
 iters=$("$probe" -t 1 -w 100 -p 1000 -d 0.5 --json - | sed -n 's/.*"iters_per_us":\([0-9.]*\).*/\1/p')
 [[ -n $iters ]] || { echo "split-floor: probe calibration failed" >&2; exit 1; }
@@ -61,28 +68,24 @@ redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --daemoni
 redis_pid=$!
 pids+=("$redis_pid")
 for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
-echo "$redis_pid" >"$C/cpu/$tag-ls/cgroup.procs"
-echo "$redis_pid" >"$C/cpuset/$tag-ls/cgroup.procs"
+join ls "$redis_pid"
 
 # run VARIANT CPUS [BE-STRESSOR]
 run() {
   local variant=$1 cpus=$2 be=${3:-} loop= hog= out
   echo "$cpus" >"$C/cpuset/$tag-ls/cpuset.cpus"
   if [[ -n $be ]]; then
-    (echo "$BASHPID" >"$C/cpu/$tag-be/cgroup.procs"; echo "$BASHPID" >"$C/cpuset/$tag-be/cgroup.procs"
-     exec stress-ng "--$be" 2 --timeout $((duration + 30)) -q) &
+    (join be; exec stress-ng "--$be" 2 --timeout $((duration + 30)) -q) &
     hog=$!
     pids+=("$hog")
     sleep 1
   fi
   if [[ $variant == *redis* ]]; then
-    (echo "$BASHPID" >"$C/cpu/$tag-ls/cgroup.procs"; echo "$BASHPID" >"$C/cpuset/$tag-ls/cgroup.procs"
-     while :; do redis-benchmark -p "$port" -n 1000 -c 2 -t get --csv >/dev/null 2>&1; sleep 0.5; done) &
+    (join ls; while :; do redis-benchmark -p "$port" -n 1000 -c 2 -t get --csv >/dev/null 2>&1; sleep 0.5; done) &
     loop=$!
     pids+=("$loop")
   fi
-  out=$(echo "$BASHPID" >"$C/cpu/$tag-ls/cgroup.procs"; echo "$BASHPID" >"$C/cpuset/$tag-ls/cgroup.procs"
-        exec "$probe" -t 2 -w 300 -p 1000 -d "$duration" --warmup 2 --iters-per-us "$iters")
+  out=$(join ls; exec "$probe" -t 2 -w 300 -p 1000 -d "$duration" --warmup 2 --iters-per-us "$iters")
   echo "$variant cpus=$cpus: $(grep -o 'p50_us=[0-9]* p90_us=[0-9]* p99_us=[0-9]* p999_us=[0-9]*' <<<"$out")"
   for p in $loop $hog; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
 }
