@@ -237,9 +237,17 @@ int rttPhase(int argc, char** argv) {
     std::perror("socketpair");
     return 1;
   }
-  wire::Mux cm{UniqueFd(rv[0])};
-  wire::Mux sm{UniqueFd(rv[1])};
-  wire::TtrpcClient client([&](auto h, auto b) { return cm.send(1, h, b); });
+  // The client reads its own replies (CallerReads) unless --caller-reads 0; the server's trunk
+  // only serves, so it keeps plain blocking reads, as a serving-only trunk should.
+  const bool caller_reads = argInt(argc, argv, "--caller-reads", 1) != 0;
+  wire::MuxOptions copts;
+  copts.caller_reads = caller_reads;
+  wire::MuxOptions sopts;
+  sopts.caller_reads = false;
+  wire::Mux cm{UniqueFd(rv[0]), copts};
+  wire::Mux sm{UniqueFd(rv[1]), sopts};
+  wire::TtrpcClient client([&](auto h, auto b) { return cm.send(1, h, b); },
+                           wire::kTtrpcMaxMessage, &cm);
   wire::TtrpcServer server([&](auto h, auto b) { return sm.send(1, h, b); });
   server.registerMethod(
       "bench.Echo", "Echo",
@@ -287,6 +295,6 @@ int main(int argc, char** argv) {
   std::fprintf(stderr,
                "usage: nri_bench stub [--sync-runs N] [--creates N] [--plugin-cpu C] "
                "[--runtime-cpu C] [--inline 0|1]\n"
-               "       nri_bench rtt [--rtt-calls N] [--size B] [--inline 0|1]\n");
+               "       nri_bench rtt [--rtt-calls N] [--size B] [--inline 0|1] [--caller-reads 0|1]\n");
   return 2;
 }

@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "colod/nri/mux.h"
 
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -96,7 +99,25 @@ Result<void> MuxDecoder::feed(std::span<const std::byte> data, const Sink& sink)
   return ok();
 }
 
-Mux::Mux(UniqueFd fd, MuxOptions options) : fd_(std::move(fd)), options_(options) {
+namespace {
+
+// How often a caller holding the reader role wakes to check its deadline (SO_RCVTIMEO): reply
+// deadlines are met to within this. NRI calls have deadlines of seconds.
+constexpr std::chrono::milliseconds kLeadReadQuantum{10};
+constexpr uint64_t kSocketTag = 1;
+constexpr uint64_t kStopTag = 2;
+
+// The trunk whose reader role this thread holds as a caller (close() must not join from there),
+// and whether it holds any reader role (the reader thread holds one for its whole life).
+thread_local const Mux* t_leading_mux = nullptr;
+thread_local bool t_reading = false;
+
+}  // namespace
+
+bool CallerReads::readingOnThisThread() { return t_reading; }
+
+Mux::Mux(UniqueFd fd, MuxOptions options)
+    : fd_(std::move(fd)), options_(options), decoder_(options_.max_frame) {
   struct stat st {};
   is_socket_ = ::fstat(fd_.get(), &st) == 0 && S_ISSOCK(st.st_mode);
   if (is_socket_ && options_.send_timeout.count() > 0) {
@@ -119,7 +140,41 @@ Result<void> Mux::start() {
   if (!fd_.valid()) {
     return COLOD_ERR(EBADF, "mux has no socket");
   }
-  reader_ = std::thread([this] { readLoop(); });
+  buf_.resize(options_.read_buffer);
+  callers_read_ = options_.caller_reads && is_socket_;
+  if (!callers_read_) {
+    reader_ = std::thread([this] { readLoop(); });
+    return ok();
+  }
+  epoll_fd_ = UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
+  if (!epoll_fd_.valid()) {
+    return COLOD_ERR(errno, "creating the NRI trunk's epoll instance");
+  }
+  stop_fd_ = UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!stop_fd_.valid()) {
+    return COLOD_ERR(errno, "creating the NRI trunk's stop eventfd");
+  }
+  epoll_event sock_ev{};
+  sock_ev.events = EPOLLIN;
+  sock_ev.data.u64 = kSocketTag;
+  if (::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, fd_.get(), &sock_ev) != 0) {
+    return COLOD_ERR(errno, "watching the NRI trunk with epoll");
+  }
+  epoll_event stop_ev{};
+  stop_ev.events = EPOLLIN;
+  stop_ev.data.u64 = kStopTag;
+  if (::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, stop_fd_.get(), &stop_ev) != 0) {
+    return COLOD_ERR(errno, "watching the NRI trunk's stop eventfd");
+  }
+  // A caller's blocking read wakes this often to check its deadline; the reader thread's own
+  // reads never block (MSG_DONTWAIT after epoll said readable), so they are not affected.
+  timeval tv{};
+  tv.tv_usec = static_cast<suseconds_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(kLeadReadQuantum).count());
+  if (::setsockopt(fd_.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0) {
+    return COLOD_ERR(errno, "setting the NRI trunk's receive timeout");
+  }
+  reader_ = std::thread([this] { watchLoop(); });
   return ok();
 }
 
@@ -130,43 +185,164 @@ void Mux::finish(const Error& err) {
   }
 }
 
-void Mux::readLoop() {
-  MuxDecoder decoder(options_.max_frame);
-  std::vector<std::byte> buf(options_.read_buffer);
-  auto sink = [this](uint32_t conn, std::span<const std::byte> payload) -> Result<void> {
-    for (auto& [id, fn] : sinks_) {
-      if (id == conn) {
-        return fn(payload);
-      }
-    }
-    return ok();  // unknown conn id: dropped, as the Go reader does
-  };
+Result<bool> Mux::readOnce(bool dont_wait) {
   for (;;) {
-    ssize_t n = ::read(fd_.get(), buf.data(), buf.size());
+    ssize_t n = is_socket_
+                    ? ::recv(fd_.get(), buf_.data(), buf_.size(), dont_wait ? MSG_DONTWAIT : 0)
+                    : ::read(fd_.get(), buf_.data(), buf_.size());
     if (n < 0) {
       int e = errno;
       if (e == EINTR) {
         continue;
       }
-      finish(COLOD_ERR(e, "reading the NRI trunk"));
-      return;
+      if (e == EAGAIN || e == EWOULDBLOCK) {
+        return false;
+      }
+      auto err = COLOD_ERR(e, "reading the NRI trunk");
+      finish(err);
+      return err;
     }
     if (n == 0) {
-      if (decoder.atBoundary()) {
-        finish(COLOD_ERR(ECONNRESET, "NRI trunk closed by the peer"));
-      } else {
-        finish(COLOD_ERR(EPROTO, "NRI trunk closed in the middle of a frame"));
-      }
-      return;
+      auto err = decoder_.atBoundary()
+                     ? COLOD_ERR(ECONNRESET, "NRI trunk closed by the peer")
+                     : COLOD_ERR(EPROTO, "NRI trunk closed in the middle of a frame");
+      finish(err);
+      return err;
     }
-    auto r = decoder.feed(std::span<const std::byte>(buf.data(), static_cast<std::size_t>(n)), sink);
+    auto sink = [this](uint32_t conn, std::span<const std::byte> payload) -> Result<void> {
+      for (auto& [id, fn] : sinks_) {
+        if (id == conn) {
+          return fn(payload);
+        }
+      }
+      return ok();  // unknown conn id: dropped, as the Go reader does
+    };
+    auto r =
+        decoder_.feed(std::span<const std::byte>(buf_.data(), static_cast<std::size_t>(n)), sink);
     if (!r) {
       // The framing can no longer be trusted: drop the trunk so the owner reconnects.
       (void)::shutdown(fd_.get(), SHUT_RDWR);
       finish(r.error());
+      return std::move(r).error();
+    }
+    return true;
+  }
+}
+
+// The reader thread without caller reads: blocking reads, one after the other.
+void Mux::readLoop() {
+  t_reading = true;
+  for (;;) {
+    auto r = readOnce(false);
+    if (!r) {
       return;
     }
+    if (!*r) {
+      // Only a non-blocking fd gets here (someone set O_NONBLOCK): wait instead of spinning.
+      pollfd p{.fd = fd_.get(), .events = POLLIN, .revents = 0};
+      (void)::poll(&p, 1, -1);
+    }
   }
+}
+
+// The reader thread with caller reads: waits in epoll until the socket is readable (its interest
+// is disarmed while a caller holds the role, so a reply the caller reads does not wake this
+// thread too) or close() writes stop_fd_, then reads what is there under the role.
+void Mux::watchLoop() {
+  t_reading = true;
+  for (;;) {
+    std::array<epoll_event, 2> evs{};
+    int n = ::epoll_wait(epoll_fd_.get(), evs.data(), static_cast<int>(evs.size()), -1);
+    if (n < 0) {
+      int e = errno;
+      if (e == EINTR) {
+        continue;
+      }
+      finish(COLOD_ERR(e, "waiting for the NRI trunk"));
+      return;
+    }
+    std::unique_lock lock(role_mu_);
+    // A caller holds the role: the wake raced with its tryLead(), or was a hang-up (epoll reports
+    // those even when disarmed). Let it finish: it reads, and it re-arms the socket after.
+    role_cv_.wait(lock, [&] { return !reading_; });
+    if (closed_.load()) {
+      return;  // a caller saw the trunk fail; its close callback has run
+    }
+    const bool stop = stopping_;
+    reading_ = true;
+    lock.unlock();
+    if (stop) {
+      // close(): the socket is shut down, so reads return what is buffered, then EOF, which
+      // reports the close like the peer's would. reading_ stays set: nobody reads again.
+      for (;;) {
+        auto r = readOnce(false);
+        if (!r) {
+          return;
+        }
+      }
+    }
+    auto r = readOnce(true);
+    if (!r) {
+      return;  // reading_ stays set: the trunk is done
+    }
+    lock.lock();
+    reading_ = false;
+    lock.unlock();
+    role_cv_.notify_all();
+  }
+}
+
+void Mux::armLocked(bool armed) {
+  epoll_event ev{};
+  ev.events = armed ? static_cast<uint32_t>(EPOLLIN) : 0U;
+  ev.data.u64 = kSocketTag;
+  // Cannot fail for a registered fd short of the kernel running out of memory; if it did, the
+  // reader thread would still find the role held and wait for it (role_cv_), so nothing breaks.
+  (void)::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_MOD, fd_.get(), &ev);
+}
+
+bool Mux::tryLead() {
+  if (!callers_read_) {
+    return false;
+  }
+  std::lock_guard lock(role_mu_);
+  if (reading_ || stopping_ || closed_.load()) {
+    return false;
+  }
+  reading_ = true;
+  armLocked(false);
+  t_leading_mux = this;
+  t_reading = true;
+  return true;
+}
+
+Result<void> Mux::leadRead(std::optional<std::chrono::steady_clock::time_point> deadline) {
+  for (;;) {
+    // Blocks for at most kLeadReadQuantum (SO_RCVTIMEO), then reports "would block".
+    auto r = readOnce(false);
+    if (!r) {
+      return std::move(r).error();
+    }
+    if (*r) {
+      return ok();
+    }
+    if (deadline && std::chrono::steady_clock::now() >= *deadline) {
+      return COLOD_ERR(ETIMEDOUT, "nothing arrived on the NRI trunk before the deadline");
+    }
+  }
+}
+
+void Mux::unlead() {
+  {
+    std::lock_guard lock(role_mu_);
+    reading_ = false;
+    // Re-armed even when the trunk failed: the reader thread must wake to see that and exit.
+    // Bytes that arrived after our last read wake it at once (level-triggered).
+    armLocked(true);
+  }
+  role_cv_.notify_all();
+  t_leading_mux = nullptr;
+  t_reading = false;
 }
 
 Result<void> Mux::send(uint32_t conn,
@@ -260,7 +436,19 @@ void Mux::close() {
   if (fd_.valid()) {
     (void)::shutdown(fd_.get(), SHUT_RDWR);
   }
-  if (reader_.joinable() && reader_.get_id() != std::this_thread::get_id()) {
+  if (stop_fd_.valid()) {
+    {
+      std::lock_guard lock(role_mu_);
+      stopping_ = true;
+    }
+    // The reader thread may be waiting with the socket disarmed; this wakes it regardless.
+    uint64_t one = 1;
+    (void)!::write(stop_fd_.get(), &one, sizeof one);
+  }
+  // Not from the reader thread or a caller holding the role (a sink or the close callback):
+  // the reader thread waits for that role, so joining there would never return.
+  if (reader_.joinable() && reader_.get_id() != std::this_thread::get_id() &&
+      t_leading_mux != this) {
     reader_.join();
   }
   closed_.store(true);

@@ -325,7 +325,9 @@ std::shared_ptr<Session> StubImpl::makeSession(UniqueFd fd) {
     raw->old_registry.reset();
   };
   s->server = std::make_unique<wire::TtrpcServer>(sender(wire::kPluginServiceConn), std::move(so));
-  s->client = std::make_unique<wire::TtrpcClient>(sender(wire::kRuntimeServiceConn));
+  // UpdateContainers callers read their own replies when nothing else reads the trunk.
+  s->client = std::make_unique<wire::TtrpcClient>(sender(wire::kRuntimeServiceConn),
+                                                  wire::kTtrpcMaxMessage, s->mux.get());
   s->mux->open(wire::kPluginServiceConn,
                [raw](std::span<const std::byte> b) { return raw->server->onBytes(b); });
   s->mux->open(wire::kRuntimeServiceConn,

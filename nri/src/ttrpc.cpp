@@ -518,8 +518,8 @@ void TtrpcServer::serve(TtrpcMessage& msg) {
 }
 
 // ---------------------------------------------------------------------------------------------
-TtrpcClient::TtrpcClient(SendFn send, uint32_t max_message)
-    : send_(std::move(send)), decoder_(max_message) {}
+TtrpcClient::TtrpcClient(SendFn send, uint32_t max_message, CallerReads* caller_reads)
+    : send_(std::move(send)), decoder_(max_message), caller_reads_(caller_reads) {}
 
 Result<void> TtrpcClient::onBytes(std::span<const std::byte> data) {
   return decoder_.feed(data, [this](TtrpcMessage&& m) -> Result<void> {
@@ -569,10 +569,35 @@ void TtrpcClient::fail(const Error& err) {
   cv_.notify_all();
 }
 
+namespace {
+// Holds a trunk's reader role for one call; gives it back on every way out.
+class LeadGuard {
+ public:
+  explicit LeadGuard(CallerReads& reads) : reads_(reads) {}
+  ~LeadGuard() { reads_.unlead(); }
+  LeadGuard(const LeadGuard&) = delete;
+  LeadGuard& operator=(const LeadGuard&) = delete;
+  LeadGuard(LeadGuard&&) = delete;
+  LeadGuard& operator=(LeadGuard&&) = delete;
+
+ private:
+  CallerReads& reads_;
+};
+
+// Requests up to this size are sent with the reader role already held. The socket buffer takes
+// them whole, so the send cannot block waiting for a peer that waits for us to read; a larger
+// request is sent first and the role taken after.
+constexpr std::size_t kLeadBeforeSendMax = std::size_t{64} << 10;
+}  // namespace
+
 Result<TtrpcClient::Reply> TtrpcClient::call(std::string_view service,
                                              std::string_view method,
                                              std::span<const std::byte> payload,
                                              std::optional<std::chrono::nanoseconds> timeout) {
+  if (CallerReads::readingOnThisThread()) {
+    return COLOD_ERR(EDEADLK, service, "/", method,
+                     " called from the thread that reads the trunk: its reply could never be read");
+  }
   const int64_t timeout_nano = timeout ? std::max<int64_t>(1, timeout->count()) : 0;
   auto body = encodeRequest(service, method, payload, timeout_nano);
   if (body.size() > kTtrpcMaxMessage) {
@@ -580,6 +605,17 @@ Result<TtrpcClient::Reply> TtrpcClient::call(std::string_view service,
                      " bytes exceeds the maximum message size");
   }
   const auto deadline = std::chrono::steady_clock::now() + timeout.value_or(std::chrono::nanoseconds(0));
+  std::optional<std::chrono::steady_clock::time_point> until;
+  if (timeout) {
+    until = deadline;
+  }
+  // Read our own reply when nobody else reads the trunk. The role is taken before the request
+  // goes out: taken after, a reply that came first (the peer may run before we get back from
+  // sendmsg) would wake the mux's reader thread to hand it over -- the switch this saves.
+  std::optional<LeadGuard> lead;
+  if (caller_reads_ != nullptr && body.size() <= kLeadBeforeSendMax && caller_reads_->tryLead()) {
+    lead.emplace(*caller_reads_);
+  }
   auto slot = std::make_shared<Slot>();
   uint32_t stream = 0;
   {
@@ -604,12 +640,43 @@ Result<TtrpcClient::Reply> TtrpcClient::call(std::string_view service,
       return std::move(sent).error().wrap(std::string(method));
     }
   }
+  if (!lead && caller_reads_ != nullptr && body.size() > kLeadBeforeSendMax &&
+      caller_reads_->tryLead()) {
+    lead.emplace(*caller_reads_);
+  }
+  if (lead) {
+    // Whatever arrives is dispatched on this thread: our reply, other callers' replies (which
+    // wakes them), and the trunk's other sinks.
+    for (;;) {
+      {
+        std::lock_guard lock(mu_);
+        if (slot->done) {
+          break;
+        }
+      }
+      auto r = caller_reads_->leadRead(until);
+      if (!r) {
+        std::lock_guard lock(mu_);
+        if (slot->done) {
+          break;  // the failure came after our reply was delivered
+        }
+        pending_.erase(stream);
+        if (r.error().code() == std::errc::timed_out) {
+          return COLOD_ERR(ETIMEDOUT, service, "/", method, " got no reply in time");
+        }
+        return std::move(r).error().wrap(std::string(method));
+      }
+    }
+  }
   std::unique_lock lock(mu_);
-  if (!timeout) {
-    cv_.wait(lock, [&] { return slot->done; });
-  } else if (!cv_.wait_until(lock, deadline, [&] { return slot->done; })) {
-    pending_.erase(stream);
-    return COLOD_ERR(ETIMEDOUT, service, "/", method, " got no reply in time");
+  if (!lead) {
+    // Another thread reads the trunk: it delivers the reply (onBytes) and wakes us.
+    if (!timeout) {
+      cv_.wait(lock, [&] { return slot->done; });
+    } else if (!cv_.wait_until(lock, deadline, [&] { return slot->done; })) {
+      pending_.erase(stream);
+      return COLOD_ERR(ETIMEDOUT, service, "/", method, " got no reply in time");
+    }
   }
   if (slot->error) {
     return slot->error->wrap(std::string(method));

@@ -37,7 +37,7 @@ FakeRuntime::FakeRuntime(UniqueFd fd) {
       [mux](std::span<const std::byte> h, std::span<const std::byte> b) {
         return mux->send(wire::kPluginServiceConn, h, b);
       },
-      16U << 20);
+      16U << 20, mux);
   server_->registerMethod(kRuntimeService, "RegisterPlugin",
                           [this](const wire::CallContext&, std::span<const std::byte> in)
                               -> Result<std::vector<std::byte>> {

@@ -9,10 +9,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -75,21 +77,50 @@ struct MuxOptions {
   std::size_t max_frame = kMaxFramePayload;
   // A peer that stops reading must not hang our writers forever (SO_SNDTIMEO; sockets only).
   std::chrono::milliseconds send_timeout{10000};
+  // Let a thread waiting for a reply read the trunk itself (CallerReads). A trunk that only
+  // serves (never calls) can turn it off and keep the reader thread on plain blocking reads.
+  bool caller_reads = true;
+};
+
+// Leader/follower reading for a thread that waits for a reply on the trunk.
+//
+// Without it a reply costs two thread switches on the receiving side: the reader thread wakes to
+// read it, then wakes the caller. With it the caller, when no other thread is reading, takes the
+// reader role and reads the trunk on its own thread, dispatching whatever arrives (its reply,
+// other callers' replies, the peer's requests) to the sinks there; the reader thread is told to
+// stop watching the socket meanwhile, without being woken (its epoll interest is disarmed), and
+// watches again when the role is given back. Measured: docs/benchmarks.md, nri.
+class CallerReads {
+ public:
+  virtual ~CallerReads() = default;
+  // Takes the reader role when nobody holds it. False when another thread is reading (wait for
+  // it to deliver), the trunk is closed, or this transport cannot be read by callers.
+  virtual bool tryLead() = 0;
+  // With the role held: one read, blocking until bytes arrive, `deadline` passes (ETIMEDOUT) or
+  // the trunk fails; what arrived is dispatched to the sinks on this thread before it returns.
+  // Any error other than ETIMEDOUT means the trunk is gone (its close callback has run).
+  virtual Result<void> leadRead(std::optional<std::chrono::steady_clock::time_point> deadline) = 0;
+  // Gives the role back (always, after a successful tryLead()).
+  virtual void unlead() = 0;
+  // True while this thread holds the reader role of any trunk (it runs a sink or a close
+  // callback): a call made from there could never read its reply, so callers refuse it.
+  [[nodiscard]] static bool readingOnThisThread();
 };
 
 // Owns the trunk socket and one reader thread.
 //
-// Threading: open()/onClose() before start(). Sinks and the close callback run on the reader
-// thread and must not block on the network. send() is thread-safe; each call writes one whole
-// message atomically with respect to other send() calls. close() may be called from any thread
-// except the reader thread (there it only shuts the socket down; the destructor joins).
-class Mux {
+// Threading: open()/onClose() before start(). Sinks and the close callback run on the thread
+// that holds the reader role -- the reader thread, or a caller inside leadRead() -- one at a
+// time, and must not block on the network. send() is thread-safe; each call writes one whole
+// message atomically with respect to other send() calls. close() may be called from any thread;
+// from a sink or the close callback it only shuts the socket down (the destructor joins).
+class Mux final : public CallerReads {
  public:
   using ConnSink = std::function<Result<void>(std::span<const std::byte>)>;
   using CloseFn = std::function<void(const Error&)>;
 
   explicit Mux(UniqueFd fd, MuxOptions options = {});
-  ~Mux();
+  ~Mux() override;
   Mux(const Mux&) = delete;
   Mux& operator=(const Mux&) = delete;
   Mux(Mux&&) = delete;
@@ -105,14 +136,28 @@ class Mux {
   // Sends one message (the concatenation of `head` and `body`) on `conn`, framed per §1.5(b).
   // Handles short writes and EINTR. Errors: EPIPE/ECONNRESET when the trunk is gone, EAGAIN when
   // the peer did not read for send_timeout (the trunk is then shut down).
-  Result<void> send(uint32_t conn, std::span<const std::byte> head, std::span<const std::byte> body);
+  Result<void> send(uint32_t conn,
+                    std::span<const std::byte> head,
+                    std::span<const std::byte> body);
   // Shuts the socket down and joins the reader thread. Idempotent.
   void close();
   [[nodiscard]] bool closed() const { return closed_.load(); }
 
+  // CallerReads (only on a started socket trunk with options.caller_reads; false otherwise).
+  bool tryLead() override;
+  Result<void> leadRead(std::optional<std::chrono::steady_clock::time_point> deadline) override;
+  void unlead() override;
+
  private:
   void readLoop();
+  void watchLoop();
+  // One read of the trunk by the role holder, dispatched to the sinks: true when bytes came,
+  // false when none were there (dont_wait) or the receive timeout passed; an error when the
+  // trunk failed (finish() has run).
+  Result<bool> readOnce(bool dont_wait);
   void finish(const Error& err);
+  // Sets the socket's epoll interest (EPOLLIN or nothing); under role_mu_.
+  void armLocked(bool armed);
 
   UniqueFd fd_;
   MuxOptions options_;
@@ -123,6 +168,17 @@ class Mux {
   std::atomic<bool> closed_{false};
   std::atomic<bool> close_reported_{false};
   bool is_socket_ = true;
+
+  // The reader role: whoever holds it owns decoder_ and buf_.
+  MuxDecoder decoder_;
+  std::vector<std::byte> buf_;
+  bool callers_read_ = false;  // set by start()
+  UniqueFd epoll_fd_;          // the reader thread's wait: the socket (disarmable) + stop_fd_
+  UniqueFd stop_fd_;           // eventfd written by close()
+  std::mutex role_mu_;
+  std::condition_variable role_cv_;
+  bool reading_ = false;   // guarded by role_mu_
+  bool stopping_ = false;  // guarded by role_mu_
 };
 
 }  // namespace colod::nri::wire

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "colod/base/result.h"
+#include "colod/nri/mux.h"
 
 namespace colod::nri::wire {
 
@@ -223,6 +224,10 @@ class TtrpcServer {
 // Unary ttrpc client for one logical connection. call() is thread-safe and may be used by many
 // threads at once; stream ids are odd, from 1, step 2, and are sent in increasing order (the Go
 // server rejects an id lower than one it has seen).
+//
+// Given the trunk's CallerReads (borrowed; it must outlive the client), a caller reads its own
+// reply when no other thread is reading the trunk (one thread switch less per call); otherwise it
+// waits for the thread that reads to deliver it, as without one.
 class TtrpcClient {
  public:
   struct Reply {
@@ -230,7 +235,9 @@ class TtrpcClient {
     std::vector<std::byte> payload;
   };
 
-  explicit TtrpcClient(SendFn send, uint32_t max_message = kTtrpcMaxMessage);
+  explicit TtrpcClient(SendFn send,
+                       uint32_t max_message = kTtrpcMaxMessage,
+                       CallerReads* caller_reads = nullptr);
   // Mux sink (reader thread): completes outstanding calls. Responses for unknown streams (a call
   // that already timed out) are dropped.
   Result<void> onBytes(std::span<const std::byte> data);
@@ -240,6 +247,8 @@ class TtrpcClient {
   // Blocks until the response arrives, the timeout passes (ETIMEDOUT; the request carries it as
   // timeout_nano) or the connection fails (its error). A non-OK status is a successful Reply:
   // the caller decides what it means. A request body over the limit fails locally (EMSGSIZE).
+  // EDEADLK from a thread that is reading the trunk (a sink or a close callback), which could
+  // never see its reply.
   Result<Reply> call(std::string_view service,
                      std::string_view method,
                      std::span<const std::byte> payload,
@@ -253,6 +262,7 @@ class TtrpcClient {
   };
   SendFn send_;
   TtrpcDecoder decoder_;
+  CallerReads* caller_reads_ = nullptr;
   std::mutex send_mu_{};  // id allocation + send, so ids hit the wire in order
   std::mutex mu_{};
   std::condition_variable cv_{};
