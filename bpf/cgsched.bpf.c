@@ -319,7 +319,15 @@ static __always_inline int on_switch(struct task_struct *prev, struct task_struc
 	}
 	cs->grp = grp;
 	if (invol) {
-		count_pair(prev_id, next_id);
+		/* Preempted by its own cgroup: a per-CPU counter in the slot (userspace reports it as
+		 * the pair victim == aggressor), not a pairs hash lookup + atomic (measured in
+		 * bpf/README.md). */
+		if (prev_id == next_id) {
+			if (pe)
+				pe->self_preempt += 1;
+		} else {
+			count_pair(prev_id, next_id);
+		}
 		if (pe)
 			pe->preempt_pending += 1;
 		if (track_preempt_wait) {

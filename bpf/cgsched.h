@@ -16,6 +16,9 @@ struct colod_cg_sched {
 	__u64 preempt_pending;        /* hint: tasks of this cgroup preempted on this CPU and not
 				       * yet back on it; gates the task storage lookup */
 	__u64 invol;                  /* involuntary switches (preempted while runnable) */
+	__u64 self_preempt;           /* those where next was of the same cgroup: the diagonal of
+				       * the pairs matrix, counted here (no hash lookup, no atomic;
+				       * it was half the handler's cost on a preempting ping-pong) */
 	__u32 hist[COLOD_HIST_SLOTS]; /* run-queue latency, log2 microsecond slots */
 	__u64 stale;                  /* waits that read exactly 0: rq clock update skipped */
 	__u64 preempt_wait_ns;        /* wait after those preemptions */

@@ -10,7 +10,8 @@
 # reply byte written). Headline = plugin pinned to --cpu, runtime pinned to --other-cpu. Also
 # printed: both on one CPU ("same_cpu", measures waiting behind the runtime) and unpinned.
 # RTT ("nri_bench rtt" vs Go "rttbench"): client and server in one process, pinned to --cpu,
-# alternating C++/Go runs; ratio of the medians of the per-run p50s.
+# alternating C++/Go runs; ratio of the medians of the per-run p50s. Also printed: the C++ RTT
+# without caller reads (--caller-reads 0: the mux reader thread hands each reply to the caller).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${COLOD_BUILD_DIR:-$root/build}
@@ -42,7 +43,7 @@ val() { sed -n "s/^$1=//p"; }
 gorun() { taskset -c "$cpu" "$build/nri/testpeer/rttbench" -n 20000 -size 4096 | sed -n 's/.*p50_us=\([0-9.]*\).*/\1/p'; }
 
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs" >&2
-sync=() create=() create_same=() create_free=() rss=() cpp=() go=()
+sync=() create=() create_same=() create_free=() rss=() cpp=() cpp_nolead=() go=()
 for ((r = 1; r <= rounds; r++)); do
   out=$("$bench" stub --sync-runs 10 --creates 5000 --plugin-cpu "$cpu" --runtime-cpu "$other")
   echo "$out" | sed "s/^/round $r split: /" >&2
@@ -61,6 +62,10 @@ for ((r = 1; r <= rounds; r++)); do
   echo "$out" | sed "s/^/round $r rtt: /" >&2
   cpp+=("$(echo "$out" | val cpp_rtt_p50_us)")
   if (( have_go && r % 2 == 1 )); then go+=("$(gorun)"); fi
+  # The same client without caller reads (the mux reader thread hands every reply over): what
+  # the leader/follower reading saves, in the same run.
+  out=$(taskset -c "$cpu" "$bench" rtt --rtt-calls 20000 --size 4096 --caller-reads 0)
+  cpp_nolead+=("$(echo "$out" | val cpp_rtt_p50_us)")
 done
 s=$(printf '%s\n' "${sync[@]}" | median)
 c=$(printf '%s\n' "${create[@]}" | median)
@@ -72,6 +77,7 @@ ratio=NA
 if (( have_go )); then
   gr=$(printf '%s\n' "${go[@]}" | median)
   echo "cpp_rtt_p50_us=$cr go_rtt_p50_us=$gr (pinned to CPU $cpu, 4096 B, medians of $rounds rounds)" >&2
+  echo "cpp_rtt_p50_us without caller reads: $(printf '%s\n' "${cpp_nolead[@]}" | median)" >&2
   ratio=$(awk -v a="$cr" -v b="$gr" 'BEGIN {printf "%.2f", a / b}')
 fi
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2

@@ -435,6 +435,13 @@ TEST_F(CollectorTest, ContendedSleeperSeesHogAsAggressorAndHighRunqLatency) {
   // The hogs got the CPU: far more on-CPU time than the starved sleepers.
   EXPECT_GT(hs->oncpu_ns, 10 * b->oncpu_ns);
   EXPECT_GT(hs->oncpu_ns, 500000000u);  // > 0.5 s of a 2.5 s window on their CPU
+  // The two hogs share a cgroup and a CPU, so they take it from each other at slice ends:
+  // reported as the hogs' cgroup preempted by itself (counted in its slot, not the pairs hash).
+  const auto self = std::find_if(hs->preempted_by.begin(), hs->preempted_by.end(),
+                                 [&](const Aggressor& ag) { return ag.cgroup_id == h_id; });
+  ASSERT_NE(self, hs->preempted_by.end()) << "hogs not reported as preempted by their own cgroup";
+  EXPECT_EQ(self->path, "/" + uniqueName("hog"));
+  EXPECT_GT(self->preemptions, 10u);
 
   // Preemption matrix, in a fresh cgroup (the one above carries vruntime debt from weight 2),
   // at a weight the sleeper runs with: 65536 vs the hogs' 262144 gives it

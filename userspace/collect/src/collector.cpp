@@ -21,7 +21,7 @@
 #include "cgsched.skel.h"
 
 // The shared headers are the ABI between the BPF programs and this file (style rule 21).
-static_assert(sizeof(colod_cg_sched) == 176);
+static_assert(sizeof(colod_cg_sched) == 184);
 static_assert(sizeof(colod_cg_reclaim) == 128);
 static_assert(sizeof(colod_pair_key) == 16);
 static_assert(std::is_trivially_copyable_v<colod_cg_sched>);
@@ -74,6 +74,7 @@ colod_cg_sched sumPerCpu<colod_cg_sched>(const uint8_t* base, int ncpu) {
     s.total_ns += v.total_ns;
     s.stale += v.stale;
     s.invol += v.invol;
+    s.self_preempt += v.self_preempt;
     s.preempt_wait_ns += v.preempt_wait_ns;
     s.oncpu_ns += v.oncpu_ns;
     s.wakeups += v.wakeups;
@@ -543,6 +544,11 @@ Result<Snapshot> Collector::Impl::snapshot() {
     s.oncpu_ns = oncpu;
     s.wakeups = wakeups;
     s.runq_depth_sum = sub(cur.depth_sum, prev.depth_sum);
+    // Preemptions by the cgroup's own tasks are counted in its slot, not in the pairs hash
+    // (cheaper at every such switch): reported as the pair victim == aggressor, as before.
+    if (const uint64_t self = sub(cur.self_preempt, prev.self_preempt); self > 0) {
+      s.preempted_by.push_back(Aggressor{id, s.path, self});
+    }
   }
   for (const auto& [id, cur] : cur_reclaim) {
     colod_cg_reclaim prev{};
