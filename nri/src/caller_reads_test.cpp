@@ -28,6 +28,29 @@ Result<std::vector<std::byte>> echo(const CallContext&, std::span<const std::byt
   return std::vector<std::byte>(p.begin(), p.end());
 }
 
+// A method that does not answer until released (at most 10 s): a call left without a reply.
+// Declared before the trunk and released before it goes, so no handler outlives it.
+struct Gate {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool released = false;
+  Handler stuck() {
+    return
+        [this](const CallContext&, std::span<const std::byte>) -> Result<std::vector<std::byte>> {
+          std::unique_lock lock(mu);
+          cv.wait_for(lock, 10s, [&] { return released; });
+          return std::vector<std::byte>{};
+        };
+  }
+  void release() {
+    {
+      std::lock_guard lock(mu);
+      released = true;
+    }
+    cv.notify_all();
+  }
+};
+
 // One side of a trunk laid out like NRI's: it serves on `serve_conn` and calls on `call_conn`.
 struct Side {
   Mux mux;
@@ -188,19 +211,10 @@ TEST(CallerReads, ManyConcurrentCallersAllGetTheirOwnReplies) {
 }
 
 TEST(CallerReads, TimeoutGivesTheRoleBackAndTheReaderThreadServesAfter) {
+  Gate gate;
   Trunk t;
-  std::mutex gate_mu;
-  std::condition_variable gate_cv;
-  bool released = false;
   t.r->server.registerMethod("svc", "Echo", echo, Execution::Inline);
-  t.r->server.registerMethod(
-      "svc", "Stuck",
-      [&](const CallContext&, std::span<const std::byte>) -> Result<std::vector<std::byte>> {
-        std::unique_lock lock(gate_mu);
-        gate_cv.wait_for(lock, 10s, [&] { return released; });
-        return std::vector<std::byte>{};
-      },
-      Execution::Worker);
+  t.r->server.registerMethod("svc", "Stuck", gate.stuck(), Execution::Worker);
   std::atomic<int> pings{0};
   std::thread::id ping_thread;
   t.p->server.registerMethod(
@@ -222,11 +236,7 @@ TEST(CallerReads, TimeoutGivesTheRoleBackAndTheReaderThreadServesAfter) {
   ASSERT_OK(t.r->client.call("plugin", "Ping", {}, 5s));
   EXPECT_EQ(pings.load(), 1);
   EXPECT_NE(ping_thread, std::this_thread::get_id());
-  {
-    std::lock_guard lock(gate_mu);
-    released = true;
-  }
-  gate_cv.notify_all();
+  gate.release();
   // The late reply to Stuck is dropped; the trunk keeps working for callers.
   auto payload = bytesOf(10, 7);
   auto reply = ASSERT_OK(t.p->client.call("svc", "Echo", payload, 5s));
@@ -234,18 +244,9 @@ TEST(CallerReads, TimeoutGivesTheRoleBackAndTheReaderThreadServesAfter) {
 }
 
 TEST(CallerReads, PeerClosingWhileACallerReadsFailsTheCallOnceAndCloseReturns) {
+  Gate gate;
   Trunk t;
-  std::mutex gate_mu;
-  std::condition_variable gate_cv;
-  bool released = false;
-  t.r->server.registerMethod(
-      "svc", "Stuck",
-      [&](const CallContext&, std::span<const std::byte>) -> Result<std::vector<std::byte>> {
-        std::unique_lock lock(gate_mu);
-        gate_cv.wait_for(lock, 10s, [&] { return released; });
-        return std::vector<std::byte>{};
-      },
-      Execution::Worker);
+  t.r->server.registerMethod("svc", "Stuck", gate.stuck(), Execution::Worker);
   t.start();
   // The runtime closes its end while the plugin's caller is blocked reading for the reply.
   std::thread closer([&] {
@@ -257,11 +258,7 @@ TEST(CallerReads, PeerClosingWhileACallerReadsFailsTheCallOnceAndCloseReturns) {
              "closed by the peer");
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
   closer.join();
-  {
-    std::lock_guard lock(gate_mu);
-    released = true;
-  }
-  gate_cv.notify_all();
+  gate.release();
   {
     std::unique_lock lock(t.p->mu);
     ASSERT_TRUE(t.p->cv.wait_for(lock, 10s, [&] { return t.p->closes > 0; }));
@@ -273,18 +270,9 @@ TEST(CallerReads, PeerClosingWhileACallerReadsFailsTheCallOnceAndCloseReturns) {
 }
 
 TEST(CallerReads, ClosingTheTrunkUnderABlockedCallerEndsTheCall) {
+  Gate gate;
   Trunk t;
-  std::mutex gate_mu;
-  std::condition_variable gate_cv;
-  bool released = false;
-  t.r->server.registerMethod(
-      "svc", "Stuck",
-      [&](const CallContext&, std::span<const std::byte>) -> Result<std::vector<std::byte>> {
-        std::unique_lock lock(gate_mu);
-        gate_cv.wait_for(lock, 10s, [&] { return released; });
-        return std::vector<std::byte>{};
-      },
-      Execution::Worker);
+  t.r->server.registerMethod("svc", "Stuck", gate.stuck(), Execution::Worker);
   // The close callback runs on the thread that read the EOF -- here the caller holding the role --
   // and closes the trunk from there: that must not wait for the role it holds.
   t.p->mux.onClose([&](const Error& e) {
@@ -303,11 +291,7 @@ TEST(CallerReads, ClosingTheTrunkUnderABlockedCallerEndsTheCall) {
   EXPECT_ERR(t.p->client.call("svc", "Stuck", {}, std::nullopt), ECONNRESET, "");
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
   closer.join();
-  {
-    std::lock_guard lock(gate_mu);
-    released = true;
-  }
-  gate_cv.notify_all();
+  gate.release();
   std::lock_guard lock(t.p->mu);
   EXPECT_EQ(t.p->closes, 1);
 }
