@@ -28,6 +28,12 @@
 #   BENCH_STATS=0: leave kernel.bpf_stats_enabled off, so the ratio is what a node without
 #     bpf_stats pays (stats cost two sched_clock() reads per program run, ~50 ns here);
 #     sched_switch_ns then reads 0.
+#   BENCH_FLOOR=0: skip the floor runs. By default every pair is followed by one with
+#     colod-bpf-floor (an empty tp_btf/sched_switch program, bpf/switch_floor.bpf.c) attached
+#     instead, compared the same way, and a line before the last gives the floor's ns and ratio
+#     and the programs' ratio over it (with/floor): what colod adds to the least any
+#     sched_switch program costs on this machine, on this day.
+#   COLOD_BPF_FLOOR=<path to colod-bpf-floor> (default: next to colod-collect)
 #   COLOD_COLLECT=<path to colod-collect> (default: first build*/ dir that has one)
 #   COLLECT_ARGS="..." extra colod-collect flags (e.g. --wakeup-depth to add the wakeup hook)
 set -euo pipefail
@@ -54,6 +60,13 @@ if [[ -z "$collect" || ! -x "$collect" ]]; then
   echo "bpf-overhead: colod-collect not found; build it or set COLOD_COLLECT" >&2
   exit 3
 fi
+
+floor_bin=${COLOD_BPF_FLOOR:-$(dirname "$collect")/colod-bpf-floor}
+if [[ ${BENCH_FLOOR:-1} != 0 && ! -x "$floor_bin" ]]; then
+  echo "bpf-overhead: note: $floor_bin not built, no floor runs (cmake --build ... --target colod-bpf-floor)" >&2
+fi
+use_floor=0
+[[ ${BENCH_FLOOR:-1} != 0 && -x "$floor_bin" ]] && use_floor=1
 
 work=$(mktemp -d /tmp/colod-bpf-overhead.XXXXXX)
 collector_pid=
@@ -83,11 +96,17 @@ for p in json.load(sys.stdin):
 }
 
 collector_ids=
+# start_collector [floor]: colod-collect, or with "floor" colod-bpf-floor, off the measured CPU;
+# returns once its sched_switch program is attached, with its programs' ids in collector_ids.
 start_collector() {
   local before
   before=$(all_ids)
-  # shellcheck disable=SC2086
-  taskset -c "$collect_cpus" "$collect" --interval 100 --json ${COLLECT_ARGS:-} > /dev/null 2> "$work/collect.err" &
+  if [[ ${1:-} == floor ]]; then
+    taskset -c "$collect_cpus" "$floor_bin" > /dev/null 2> "$work/collect.err" &
+  else
+    # shellcheck disable=SC2086
+    taskset -c "$collect_cpus" "$collect" --interval 100 --json ${COLLECT_ARGS:-} > /dev/null 2> "$work/collect.err" &
+  fi
   collector_pid=$!
   for _ in $(seq 1 100); do
     collector_ids=$(comm -13 <(tr ' ' '\n' <<< "$before" | sort) <(all_ids | tr ' ' '\n' | sort) | tr '\n' ' ')
@@ -114,8 +133,12 @@ load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "bpf-overhead: $pairs pairs of ${secs}s on CPU $cpu (nice $nice_val, bpf_stats ${BENCH_STATS:-1}, collector on CPUs $collect_cpus), load average $load_before, $(nproc) CPUs"
 pingpong "$cpu" 0.3 > /dev/null  # warm-up (page cache, frequency), not recorded
 without=$(pingpong "$cpu" "$secs")
-for i in $(seq 1 "$pairs"); do
-  start_collector
+# measure KIND: one run with the programs of KIND (colod: colod-collect; floor: the empty one)
+# attached, then one without; appends "KIND sw_ns wakeup_ns ratio without with without" to the
+# results, the ratio taken against the mean of the runs without around it.
+measure() {
+  local kind=$1
+  if [[ $kind == floor ]]; then start_collector floor; else start_collector; fi
   # shellcheck disable=SC2086
   prog_stats $collector_ids > "$work/before"
   with=$(pingpong "$cpu" "$secs")
@@ -123,6 +146,7 @@ for i in $(seq 1 "$pairs"); do
   prog_stats $collector_ids > "$work/after"
   stop_collector
   after=$(pingpong "$cpu" "$secs")
+  printf '%s ' "$kind" >> "$work/results"
   python3 - "$work/before" "$work/after" "$without" "$with" "$after" >> "$work/results" <<'PY'
 import sys
 def load(p):
@@ -143,14 +167,20 @@ sw, wk = per_run("handle_sched_sw"), per_run("handle_sched_wa")
 w0, w, w1 = float(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
 print(f"{sw:.1f} {wk:.1f} {w / ((w0 + w1) / 2):.4f} {w0:.0f} {w:.0f} {w1:.0f}")
 PY
-  read -r sw wk ratio wo w w1 < <(tail -n1 "$work/results")
-  echo "pair $i: without=${wo}/s with=${w}/s without=${w1}/s ratio=$ratio sched_switch_ns=$sw wakeup_ns=$wk"
+  read -r _ sw wk ratio wo w w1 < <(tail -n1 "$work/results")
+  echo "pair $i $kind: without=${wo}/s with=${w}/s without=${w1}/s ratio=$ratio sched_switch_ns=$sw wakeup_ns=$wk"
   without=$after
+}
+for i in $(seq 1 "$pairs"); do
+  measure colod
+  if ((use_floor)); then measure floor; fi
 done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 python3 - "$work/results" "$load_before" "$load_after" <<'PY'
 import statistics, sys
-rows = [list(map(float, l.split())) for l in open(sys.argv[1]) if l.strip()]
+lines = [l.split() for l in open(sys.argv[1]) if l.strip()]
+rows = [list(map(float, l[1:])) for l in lines if l[0] == "colod"]
+floor = [list(map(float, l[1:])) for l in lines if l[0] == "floor"]
 def spread(xs, fmt):
     xs = sorted(xs)
     q = statistics.quantiles(xs, n=4) if len(xs) >= 2 else [xs[0]] * 3
@@ -164,5 +194,12 @@ print(f"spread: sched_switch_ns {spread([r[0] for r in rows], '{:.1f}')}")
 wo = [r[3] for r in rows] + [rows[-1][5]]
 print(f"spread: without rt/s {spread(wo, '{:.0f}')}")
 print(f"load average: before {sys.argv[2]}, after {sys.argv[3]}")
+if floor:
+    fsw = statistics.median(r[0] for r in floor)
+    fratio = statistics.median(r[2] for r in floor)
+    print(f"spread: floor throughput_ratio {spread([r[2] for r in floor], '{:.3f}')}")
+    print(f"floor: sched_switch_ns={fsw:.0f} throughput_ratio={fratio:.3f} "
+          f"(empty tp_btf/sched_switch program, {len(floor)} runs interleaved); "
+          f"colod over the floor: throughput_ratio_vs_floor={ratio / fratio:.3f}")
 print(f"bpf-overhead: sched_switch_ns={sw:.0f} wakeup_ns={wk:.0f} throughput_ratio={ratio:.3f}")
 PY
