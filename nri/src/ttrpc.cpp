@@ -640,8 +640,9 @@ Result<TtrpcClient::Reply> TtrpcClient::call(std::string_view service,
       return std::move(sent).error().wrap(std::string(method));
     }
   }
-  if (!lead && caller_reads_ != nullptr && body.size() > kLeadBeforeSendMax &&
-      caller_reads_->tryLead()) {
+  // A large request, or a small one whose first try found another reader: take the role now if
+  // it is free.
+  if (!lead && caller_reads_ != nullptr && caller_reads_->tryLead()) {
     lead.emplace(*caller_reads_);
   }
   if (lead) {
