@@ -117,7 +117,17 @@ thread_local bool t_reading = false;
 bool CallerReads::readingOnThisThread() { return t_reading; }
 
 Mux::Mux(UniqueFd fd, MuxOptions options)
-    : fd_(std::move(fd)), options_(options), decoder_(options_.max_frame) {
+    : fd_(std::move(fd)),
+      options_(options),
+      decoder_(options_.max_frame),
+      sink_([this](uint32_t conn, std::span<const std::byte> payload) -> Result<void> {
+        for (auto& [id, fn] : sinks_) {
+          if (id == conn) {
+            return fn(payload);
+          }
+        }
+        return ok();  // unknown conn id: dropped, as the Go reader does
+      }) {
   struct stat st {};
   is_socket_ = ::fstat(fd_.get(), &st) == 0 && S_ISSOCK(st.st_mode);
   if (is_socket_ && options_.send_timeout.count() > 0) {
@@ -209,16 +219,8 @@ Result<bool> Mux::readOnce(bool dont_wait) {
       finish(err);
       return err;
     }
-    auto sink = [this](uint32_t conn, std::span<const std::byte> payload) -> Result<void> {
-      for (auto& [id, fn] : sinks_) {
-        if (id == conn) {
-          return fn(payload);
-        }
-      }
-      return ok();  // unknown conn id: dropped, as the Go reader does
-    };
     auto r =
-        decoder_.feed(std::span<const std::byte>(buf_.data(), static_cast<std::size_t>(n)), sink);
+        decoder_.feed(std::span<const std::byte>(buf_.data(), static_cast<std::size_t>(n)), sink_);
     if (!r) {
       // The framing can no longer be trusted: drop the trunk so the owner reconnects.
       (void)::shutdown(fd_.get(), SHUT_RDWR);
@@ -286,9 +288,7 @@ void Mux::watchLoop() {
       return;  // reading_ stays set: the trunk is done
     }
     lock.lock();
-    reading_ = false;
-    lock.unlock();
-    role_cv_.notify_all();
+    reading_ = false;  // nobody waits for it: callers only try (tryLead), never wait
   }
 }
 

@@ -171,14 +171,15 @@ class Mux final : public CallerReads {
 
   // The reader role: whoever holds it owns decoder_ and buf_.
   MuxDecoder decoder_;
+  MuxDecoder::Sink sink_;  // routes payload to sinks_ by conn id; built once, used at every read
   std::vector<std::byte> buf_;
   bool callers_read_ = false;  // set by start()
   UniqueFd epoll_fd_;          // the reader thread's wait: the socket (disarmable) + stop_fd_
   UniqueFd stop_fd_;           // eventfd written by close()
   std::mutex role_mu_;
-  std::condition_variable role_cv_;
-  bool reading_ = false;   // guarded by role_mu_
-  bool stopping_ = false;  // guarded by role_mu_
+  std::condition_variable role_cv_;  // the reader thread waits here for a caller's unlead()
+  bool reading_ = false;             // guarded by role_mu_
+  bool stopping_ = false;            // guarded by role_mu_
 };
 
 }  // namespace colod::nri::wire
