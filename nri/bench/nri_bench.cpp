@@ -7,6 +7,10 @@
 //                request received -> reply written, inside the stub.
 //   cpp_rtt_p50_us median unary round trip of our TtrpcClient -> TtrpcServer over a Unix
 //                socketpair through the mux, --size payload each way (pin with taskset).
+//   floor_rtt_p50_us the same round trip with no protocol at all: two threads exchanging the
+//                bytes a 4 KB-payload ttrpc call puts on the wire (--size + 40 each way) with
+//                plain write/read on a socketpair. No ttrpc implementation can beat it; the
+//                benchmark prints it beside ours and Go's to show what a ratio can reach.
 //   rss_after_sync_mib VmRSS after the syncs. NOTE: one process holds both the plugin and the
 //                fake runtime (its request buffers included), so this over-states the plugin.
 #include <malloc.h>
@@ -16,6 +20,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -283,6 +288,65 @@ int rttPhase(int argc, char** argv) {
   return 0;
 }
 
+// Reads or writes exactly n bytes (EINTR retried); false on EOF or error.
+bool fullIo(int fd, std::byte* p, std::size_t n, bool is_write) {
+  while (n > 0) {
+    ssize_t k = is_write ? ::write(fd, p, n) : ::read(fd, p, n);
+    if (k < 0 && errno == EINTR) {
+      continue;
+    }
+    if (k <= 0) {
+      return false;
+    }
+    p += k;
+    n -= static_cast<std::size_t>(k);
+  }
+  return true;
+}
+
+int floorPhase(int argc, char** argv) {
+  const int calls = argInt(argc, argv, "--rtt-calls", 20000);
+  // A 4096-byte Echo call on our wire is 8 (mux frame) + 10 (ttrpc header) + 3-21 (Response or
+  // Request envelope around the payload) bytes more; 40 each way is a round upper bound.
+  const auto n = static_cast<std::size_t>(argInt(argc, argv, "--size", 4096) + 40);
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+    std::perror("socketpair");
+    return 1;
+  }
+  UniqueFd a(sv[0]);
+  UniqueFd b(sv[1]);
+  const int total = calls + 2000;
+  std::thread echo([&] {
+    std::vector<std::byte> buf(n);
+    for (int i = 0; i < total; ++i) {
+      if (!fullIo(b.get(), buf.data(), n, false) || !fullIo(b.get(), buf.data(), n, true)) {
+        return;
+      }
+    }
+  });
+  std::vector<std::byte> out(n, std::byte{0x42});
+  std::vector<std::byte> in(n);
+  std::vector<double> rtt;
+  rtt.reserve(static_cast<std::size_t>(calls));
+  for (int i = 0; i < total; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    if (!fullIo(a.get(), out.data(), n, true) || !fullIo(a.get(), in.data(), n, false)) {
+      std::fprintf(stderr, "nri_bench: floor ping-pong failed\n");
+      echo.join();
+      return 1;
+    }
+    auto t1 = std::chrono::steady_clock::now();
+    if (i >= 2000) {
+      rtt.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+    }
+  }
+  echo.join();
+  std::printf("floor_rtt_p50_us=%.1f\n", pct(rtt, 0.5));
+  std::printf("floor_rtt_p99_us=%.1f\n", pct(rtt, 0.99));
+  return 0;
+}
+
 int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "rtt") == 0) {
@@ -291,10 +355,14 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "stub") == 0) {
       return stubPhase(argc, argv);
     }
+    if (std::strcmp(argv[i], "floor") == 0) {
+      return floorPhase(argc, argv);
+    }
   }
   std::fprintf(stderr,
                "usage: nri_bench stub [--sync-runs N] [--creates N] [--plugin-cpu C] "
                "[--runtime-cpu C] [--inline 0|1]\n"
-               "       nri_bench rtt [--rtt-calls N] [--size B] [--inline 0|1] [--caller-reads 0|1]\n");
+               "       nri_bench rtt [--rtt-calls N] [--size B] [--inline 0|1] [--caller-reads 0|1]\n"
+               "       nri_bench floor [--rtt-calls N] [--size B]\n");
   return 2;
 }
