@@ -11,7 +11,10 @@
 # printed: both on one CPU ("same_cpu", measures waiting behind the runtime) and unpinned.
 # RTT ("nri_bench rtt" vs Go "rttbench"): client and server in one process, pinned to --cpu,
 # alternating C++/Go runs; ratio of the medians of the per-run p50s. Also printed: the C++ RTT
-# without caller reads (--caller-reads 0: the mux reader thread hands each reply to the caller).
+# without caller reads (--caller-reads 0: the mux reader thread hands each reply to the caller),
+# and the protocol-free floor in the same rounds ("nri_bench floor": two threads exchanging a
+# 4 KB call's bytes with plain write/read on a socketpair), with the ratio that floor gives
+# against Go: the best rtt_ratio_vs_go any implementation could read that run.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${COLOD_BUILD_DIR:-$root/build}
@@ -43,7 +46,7 @@ val() { sed -n "s/^$1=//p"; }
 gorun() { taskset -c "$cpu" "$build/nri/testpeer/rttbench" -n 20000 -size 4096 | sed -n 's/.*p50_us=\([0-9.]*\).*/\1/p'; }
 
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs" >&2
-sync=() create=() create_same=() create_free=() rss=() cpp=() cpp_nolead=() go=()
+sync=() create=() create_same=() create_free=() rss=() cpp=() cpp_nolead=() go=() floor=()
 for ((r = 1; r <= rounds; r++)); do
   out=$("$bench" stub --sync-runs 10 --creates 5000 --plugin-cpu "$cpu" --runtime-cpu "$other")
   echo "$out" | sed "s/^/round $r split: /" >&2
@@ -66,6 +69,8 @@ for ((r = 1; r <= rounds; r++)); do
   # the leader/follower reading saves, in the same run.
   out=$(taskset -c "$cpu" "$bench" rtt --rtt-calls 20000 --size 4096 --caller-reads 0)
   cpp_nolead+=("$(echo "$out" | val cpp_rtt_p50_us)")
+  out=$(taskset -c "$cpu" "$bench" floor --rtt-calls 20000 --size 4096)
+  floor+=("$(echo "$out" | val floor_rtt_p50_us)")
 done
 s=$(printf '%s\n' "${sync[@]}" | median)
 c=$(printf '%s\n' "${create[@]}" | median)
@@ -78,6 +83,9 @@ if (( have_go )); then
   gr=$(printf '%s\n' "${go[@]}" | median)
   echo "cpp_rtt_p50_us=$cr go_rtt_p50_us=$gr (pinned to CPU $cpu, 4096 B, medians of $rounds rounds)" >&2
   echo "cpp_rtt_p50_us without caller reads: $(printf '%s\n' "${cpp_nolead[@]}" | median)" >&2
+  fr=$(printf '%s\n' "${floor[@]}" | median)
+  echo "floor: floor_rtt_p50_us=$fr floor_ratio_vs_go=$(awk -v a="$fr" -v b="$gr" 'BEGIN {printf "%.2f", a / b}')" \
+       "cpp_over_floor=$(awk -v a="$cr" -v b="$fr" 'BEGIN {printf "%.2f", a / b}') (protocol-free ping-pong of the same bytes)" >&2
   ratio=$(awk -v a="$cr" -v b="$gr" 'BEGIN {printf "%.2f", a / b}')
 fi
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
