@@ -16,19 +16,9 @@
 # Needs root, the v1 cpu+cpuset controllers (as on this host), python3, stress-ng, redis.
 set -euo pipefail
 
-rounds=2 duration=10 build=${COLOD_BUILD_DIR:-build}
-while (($#)); do
-  case $1 in
-    --rounds) rounds=$2; shift 2 ;;
-    --duration) duration=$2; shift 2 ;;
-    --build) build=$2; shift 2 ;;
-    *) echo "usage: $0 [--rounds N] [--duration S] [--build DIR]" >&2; exit 2 ;;
-  esac
-done
-probe=$build/userspace/probe/colod-probe
-[[ -x $probe ]] || { echo "sched-levers: no $probe (build colod-probe first)" >&2; exit 1; }
-C=/sys/fs/cgroup
-[[ -d $C/cpu && -d $C/cpuset ]] || { echo "sched-levers: needs the v1 cpu and cpuset controllers at $C" >&2; exit 1; }
+# shellcheck source=standalone.sh
+source "$(dirname "${BASH_SOURCE[0]}")/standalone.sh"
+standalone_init sched-levers "$@"
 tag=colod-schedlevers-$$
 port=$((20000 + $$ % 20000))
 work=$(mktemp -d /tmp/colod-schedlevers.XXXXXX)
@@ -48,8 +38,18 @@ PY
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  # A killed loop leaves its current redis-benchmark or sleep behind in the cgroup, which keeps
+  # rmdir from succeeding: end whatever is still inside, then remove the groups.
+  local g c i
+  for g in be ls redis; do
+    [[ -r $C/cpu/$tag-$g/cgroup.procs ]] && xargs -r kill 2>/dev/null <"$C/cpu/$tag-$g/cgroup.procs" || true
+  done
   wait 2>/dev/null || true
-  for g in be ls redis; do for c in cpu cpuset; do rmdir "$C/$c/$tag-$g" 2>/dev/null || true; done; done
+  for g in be ls redis; do
+    for c in cpu cpuset; do
+      for i in 1 2 3 4 5; do rmdir "$C/$c/$tag-$g" 2>/dev/null && break; sleep 0.2; done
+    done
+  done
   rm -rf "$work"
 }
 trap cleanup EXIT

@@ -15,19 +15,9 @@
 # Needs root (v1 cpu+cpuset controllers, as on this host) and a built colod-probe.
 set -euo pipefail
 
-rounds=2 duration=10 build=${COLOD_BUILD_DIR:-build}
-while (($#)); do
-  case $1 in
-    --rounds) rounds=$2; shift 2 ;;
-    --duration) duration=$2; shift 2 ;;
-    --build) build=$2; shift 2 ;;
-    *) echo "usage: $0 [--rounds N] [--duration S] [--build DIR]" >&2; exit 2 ;;
-  esac
-done
-probe=$build/userspace/probe/colod-probe
-[[ -x $probe ]] || { echo "split-floor: no $probe (build colod-probe first)" >&2; exit 1; }
-C=/sys/fs/cgroup
-[[ -d $C/cpu && -d $C/cpuset ]] || { echo "split-floor: needs the v1 cpu and cpuset controllers at $C" >&2; exit 1; }
+# shellcheck source=standalone.sh
+source "$(dirname "${BASH_SOURCE[0]}")/standalone.sh"
+standalone_init split-floor "$@"
 ncpu=$(nproc)
 ((ncpu >= 2)) || { echo "split-floor: needs 2 CPUs or more" >&2; exit 1; }
 ls_cpus=0
