@@ -64,32 +64,21 @@ done
 echo 4096 >"$C/cpu/$tag-be/cpu.shares"
 echo 1024 >"$C/cpu/$tag-ls/cpu.shares"
 echo 1024 >"$C/cpu/$tag-redis/cpu.shares"
-join() {
-  echo "${2:-$BASHPID}" >"$C/cpu/$tag-$1/cgroup.procs"
-  echo "${2:-$BASHPID}" >"$C/cpuset/$tag-$1/cgroup.procs"
-}
 
-iters=$("$probe" -t 1 -w 100 -p 1000 -d 0.5 --json - | sed -n 's/.*"iters_per_us":\([0-9.]*\).*/\1/p')
-[[ -n $iters ]] || { echo "sched-levers: probe calibration failed" >&2; exit 1; }
-redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --daemonize no \
-  --logfile /dev/null &
-redis_pid=$!
-pids+=("$redis_pid")
-for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
-join redis "$redis_pid"
-(join redis; while :; do redis-benchmark -p "$port" -n 1000 -c 2 -t get --csv >/dev/null 2>&1; sleep 0.5; done) &
+standalone_start sched-levers redis
+(standalone_join redis; while :; do redis-benchmark -p "$port" -n 1000 -c 2 -t get --csv >/dev/null 2>&1; sleep 0.5; done) &
 pids+=("$!")
 
 # run VARIANT BE(0|1) BE_POLICY PROBE_SLICE_NS
 run() {
   local variant=$1 be=$2 policy=$3 slice=$4 hog= out ops=
   if ((be)); then
-    (join be; exec python3 "$work/sched.py" 0 "$policy" stress-ng --cpu 2 --timeout $((duration + 3)) \
+    (standalone_join be; exec python3 "$work/sched.py" 0 "$policy" stress-ng --cpu 2 --timeout $((duration + 3)) \
        --metrics-brief 2>"$work/be.out") &
     hog=$!
     sleep 1
   fi
-  out=$(join ls; exec python3 "$work/sched.py" "$slice" 0 "$probe" -t 2 -w 300 -p 1000 \
+  out=$(standalone_join ls; exec python3 "$work/sched.py" "$slice" 0 "$probe" -t 2 -w 300 -p 1000 \
           -d "$duration" --warmup 2 --iters-per-us "$iters")
   if [[ -n $hog ]]; then
     wait "$hog" 2>/dev/null || true

@@ -43,39 +43,24 @@ echo "$mems" >"$C/cpuset/$tag-be/cpuset.mems"
 echo "$all_cpus" >"$C/cpuset/$tag-ls/cpuset.cpus"
 echo "$mems" >"$C/cpuset/$tag-ls/cpuset.mems"
 
-# join ls|be [PID]: moves PID (default: the calling (sub)shell) into that group's cpu and
-# cpuset cgroups.
-join() {
-  echo "${2:-$BASHPID}" >"$C/cpu/$tag-$1/cgroup.procs"
-  echo "${2:-$BASHPID}" >"$C/cpuset/$tag-$1/cgroup.procs"
-}
-
-# One calibration for every run (as colocation.sh does), so the work per request is the same.
-iters=$("$probe" -t 1 -w 100 -p 1000 -d 0.5 --json - | sed -n 's/.*"iters_per_us":\([0-9.]*\).*/\1/p')
-[[ -n $iters ]] || { echo "split-floor: probe calibration failed" >&2; exit 1; }
-redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --daemonize no \
-  --logfile /dev/null &
-redis_pid=$!
-pids+=("$redis_pid")
-for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
-join ls "$redis_pid"
+standalone_start split-floor ls
 
 # run VARIANT CPUS [BE-STRESSOR]
 run() {
   local variant=$1 cpus=$2 be=${3:-} loop= hog= out
   echo "$cpus" >"$C/cpuset/$tag-ls/cpuset.cpus"
   if [[ -n $be ]]; then
-    (join be; exec stress-ng "--$be" 2 --timeout $((duration + 30)) -q) &
+    (standalone_join be; exec stress-ng "--$be" 2 --timeout $((duration + 30)) -q) &
     hog=$!
     pids+=("$hog")
     sleep 1
   fi
   if [[ $variant == *redis* ]]; then
-    (join ls; while :; do redis-benchmark -p "$port" -n 1000 -c 2 -t get --csv >/dev/null 2>&1; sleep 0.5; done) &
+    (standalone_join ls; while :; do redis-benchmark -p "$port" -n 1000 -c 2 -t get --csv >/dev/null 2>&1; sleep 0.5; done) &
     loop=$!
     pids+=("$loop")
   fi
-  out=$(join ls; exec "$probe" -t 2 -w 300 -p 1000 -d "$duration" --warmup 2 --iters-per-us "$iters")
+  out=$(standalone_join ls; exec "$probe" -t 2 -w 300 -p 1000 -d "$duration" --warmup 2 --iters-per-us "$iters")
   echo "$variant cpus=$cpus: $(grep -o 'p50_us=[0-9]* p90_us=[0-9]* p99_us=[0-9]* p999_us=[0-9]*' <<<"$out")"
   for p in $loop $hog; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
 }

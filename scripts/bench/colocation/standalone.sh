@@ -20,3 +20,24 @@ standalone_init() {
   [[ -d $C/cpu && -d $C/cpuset ]] ||
     { echo "$name: needs the v1 cpu and cpuset controllers at $C" >&2; exit 1; }
 }
+
+# standalone_join GROUP [PID]: moves PID (default: the calling (sub)shell) into $tag-GROUP of
+# the cpu and cpuset controllers.
+standalone_join() {
+  echo "${2:-$BASHPID}" >"$C/cpu/$tag-$1/cgroup.procs"
+  echo "${2:-$BASHPID}" >"$C/cpuset/$tag-$1/cgroup.procs"
+}
+
+# standalone_start NAME REDIS_GROUP: one probe calibration for every run (as colocation.sh
+# does, so the work per request is the same) into `iters`; a redis-server on `port` in
+# $tag-REDIS_GROUP, its pid appended to `pids`.
+standalone_start() {
+  iters=$("$probe" -t 1 -w 100 -p 1000 -d 0.5 --json - | sed -n 's/.*"iters_per_us":\([0-9.]*\).*/\1/p')
+  [[ -n $iters ]] || { echo "$1: probe calibration failed" >&2; exit 1; }
+  redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --daemonize no \
+    --logfile /dev/null &
+  local redis_pid=$!
+  pids+=("$redis_pid")
+  for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+  standalone_join "$2" "$redis_pid"
+}
