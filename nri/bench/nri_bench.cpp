@@ -333,6 +333,7 @@ int floorPhase(int argc, char** argv) {
     auto t0 = std::chrono::steady_clock::now();
     if (!fullIo(a.get(), out.data(), n, true) || !fullIo(a.get(), in.data(), n, false)) {
       std::fprintf(stderr, "nri_bench: floor ping-pong failed\n");
+      ::shutdown(a.get(), SHUT_RDWR);  // the echo thread may be blocked reading: wake it
       echo.join();
       return 1;
     }
