@@ -43,6 +43,7 @@ bench="$build/nri/nri_bench"
 
 median() { sort -g | awk '{a[NR]=$1} END {if (NR==0) {print "NA"} else if (NR%2) {print a[(NR+1)/2]} else {print (a[NR/2]+a[NR/2+1])/2}}'; }
 val() { sed -n "s/^$1=//p"; }
+quot() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
 gorun() { taskset -c "$cpu" "$build/nri/testpeer/rttbench" -n 20000 -size 4096 | sed -n 's/.*p50_us=\([0-9.]*\).*/\1/p'; }
 
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs" >&2
@@ -84,9 +85,9 @@ if (( have_go )); then
   echo "cpp_rtt_p50_us=$cr go_rtt_p50_us=$gr (pinned to CPU $cpu, 4096 B, medians of $rounds rounds)" >&2
   echo "cpp_rtt_p50_us without caller reads: $(printf '%s\n' "${cpp_nolead[@]}" | median)" >&2
   fr=$(printf '%s\n' "${floor[@]}" | median)
-  echo "floor: floor_rtt_p50_us=$fr floor_ratio_vs_go=$(awk -v a="$fr" -v b="$gr" 'BEGIN {printf "%.2f", a / b}')" \
-       "cpp_over_floor=$(awk -v a="$cr" -v b="$fr" 'BEGIN {printf "%.2f", a / b}') (protocol-free ping-pong of the same bytes)" >&2
-  ratio=$(awk -v a="$cr" -v b="$gr" 'BEGIN {printf "%.2f", a / b}')
+  echo "floor: floor_rtt_p50_us=$fr floor_ratio_vs_go=$(quot "$fr" "$gr")" \
+       "cpp_over_floor=$(quot "$cr" "$fr") (protocol-free ping-pong of the same bytes)" >&2
+  ratio=$(quot "$cr" "$gr")
 fi
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 echo "nri: sync1000_ms=$s create_p99_us=$c rtt_ratio_vs_go=$ratio"

@@ -37,19 +37,7 @@ PY
 
 pids=()
 cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  # A killed loop leaves its current redis-benchmark or sleep behind in the cgroup, which keeps
-  # rmdir from succeeding: end whatever is still inside, then remove the groups.
-  local g c i
-  for g in be ls redis; do
-    [[ -r $C/cpu/$tag-$g/cgroup.procs ]] && xargs -r kill 2>/dev/null <"$C/cpu/$tag-$g/cgroup.procs" || true
-  done
-  wait 2>/dev/null || true
-  for g in be ls redis; do
-    for c in cpu cpuset; do
-      for i in 1 2 3 4 5; do rmdir "$C/$c/$tag-$g" 2>/dev/null && break; sleep 0.2; done
-    done
-  done
+  standalone_cleanup be ls redis
   rm -rf "$work"
 }
 trap cleanup EXIT

@@ -27,12 +27,7 @@ port=$((20000 + $$ % 20000))
 tag=colod-splitfloor-$$
 
 pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  for c in cpu cpuset; do rmdir "$C/$c/$tag-be" "$C/$c/$tag-ls" 2>/dev/null || true; done
-}
-trap cleanup EXIT
+trap "standalone_cleanup be ls" EXIT
 
 for c in cpu cpuset; do mkdir -p "$C/$c/$tag-be" "$C/$c/$tag-ls"; done
 echo 4096 >"$C/cpu/$tag-be/cpu.shares"

@@ -41,3 +41,20 @@ standalone_start() {
   for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
   standalone_join "$2" "$redis_pid"
 }
+
+# standalone_cleanup GROUP...: kills `pids`, then whatever is still inside $tag-GROUP (a killed
+# loop leaves its current redis-benchmark or sleep behind, which keeps rmdir from succeeding),
+# and removes the groups from both controllers.
+standalone_cleanup() {
+  local p g c i
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for g in "$@"; do
+    [[ -r $C/cpu/$tag-$g/cgroup.procs ]] && xargs -r kill 2>/dev/null <"$C/cpu/$tag-$g/cgroup.procs" || true
+  done
+  wait 2>/dev/null || true
+  for g in "$@"; do
+    for c in cpu cpuset; do
+      for i in 1 2 3 4 5; do rmdir "$C/$c/$tag-$g" 2>/dev/null && break; sleep 0.2; done
+    done
+  done
+}
