@@ -6,7 +6,9 @@
 // without bound; errors are expected and ignored.
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <span>
+#include <vector>
 
 #include <google/protobuf/stubs/logging.h>
 
@@ -107,6 +109,33 @@ void decodeAs(uint8_t which, std::span<const std::byte> p) {
     default: (void)wire::decodeResponse(p); break;
   }
 }
+
+// The in-place mux decoder (what Mux reads with) must deliver, per conn, exactly the bytes the
+// piecewise feed() does, for the same two-read split, and fail where it fails.
+void sameAsInPlace(std::span<const std::byte> in, std::size_t split) {
+  using Streams = std::map<uint32_t, std::vector<std::byte>>;
+  auto run = [&](bool in_place, Streams& out) {
+    wire::MuxDecoder mux(1 << 20);
+    std::vector<std::byte> copy(in.begin(), in.end());
+    std::span<std::byte> all(copy);
+    for (auto piece : {all.first(split), all.subspan(split)}) {
+      auto sink = [&](uint32_t conn, std::span<const std::byte> p) -> colod::Result<void> {
+        out[conn].insert(out[conn].end(), p.begin(), p.end());
+        return colod::ok();
+      };
+      auto r = in_place ? mux.feedInPlace(piece, sink) : mux.feed(piece, sink);
+      if (!r) {
+        return false;
+      }
+    }
+    return true;
+  };
+  Streams a;
+  Streams b;
+  const bool ok_a = run(false, a);
+  const bool ok_b = run(true, b);
+  agree(ok_a == ok_b && a == b);
+}
 }  // namespace
 
 // The reference decoder logs every invalid UTF-8 string it rejects; that is expected here.
@@ -130,12 +159,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       return colod::ok();
     }
     if (m.header.type == 1) {
-      auto req = wire::decodeRequest(m.body);
+      auto req = wire::decodeRequest(m.body());
       if (req) {
         decodeAs(which, req->payload);
       }
     } else {
-      auto resp = wire::decodeResponse(m.body);
+      auto resp = wire::decodeResponse(m.body());
       if (resp) {
         decodeAs(which, resp->payload);
       }
@@ -158,6 +187,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     }
   }
+  sameAsInPlace(in, split);
   // The raw bytes as a bare NRI message too.
   decodeAs(which, in);
   return 0;

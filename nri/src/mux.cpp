@@ -62,29 +62,37 @@ std::vector<std::byte> encodeMuxFrames(uint32_t conn, std::span<const std::byte>
   return out;
 }
 
+Result<bool> MuxDecoder::takeHeader(std::span<const std::byte>& data) {
+  std::size_t take = std::min(kMuxHeaderSize - header_fill_, data.size());
+  std::memcpy(header_ + header_fill_, data.data(), take);
+  header_fill_ += take;
+  data = data.subspan(take);
+  if (header_fill_ < kMuxHeaderSize) {
+    return false;
+  }
+  header_fill_ = 0;
+  conn_ = readBe32(std::span<const std::byte>(header_, 4));
+  std::size_t len = readBe32(std::span<const std::byte>(header_ + 4, 4));
+  if (len > max_frame_) {
+    failed_ = true;
+    return COLOD_ERR(EMSGSIZE, "mux frame of ", len, " bytes on conn ", conn_,
+                     " exceeds the limit of ", max_frame_);
+  }
+  // A zero-length frame carries nothing; tolerate it (Go never sends one).
+  remaining_ = len;
+  return true;
+}
+
 Result<void> MuxDecoder::feed(std::span<const std::byte> data, const Sink& sink) {
   if (failed_) {
     return COLOD_ERR(EPROTO, "mux decoder already failed");
   }
   while (!data.empty()) {
     if (remaining_ == 0) {
-      std::size_t take = std::min(kMuxHeaderSize - header_fill_, data.size());
-      std::memcpy(header_ + header_fill_, data.data(), take);
-      header_fill_ += take;
-      data = data.subspan(take);
-      if (header_fill_ < kMuxHeaderSize) {
-        break;
+      auto h = takeHeader(data);
+      if (!h) {
+        return std::move(h).error();
       }
-      header_fill_ = 0;
-      conn_ = readBe32(std::span<const std::byte>(header_, 4));
-      std::size_t len = readBe32(std::span<const std::byte>(header_ + 4, 4));
-      if (len > max_frame_) {
-        failed_ = true;
-        return COLOD_ERR(EMSGSIZE, "mux frame of ", len, " bytes on conn ", conn_,
-                         " exceeds the limit of ", max_frame_);
-      }
-      // A zero-length frame carries nothing; tolerate it (Go never sends one).
-      remaining_ = len;
       continue;
     }
     std::size_t take = std::min(remaining_, data.size());
@@ -97,6 +105,74 @@ Result<void> MuxDecoder::feed(std::span<const std::byte> data, const Sink& sink)
     }
   }
   return ok();
+}
+
+Result<void> MuxDecoder::feedInPlace(std::span<std::byte> data, const Sink& sink) {
+  if (failed_) {
+    return COLOD_ERR(EPROTO, "mux decoder already failed");
+  }
+  // The run: payload of one conn gathered so far, not yet given to the sink.
+  std::byte* run = nullptr;
+  std::size_t run_len = 0;
+  uint32_t run_conn = 0;
+  auto flush = [&]() -> Result<void> {
+    if (run_len == 0) {
+      return ok();
+    }
+    auto r = sink(run_conn, std::span<const std::byte>(run, run_len));
+    run_len = 0;
+    if (!r) {
+      failed_ = true;
+      return std::move(r).error().wrap("mux conn " + std::to_string(run_conn));
+    }
+    return ok();
+  };
+  std::byte* p = data.data();
+  std::byte* const end = data.data() + data.size();
+  while (p != end) {
+    if (remaining_ == 0) {
+      std::span<const std::byte> rest(p, end);
+      auto h = takeHeader(rest);
+      p = const_cast<std::byte*>(rest.data());  // NOLINT: rest is a view of our own `data`
+      if (!h) {
+        // What came before the bad header is delivered first, as feed() would have.
+        if (auto f = flush(); !f) {
+          return f;
+        }
+        return std::move(h).error();
+      }
+      if (*h && run_len > 0 && conn_ != run_conn) {
+        if (auto f = flush(); !f) {
+          return f;
+        }
+      }
+      continue;
+    }
+    std::size_t take = std::min(remaining_, static_cast<std::size_t>(end - p));
+    remaining_ -= take;
+    if (std::byte* joint = run + run_len; run_len > 0 && joint != p) {
+      // A header sits between the run and this payload: close the gap by moving the smaller
+      // side, unless both are large (not the Go split): then the layer above reassembles them.
+      const auto gap = static_cast<std::size_t>(p - joint);
+      if (std::min(take, run_len) > kGoReadBuffer) {
+        if (auto f = flush(); !f) {
+          return f;
+        }
+      } else if (take <= run_len) {
+        std::memmove(joint, p, take);
+      } else {
+        std::memmove(run + gap, run, run_len);
+        run += gap;
+      }
+    }
+    if (run_len == 0) {
+      run = p;
+      run_conn = conn_;
+    }
+    run_len += take;
+    p += take;
+  }
+  return flush();
 }
 
 namespace {
@@ -219,8 +295,7 @@ Result<bool> Mux::readOnce(bool dont_wait) {
       finish(err);
       return err;
     }
-    auto r =
-        decoder_.feed(std::span<const std::byte>(buf_.data(), static_cast<std::size_t>(n)), sink_);
+    auto r = decoder_.feedInPlace(std::span(buf_.data(), static_cast<std::size_t>(n)), sink_);
     if (!r) {
       // The framing can no longer be trusted: drop the trunk so the owner reconnects.
       (void)::shutdown(fd_.get(), SHUT_RDWR);

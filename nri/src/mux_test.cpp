@@ -5,6 +5,8 @@
 #include <sys/socket.h>
 
 #include <condition_variable>
+#include <map>
+#include <string>
 #include <mutex>
 
 #include "colod/testing/result_matchers.h"
@@ -61,6 +63,101 @@ TEST(MuxDecoder, ByteByByteAndUnknownConns) {
   EXPECT_EQ(got[1], 3U);
   EXPECT_EQ(got[7], 1U);  // the decoder reports it; Mux drops ids nobody opened
   EXPECT_EQ(got[2], 5000U);
+}
+
+// What a decoder delivers: per conn, the byte stream and the pieces it came in.
+struct Delivered {
+  std::map<uint32_t, std::vector<std::byte>> stream;
+  std::vector<std::pair<uint32_t, std::size_t>> pieces;
+  MuxDecoder::Sink sink() {
+    return [this](uint32_t c, std::span<const std::byte> p) -> Result<void> {
+      stream[c].insert(stream[c].end(), p.begin(), p.end());
+      pieces.emplace_back(c, p.size());
+      return ok();
+    };
+  }
+};
+
+std::vector<std::byte> counting(std::size_t n, uint8_t from) {
+  std::vector<std::byte> v(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    v[i] = static_cast<std::byte>(from + i);
+  }
+  return v;
+}
+
+TEST(MuxDecoder, InPlaceJoinsAGoSplitMessageIntoOnePiece) {
+  // A 4130-byte message on conn 1 goes as 4096 + 34 (§1.5(b)), then 5 bytes on conn 2, then two
+  // small frames on conn 1.
+  auto big = counting(4130, 1);
+  auto wire = testutil::cat(encodeMuxFrames(1, big), encodeMuxFrames(2, hex("0102030405")));
+  wire = testutil::cat(wire, encodeMuxFrames(1, hex("aa")));
+  wire = testutil::cat(wire, encodeMuxFrames(1, hex("bbcc")));
+  MuxDecoder d;
+  Delivered got;
+  ASSERT_OK(d.feedInPlace(wire, got.sink()));
+  EXPECT_TRUE(d.atBoundary());
+  EXPECT_EQ(got.stream[1], testutil::cat(big, hex("aabbcc")));
+  EXPECT_EQ(got.stream[2], hex("0102030405"));
+  std::vector<std::pair<uint32_t, std::size_t>> want{{1, 4130}, {2, 5}, {1, 3}};
+  EXPECT_EQ(got.pieces, want) << "one piece per run of a conn";
+}
+
+TEST(MuxDecoder, InPlaceMovesTheSmallerSideAndLeavesTwoLargeFramesApart) {
+  // A small frame then a large one (the run moves forward), and two frames above 4096 bytes
+  // each (no join: the ttrpc layer reassembles them).
+  auto small = counting(10, 7);
+  auto large = counting(3000, 9);
+  auto wire = testutil::cat(testutil::cat(hex("00000001 0000000a"), small),
+                            testutil::cat(hex("00000001 00000bb8"), large));
+  auto a = counting(5000, 3);
+  auto b = counting(6000, 5);
+  wire = testutil::cat(wire, testutil::cat(hex("00000002 00001388"), a));
+  wire = testutil::cat(wire, testutil::cat(hex("00000002 00001770"), b));
+  MuxDecoder d;
+  Delivered got;
+  ASSERT_OK(d.feedInPlace(wire, got.sink()));
+  EXPECT_EQ(got.stream[1], testutil::cat(small, large));
+  EXPECT_EQ(got.stream[2], testutil::cat(a, b));
+  std::vector<std::pair<uint32_t, std::size_t>> want{{1, 3010}, {2, 5000}, {2, 6000}};
+  EXPECT_EQ(got.pieces, want);
+}
+
+TEST(MuxDecoder, InPlaceDeliversTheSameStreamsAsFeedForAnySplit) {
+  auto wire = testutil::cat(encodeMuxFrames(1, counting(4200, 1)), encodeMuxFrames(2, counting(9000, 2)));
+  wire = testutil::cat(wire, encodeMuxFrames(1, counting(77, 3)));
+  wire = testutil::cat(wire, hex("00000001 00000000"));  // zero-length frame, tolerated
+  wire = testutil::cat(wire, encodeMuxFrames(7, counting(300, 4)));
+  wire = testutil::cat(wire, encodeMuxFrames(1, counting(5000, 5)));
+  MuxDecoder ref;
+  Delivered want;
+  ASSERT_OK(ref.feed(wire, want.sink()));
+  for (std::size_t cut : {std::size_t{1}, std::size_t{4}, std::size_t{9}, std::size_t{4103},
+                          std::size_t{4110}, std::size_t{5000}, wire.size() - 3}) {
+    SCOPED_TRACE("cut at " + std::to_string(cut));
+    auto copy = wire;  // feedInPlace rewrites its input
+    MuxDecoder d;
+    Delivered got;
+    ASSERT_OK(d.feedInPlace(std::span(copy).first(cut), got.sink()));
+    ASSERT_OK(d.feedInPlace(std::span(copy).subspan(cut), got.sink()));
+    EXPECT_TRUE(d.atBoundary());
+    EXPECT_EQ(got.stream, want.stream);
+  }
+}
+
+TEST(MuxDecoder, InPlaceDeliversWhatCameBeforeABadHeaderThenFails) {
+  auto wire = testutil::cat(encodeMuxFrames(1, hex("0102")), hex("00000001 7fffffff 00"));
+  MuxDecoder d;
+  Delivered got;
+  EXPECT_ERR(d.feedInPlace(wire, got.sink()), EMSGSIZE, "exceeds the limit");
+  EXPECT_EQ(got.stream[1], hex("0102"));
+  EXPECT_ERR(d.feedInPlace(wire, got.sink()), EPROTO, "already failed");
+  // A sink error fails the decoder and names the conn.
+  MuxDecoder d2;
+  auto w2 = encodeMuxFrames(2, hex("01"));
+  EXPECT_ERR(d2.feedInPlace(w2, [](uint32_t, auto) -> Result<void> {
+    return COLOD_ERR(EPROTO, "bad message");
+  }), EPROTO, "mux conn 2");
 }
 
 TEST(MuxDecoder, HugeLengthIsAnErrorNotAnAllocation) {

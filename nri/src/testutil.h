@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,5 +35,7 @@ inline std::vector<std::byte> cat(std::vector<std::byte> a, const std::vector<st
   a.insert(a.end(), b.begin(), b.end());
   return a;
 }
+
+inline std::vector<std::byte> vec(std::span<const std::byte> b) { return {b.begin(), b.end()}; }
 
 }  // namespace colod::nri::testutil

@@ -228,14 +228,41 @@ std::vector<std::byte> encodeResponse(const Status& status, std::span<const std:
   return out;
 }
 
+void TtrpcMessage::own() {
+  if (is_borrowed) {
+    owned.assign(borrowed.begin(), borrowed.end());
+    borrowed = {};
+    is_borrowed = false;
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 Result<void> TtrpcDecoder::feed(std::span<const std::byte> data, const Emit& emit) {
   while (!data.empty()) {
+    if (!in_body_ && header_fill_ == 0 && data.size() >= kTtrpcHeaderSize) {
+      // The common case: a whole message in this piece. Emit it where it lies.
+      auto h = decodeHeader(data);
+      if (!h) {
+        return std::move(h).error();
+      }
+      if (h->length <= max_message_ && data.size() - kTtrpcHeaderSize >= h->length) {
+        TtrpcMessage m;
+        m.header = *h;
+        m.borrowed = data.subspan(kTtrpcHeaderSize, h->length);
+        m.is_borrowed = true;
+        m.first_byte = std::chrono::steady_clock::now();
+        data = data.subspan(kTtrpcHeaderSize + h->length);
+        if (auto r = emit(std::move(m)); !r) {
+          return r;
+        }
+        continue;
+      }
+    }
     if (!in_body_) {
       if (header_fill_ == 0) {
         current_ = TtrpcMessage{};
-        current_.body = std::move(spare_);
-        current_.body.clear();
+        current_.owned = std::move(spare_);
+        current_.owned.clear();
         spare_ = {};
         current_.first_byte = std::chrono::steady_clock::now();
       }
@@ -256,13 +283,14 @@ Result<void> TtrpcDecoder::feed(std::span<const std::byte> data, const Emit& emi
       // Bounds first: the length is checked before anything is allocated.
       current_.oversized = h->length > max_message_;
       if (!current_.oversized) {
-        current_.body.reserve(h->length);
+        current_.owned.reserve(h->length);
       }
       in_body_ = true;
     }
     std::size_t take = std::min(remaining_, data.size());
     if (!current_.oversized) {
-      current_.body.insert(current_.body.end(), data.begin(), data.begin() + static_cast<std::ptrdiff_t>(take));
+      current_.owned.insert(current_.owned.end(), data.begin(),
+                            data.begin() + static_cast<std::ptrdiff_t>(take));
     }
     remaining_ -= take;
     data = data.subspan(take);
@@ -361,7 +389,7 @@ Result<void> TtrpcServer::dispatch(TtrpcMessage&& msg) {
   }
   bool run_inline = false;
   if (!msg.oversized) {
-    if (auto req = decodeRequestFields(msg.body, /*metadata=*/nullptr)) {
+    if (auto req = decodeRequestFields(msg.body(), /*metadata=*/nullptr)) {
       if (auto svc = services_.find(req->service); svc != services_.end()) {
         auto m = svc->second.find(req->method);
         run_inline = m != svc->second.end() && m->second.execution == Execution::Inline;
@@ -374,6 +402,7 @@ Result<void> TtrpcServer::dispatch(TtrpcMessage&& msg) {
       return ok();
     }
     if (!run_inline || worker_busy_ || !queue_.empty()) {
+      msg.own();  // it outlives this read
       queue_.push_back(std::move(msg));
       run_inline = false;
     }
@@ -386,7 +415,7 @@ Result<void> TtrpcServer::dispatch(TtrpcMessage&& msg) {
     InHandler in_handler;
     serve(msg);
   }
-  decoder_.recycle(std::move(msg.body));
+  decoder_.recycle(std::move(msg.owned));
   return ok();
 }
 
@@ -480,7 +509,7 @@ void TtrpcServer::serve(TtrpcMessage& msg) {
           {}, msg, "", "");
     return;
   }
-  auto req = decodeRequestFields(msg.body, /*metadata=*/nullptr);
+  auto req = decodeRequestFields(msg.body(), /*metadata=*/nullptr);
   if (!req) {
     reply(stream, {status_code::kInvalidArgument, req.error().message()}, {}, msg, "", "");
     return;
@@ -539,7 +568,7 @@ Result<void> TtrpcClient::onBytes(std::span<const std::byte> data) {
         slot->error = COLOD_ERR(EMSGSIZE, "response of ", m.header.length,
                                 " bytes exceeds the maximum message size");
       } else {
-        auto resp = decodeResponse(m.body);
+        auto resp = decodeResponse(m.body());
         if (!resp) {
           slot->error = std::move(resp).error();
         } else {

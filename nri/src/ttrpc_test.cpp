@@ -84,6 +84,7 @@ TEST(TtrpcDecoder, OversizedIsDrainedNotAllocated) {
   TtrpcDecoder d(64);
   std::vector<TtrpcMessage> got;
   auto emit = [&](TtrpcMessage&& m) -> Result<void> {
+    m.own();  // kept past the callback
     got.push_back(std::move(m));
     return ok();
   };
@@ -94,10 +95,52 @@ TEST(TtrpcDecoder, OversizedIsDrainedNotAllocated) {
   ASSERT_OK(d.feed(hex("00000001 00000003 01 00 ee"), emit));
   ASSERT_EQ(got.size(), 2U);
   EXPECT_TRUE(got[0].oversized);
-  EXPECT_TRUE(got[0].body.empty());
+  EXPECT_TRUE(got[0].body().empty());
   EXPECT_FALSE(got[1].oversized);
-  EXPECT_EQ(got[1].body, hex("ee"));
+  EXPECT_EQ(testutil::vec(got[1].body()), hex("ee"));
   EXPECT_TRUE(d.atBoundary());
+}
+
+TEST(TtrpcDecoder, AWholeMessageInOnePieceIsBorrowedASplitOneReassembled) {
+  TtrpcDecoder d;
+  struct Seen {
+    bool borrowed;
+    const std::byte* at;
+    std::vector<std::byte> body;
+    uint32_t stream;
+  };
+  std::vector<Seen> got;
+  auto emit = [&](TtrpcMessage&& m) -> Result<void> {
+    got.push_back({m.is_borrowed, m.body().data(), testutil::vec(m.body()), m.header.stream_id});
+    return ok();
+  };
+  // Two whole messages and the first 3 bytes of a third in one piece.
+  auto piece = hex("00000002 00000001 01 00 aabb  00000001 00000003 01 00 cc  00000003 00000005");
+  ASSERT_OK(d.feed(piece, emit));
+  ASSERT_EQ(got.size(), 2U);
+  EXPECT_TRUE(got[0].borrowed);
+  EXPECT_EQ(got[0].at, piece.data() + 10) << "a view of the fed bytes, not a copy";
+  EXPECT_EQ(got[0].body, hex("aabb"));
+  EXPECT_TRUE(got[1].borrowed);
+  EXPECT_EQ(got[1].body, hex("cc"));
+  EXPECT_EQ(got[1].stream, 3U);
+  EXPECT_FALSE(d.atBoundary());
+  // The third message's rest: reassembled, owned.
+  ASSERT_OK(d.feed(hex("01 00 ddeeff"), emit));
+  ASSERT_EQ(got.size(), 3U);
+  EXPECT_FALSE(got[2].borrowed);
+  EXPECT_EQ(got[2].body, hex("ddeeff"));
+  EXPECT_EQ(got[2].stream, 5U);
+  EXPECT_TRUE(d.atBoundary());
+  // own() turns a borrowed body into a copy that outlives the fed bytes.
+  TtrpcMessage kept;
+  ASSERT_OK(d.feed(hex("00000001 00000007 01 00 99"), [&](TtrpcMessage&& m) -> Result<void> {
+    m.own();
+    kept = std::move(m);
+    return ok();
+  }));
+  EXPECT_FALSE(kept.is_borrowed);
+  EXPECT_EQ(testutil::vec(kept.body()), hex("99"));
 }
 
 // A client and server wired back to back without a socket.

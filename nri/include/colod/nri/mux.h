@@ -60,10 +60,23 @@ class MuxDecoder {
   // decoder stays failed.
   Result<void> feed(std::span<const std::byte> data, const Sink& sink);
 
+  // feed() for a buffer the caller owns, which it may rewrite: consecutive frames of one conn
+  // in `data` reach the sink as one piece, their headers squeezed out. So a message the Go
+  // writer split in two (§1.5(b)) and one read brought in whole is one contiguous span the
+  // layer above can decode where it lies, with no reassembly copy. A join moves its smaller
+  // side (the Go split's second frame is the tail: tens of bytes for a 4 KB call) and is made
+  // only when that side is <= 4096 bytes, so it costs at most that per frame whatever a peer
+  // sends. The sink sees the same bytes per conn, in the same order, as with feed().
+  Result<void> feedInPlace(std::span<std::byte> data, const Sink& sink);
+
   // True when the input so far ended exactly on a frame boundary (EOF here is clean).
   [[nodiscard]] bool atBoundary() const { return header_fill_ == 0 && remaining_ == 0; }
 
  private:
+  // Consumes header bytes from the front of `data`; true once a whole, valid header was read
+  // (conn_ and remaining_ set). EMSGSIZE for an oversized frame (the decoder is then failed).
+  Result<bool> takeHeader(std::span<const std::byte>& data);
+
   std::size_t max_frame_;
   std::byte header_[kMuxHeaderSize]{};
   std::size_t header_fill_ = 0;

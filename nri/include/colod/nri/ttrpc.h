@@ -89,24 +89,37 @@ Result<ResponseView> decodeResponse(std::span<const std::byte> body);
 // A successful response omits status (Go does); an error response carries only the status.
 std::vector<std::byte> encodeResponse(const Status& status, std::span<const std::byte> payload);
 
-// One reassembled ttrpc message of a logical connection.
+// One ttrpc message of a logical connection.
+//
+// Its body is borrowed when the whole message came in one piece given to TtrpcDecoder::feed():
+// then it is a view of those bytes, valid only until the emit callback returns (own() copies it
+// to keep it longer). Otherwise it was reassembled into `owned`.
 struct TtrpcMessage {
   TtrpcHeader header{};
-  std::vector<std::byte> body{};  // empty if oversized
-  bool oversized = false;       // length > the limit: the body was drained, not stored
+  std::vector<std::byte> owned{};           // the body when not borrowed; empty if oversized
+  std::span<const std::byte> borrowed{};    // the body when is_borrowed
+  bool is_borrowed = false;
+  bool oversized = false;  // length > the limit: the body was drained, not stored
   std::chrono::steady_clock::time_point first_byte{};  // when its first header byte arrived
+
+  [[nodiscard]] std::span<const std::byte> body() const {
+    return is_borrowed ? borrowed : std::span<const std::byte>(owned);
+  }
+  // Makes a borrowed body owned (a copy), for a message kept past the emit callback.
+  void own();
 };
 
 // Incremental reassembly of ttrpc messages from one logical byte stream. Bounds-first: the body
 // buffer is allocated only after the length was checked against max_message; larger messages are
 // drained (discarded as they arrive) and reported with oversized = true, as Go's server does.
+// A message found whole in the piece being fed is emitted borrowed, without a copy.
 class TtrpcDecoder {
  public:
   using Emit = std::function<Result<void>(TtrpcMessage&&)>;
   explicit TtrpcDecoder(uint32_t max_message = kTtrpcMaxMessage) : max_message_(max_message) {}
   Result<void> feed(std::span<const std::byte> data, const Emit& emit);
   [[nodiscard]] bool atBoundary() const { return header_fill_ == 0 && !in_body_; }
-  // Hands a consumed message body back for reuse by the next message (no allocation per call);
+  // Hands a consumed message's owned body back for reuse by the next reassembly;
   // buffers above kRecycleMax are dropped so one big message does not pin its memory.
   void recycle(std::vector<std::byte>&& body);
   static constexpr std::size_t kRecycleMax = std::size_t{64} << 10;
