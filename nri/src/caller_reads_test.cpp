@@ -243,6 +243,33 @@ TEST(CallerReads, TimeoutGivesTheRoleBackAndTheReaderThreadServesAfter) {
   EXPECT_EQ(reply.payload, payload);
 }
 
+TEST(CallerReads, APeerRequestRightAfterABurstOfCallsIsServedByTheReaderThread) {
+  // The calls leave the socket disarmed (the reader thread re-arms it after a linger); a request
+  // arriving then, with no caller reading, must still be read and answered.
+  Trunk t;
+  t.r->server.registerMethod("svc", "Echo", echo, Execution::Inline);
+  std::atomic<int> pings{0};
+  std::thread::id ping_thread;
+  t.p->server.registerMethod(
+      "plugin", "Ping",
+      [&](const CallContext&, std::span<const std::byte> p) -> Result<std::vector<std::byte>> {
+        ping_thread = std::this_thread::get_id();
+        ++pings;
+        return std::vector<std::byte>(p.begin(), p.end());
+      },
+      Execution::Inline);
+  t.start();
+  for (int round = 0; round < 5; ++round) {
+    for (int i = 0; i < 20; ++i) {
+      ASSERT_OK(t.p->client.call("svc", "Echo", bytesOf(4100, static_cast<uint8_t>(i)), 5s));
+    }
+    auto reply = ASSERT_OK(t.r->client.call("plugin", "Ping", bytesOf(8, 1), 5s));
+    EXPECT_EQ(reply.payload, bytesOf(8, 1));
+  }
+  EXPECT_EQ(pings.load(), 5);
+  EXPECT_NE(ping_thread, std::this_thread::get_id());
+}
+
 TEST(CallerReads, PeerClosingWhileACallerReadsFailsTheCallOnceAndCloseReturns) {
   Gate gate;
   Trunk t;

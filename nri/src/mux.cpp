@@ -180,6 +180,9 @@ namespace {
 // How often a caller holding the reader role wakes to check its deadline (SO_RCVTIMEO): reply
 // deadlines are met to within this. NRI calls have deadlines of seconds.
 constexpr std::chrono::milliseconds kLeadReadQuantum{10};
+// How long the socket stays disarmed after the last caller gave the reader role back: the most
+// a peer's request arriving between calls waits to be read (NRI allows 2 s for an answer).
+constexpr std::chrono::milliseconds kLinger{1};
 constexpr uint64_t kSocketTag = 1;
 constexpr uint64_t kStopTag = 2;
 
@@ -322,14 +325,25 @@ void Mux::readLoop() {
   }
 }
 
-// The reader thread with caller reads: waits in epoll until the socket is readable (its interest
-// is disarmed while a caller holds the role, so a reply the caller reads does not wake this
-// thread too) or close() writes stop_fd_, then reads what is there under the role.
+// The reader thread with caller reads. Waits in epoll until the socket is readable, then reads
+// what is there under the role. While callers read, the socket's interest stays disarmed so their
+// replies do not wake this thread too; it is disarmed by the first caller of a burst (which kicks
+// this thread out of an unbounded wait) and re-armed here once nobody has held the role for a
+// whole kLinger, so back-to-back calls cost no epoll_ctl. Bytes that arrive for nobody (a peer
+// request between calls) are read within kLinger.
 void Mux::watchLoop() {
   t_reading = true;
   for (;;) {
+    int timeout_ms = -1;
+    {
+      std::lock_guard lock(role_mu_);
+      if (!armed_) {
+        timeout_ms = static_cast<int>(kLinger.count());
+        lead_seen_ = false;  // set again by any lead during the wait
+      }
+    }
     std::array<epoll_event, 2> evs{};
-    int n = ::epoll_wait(epoll_fd_.get(), evs.data(), static_cast<int>(evs.size()), -1);
+    int n = ::epoll_wait(epoll_fd_.get(), evs.data(), static_cast<int>(evs.size()), timeout_ms);
     if (n < 0) {
       int e = errno;
       if (e == EINTR) {
@@ -338,12 +352,31 @@ void Mux::watchLoop() {
       finish(COLOD_ERR(e, "waiting for the NRI trunk"));
       return;
     }
+    bool socket_event = false;
+    for (int i = 0; i < n; ++i) {
+      if (evs[static_cast<std::size_t>(i)].data.u64 == kSocketTag) {
+        socket_event = true;
+      } else {
+        uint64_t count = 0;  // a kick or close(): drained so the level-triggered wait rests
+        (void)!::read(stop_fd_.get(), &count, sizeof count);
+      }
+    }
     std::unique_lock lock(role_mu_);
-    // A caller holds the role: the wake raced with its tryLead(), or was a hang-up (epoll reports
-    // those even when disarmed). Let it finish: it reads, and it re-arms the socket after.
-    role_cv_.wait(lock, [&] { return !reading_; });
     if (closed_.load()) {
       return;  // a caller saw the trunk fail; its close callback has run
+    }
+    if (!stopping_ && !socket_event) {
+      // A kick or the linger's end: watch the socket again only if nobody read it meanwhile.
+      if (!armed_ && !reading_ && !lead_seen_) {
+        armLocked(true);  // level-triggered: bytes already there wake us at once
+      }
+      continue;
+    }
+    // The socket (or close()) while a caller holds the role: the wake raced with its tryLead(),
+    // or was a hang-up (epoll reports those even when disarmed). Let it finish: it reads.
+    role_cv_.wait(lock, [&] { return !reading_; });
+    if (closed_.load()) {
+      return;
     }
     const bool stop = stopping_;
     reading_ = true;
@@ -374,6 +407,7 @@ void Mux::armLocked(bool armed) {
   // Cannot fail for a registered fd short of the kernel running out of memory; if it did, the
   // reader thread would still find the role held and wait for it (role_cv_), so nothing breaks.
   (void)::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_MOD, fd_.get(), &ev);
+  armed_ = armed;
 }
 
 bool Mux::tryLead() {
@@ -385,7 +419,14 @@ bool Mux::tryLead() {
     return false;
   }
   reading_ = true;
-  armLocked(false);
+  lead_seen_ = true;
+  if (armed_) {
+    // The first call of a burst: stop the reader thread watching, and move it from its unbounded
+    // wait to the lingering one that re-arms after the burst.
+    armLocked(false);
+    uint64_t one = 1;
+    (void)!::write(stop_fd_.get(), &one, sizeof one);
+  }
   t_leading_mux = this;
   t_reading = true;
   return true;
@@ -411,9 +452,8 @@ void Mux::unlead() {
   {
     std::lock_guard lock(role_mu_);
     reading_ = false;
-    // Re-armed even when the trunk failed: the reader thread must wake to see that and exit.
-    // Bytes that arrived after our last read wake it at once (level-triggered).
-    armLocked(true);
+    // The socket stays disarmed: the reader thread, in its lingering wait, re-arms it once no
+    // call has come for kLinger (and sees a failed trunk then, or at once from a hang-up).
   }
   role_cv_.notify_all();
   t_leading_mux = nullptr;

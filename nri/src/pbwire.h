@@ -139,12 +139,20 @@ class Reader {
   std::span<const std::byte> in_;
 };
 
-inline void putVarint(std::vector<std::byte>& out, uint64_t v) {
+// Writes v as a varint at `out`, which must have room for kMaxVarint bytes; returns its length.
+inline constexpr std::size_t kMaxVarint = 10;
+inline std::size_t writeVarint(std::byte* out, uint64_t v) {
+  std::size_t n = 0;
   while (v >= 0x80) {
-    out.push_back(static_cast<std::byte>((v & 0x7F) | 0x80));
+    out[n++] = static_cast<std::byte>((v & 0x7F) | 0x80);
     v >>= 7;
   }
-  out.push_back(static_cast<std::byte>(v));
+  out[n++] = static_cast<std::byte>(v);
+  return n;
+}
+inline void putVarint(std::vector<std::byte>& out, uint64_t v) {
+  std::byte buf[kMaxVarint];
+  out.insert(out.end(), buf, buf + writeVarint(buf, v));
 }
 inline void putTag(std::vector<std::byte>& out, uint32_t field, WireType wt) {
   putVarint(out, (static_cast<uint64_t>(field) << 3) | wt);

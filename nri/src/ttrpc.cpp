@@ -137,11 +137,12 @@ Result<RequestView> decodeRequest(std::span<const std::byte> body) {
   return req;
 }
 
-std::vector<std::byte> encodeRequest(std::string_view service,
-                                     std::string_view method,
-                                     std::span<const std::byte> payload,
-                                     int64_t timeout_nano) {
-  std::vector<std::byte> out;
+void encodeRequest(std::vector<std::byte>& out,
+                   std::string_view service,
+                   std::string_view method,
+                   std::span<const std::byte> payload,
+                   int64_t timeout_nano) {
+  out.clear();
   out.reserve(service.size() + method.size() + payload.size() + 24);
   pb::putString(out, 1, service);
   pb::putString(out, 2, method);
@@ -153,6 +154,14 @@ std::vector<std::byte> encodeRequest(std::string_view service,
     pb::putTag(out, 4, pb::kVarint);
     pb::putVarint(out, static_cast<uint64_t>(timeout_nano));
   }
+}
+
+std::vector<std::byte> encodeRequest(std::string_view service,
+                                     std::string_view method,
+                                     std::span<const std::byte> payload,
+                                     int64_t timeout_nano) {
+  std::vector<std::byte> out;
+  encodeRequest(out, service, method, payload, timeout_nano);
   return out;
 }
 
@@ -250,7 +259,9 @@ Result<void> TtrpcDecoder::feed(std::span<const std::byte> data, const Emit& emi
         m.header = *h;
         m.borrowed = data.subspan(kTtrpcHeaderSize, h->length);
         m.is_borrowed = true;
-        m.first_byte = std::chrono::steady_clock::now();
+        if (stamp_first_byte_) {
+          m.first_byte = std::chrono::steady_clock::now();
+        }
         data = data.subspan(kTtrpcHeaderSize + h->length);
         if (auto r = emit(std::move(m)); !r) {
           return r;
@@ -264,7 +275,9 @@ Result<void> TtrpcDecoder::feed(std::span<const std::byte> data, const Emit& emi
         current_.owned = std::move(spare_);
         current_.owned.clear();
         spare_ = {};
-        current_.first_byte = std::chrono::steady_clock::now();
+        if (stamp_first_byte_) {
+          current_.first_byte = std::chrono::steady_clock::now();
+        }
       }
       std::size_t take = std::min(kTtrpcHeaderSize - header_fill_, data.size());
       std::memcpy(header_.data() + header_fill_, data.data(), take);
@@ -445,20 +458,19 @@ void TtrpcServer::reply(uint32_t stream,
                         std::string_view method) {
   // The common case (OK with a payload) goes out without building the envelope in a buffer:
   // the ttrpc header and the Response field-2 prefix on the stack, the payload as-is.
-  std::array<std::byte, kTtrpcHeaderSize + 6> head{};
+  std::array<std::byte, kTtrpcHeaderSize + 1 + pb::kMaxVarint> head{};
   std::size_t head_len = kTtrpcHeaderSize;
   std::vector<std::byte> err_body;
   std::span<const std::byte> body = payload;
   std::size_t length = 0;
   if (status.ok()) {
     if (!payload.empty()) {
-      std::vector<std::byte> prefix;  // <= 6 bytes: tag + varint length, small-buffer sized
-      prefix.reserve(6);
-      pb::putTag(prefix, 2, pb::kLen);
-      pb::putVarint(prefix, payload.size());
-      std::memcpy(head.data() + kTtrpcHeaderSize, prefix.data(), prefix.size());
-      head_len += prefix.size();
-      length = prefix.size() + payload.size();
+      // Field 2's tag and varint length.
+      std::size_t at = kTtrpcHeaderSize;
+      head[at++] = static_cast<std::byte>((2U << 3) | pb::kLen);
+      at += pb::writeVarint(head.data() + at, payload.size());
+      head_len = at;
+      length = (at - kTtrpcHeaderSize) + payload.size();
     }
   } else {
     err_body = encodeResponse(status, {});
@@ -548,22 +560,21 @@ void TtrpcServer::serve(TtrpcMessage& msg) {
 
 // ---------------------------------------------------------------------------------------------
 TtrpcClient::TtrpcClient(SendFn send, uint32_t max_message, CallerReads* caller_reads)
-    : send_(std::move(send)), decoder_(max_message), caller_reads_(caller_reads) {}
+    : send_(std::move(send)),
+      decoder_(max_message, /*stamp_first_byte=*/false),
+      caller_reads_(caller_reads) {}
 
 Result<void> TtrpcClient::onBytes(std::span<const std::byte> data) {
   return decoder_.feed(data, [this](TtrpcMessage&& m) -> Result<void> {
     if (m.header.type != static_cast<uint8_t>(MessageType::Response)) {
       return ok();
     }
-    std::shared_ptr<Slot> slot;
     {
       std::lock_guard lock(mu_);
-      auto it = pending_.find(m.header.stream_id);
-      if (it == pending_.end()) {
+      Slot* slot = takePendingLocked(m.header.stream_id);
+      if (slot == nullptr) {
         return ok();  // a late reply for an abandoned call
       }
-      slot = it->second;
-      pending_.erase(it);
       if (m.oversized) {
         slot->error = COLOD_ERR(EMSGSIZE, "response of ", m.header.length,
                                 " bytes exceeds the maximum message size");
@@ -581,6 +592,18 @@ Result<void> TtrpcClient::onBytes(std::span<const std::byte> data) {
     cv_.notify_all();
     return ok();
   });
+}
+
+TtrpcClient::Slot* TtrpcClient::takePendingLocked(uint32_t stream) {
+  for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+    if (it->first == stream) {
+      Slot* slot = it->second;
+      *it = pending_.back();
+      pending_.pop_back();
+      return slot;
+    }
+  }
+  return nullptr;
 }
 
 void TtrpcClient::fail(const Error& err) {
@@ -628,7 +651,19 @@ Result<TtrpcClient::Reply> TtrpcClient::call(std::string_view service,
                      " called from the thread that reads the trunk: its reply could never be read");
   }
   const int64_t timeout_nano = timeout ? std::max<int64_t>(1, timeout->count()) : 0;
-  auto body = encodeRequest(service, method, payload, timeout_nano);
+  // Encoded into this thread's buffer, reused from call to call (no allocation per call); one
+  // that grew past TtrpcDecoder::kRecycleMax for a big request is let go after it.
+  thread_local std::vector<std::byte> t_body;
+  std::vector<std::byte>& body = t_body;
+  encodeRequest(body, service, method, payload, timeout_nano);
+  struct Trim {
+    std::vector<std::byte>& b;
+    ~Trim() {
+      if (b.capacity() > TtrpcDecoder::kRecycleMax) {
+        std::vector<std::byte>().swap(b);
+      }
+    }
+  } trim{body};
   if (body.size() > kTtrpcMaxMessage) {
     return COLOD_ERR(EMSGSIZE, "request ", service, "/", method, " of ", body.size(),
                      " bytes exceeds the maximum message size");
@@ -645,7 +680,9 @@ Result<TtrpcClient::Reply> TtrpcClient::call(std::string_view service,
   if (caller_reads_ != nullptr && body.size() <= kLeadBeforeSendMax && caller_reads_->tryLead()) {
     lead.emplace(*caller_reads_);
   }
-  auto slot = std::make_shared<Slot>();
+  // The slot lives here: whoever completes it (onBytes, fail) does so under mu_ and forgets it,
+  // and every way out of this function either finds it done or takes it out of pending_ first.
+  Slot slot;
   uint32_t stream = 0;
   {
     std::lock_guard send_lock(send_mu_);
@@ -656,7 +693,7 @@ Result<TtrpcClient::Reply> TtrpcClient::call(std::string_view service,
       }
       stream = next_stream_;
       next_stream_ += 2;
-      pending_[stream] = slot;
+      pending_.emplace_back(stream, &slot);
     }
     auto head = encodeHeader({.length = static_cast<uint32_t>(body.size()),
                               .stream_id = stream,
@@ -665,7 +702,7 @@ Result<TtrpcClient::Reply> TtrpcClient::call(std::string_view service,
     auto sent = send_(head, body);
     if (!sent) {
       std::lock_guard lock(mu_);
-      pending_.erase(stream);
+      takePendingLocked(stream);
       return std::move(sent).error().wrap(std::string(method));
     }
   }
@@ -680,17 +717,17 @@ Result<TtrpcClient::Reply> TtrpcClient::call(std::string_view service,
     for (;;) {
       {
         std::lock_guard lock(mu_);
-        if (slot->done) {
+        if (slot.done) {
           break;
         }
       }
       auto r = caller_reads_->leadRead(until);
       if (!r) {
         std::lock_guard lock(mu_);
-        if (slot->done) {
+        if (slot.done) {
           break;  // the failure came after our reply was delivered
         }
-        pending_.erase(stream);
+        takePendingLocked(stream);
         if (r.error().code() == std::errc::timed_out) {
           return COLOD_ERR(ETIMEDOUT, service, "/", method, " got no reply in time");
         }
@@ -702,16 +739,16 @@ Result<TtrpcClient::Reply> TtrpcClient::call(std::string_view service,
   if (!lead) {
     // Another thread reads the trunk: it delivers the reply (onBytes) and wakes us.
     if (!timeout) {
-      cv_.wait(lock, [&] { return slot->done; });
-    } else if (!cv_.wait_until(lock, deadline, [&] { return slot->done; })) {
-      pending_.erase(stream);
+      cv_.wait(lock, [&] { return slot.done; });
+    } else if (!cv_.wait_until(lock, deadline, [&] { return slot.done; })) {
+      takePendingLocked(stream);
       return COLOD_ERR(ETIMEDOUT, service, "/", method, " got no reply in time");
     }
   }
-  if (slot->error) {
-    return slot->error->wrap(std::string(method));
+  if (slot.error) {
+    return slot.error->wrap(std::string(method));
   }
-  return std::move(slot->reply);
+  return std::move(slot.reply);
 }
 
 }  // namespace colod::nri::wire

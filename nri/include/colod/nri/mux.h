@@ -100,9 +100,11 @@ struct MuxOptions {
 // Without it a reply costs two thread switches on the receiving side: the reader thread wakes to
 // read it, then wakes the caller. With it the caller, when no other thread is reading, takes the
 // reader role and reads the trunk on its own thread, dispatching whatever arrives (its reply,
-// other callers' replies, the peer's requests) to the sinks there; the reader thread is told to
-// stop watching the socket meanwhile, without being woken (its epoll interest is disarmed), and
-// watches again when the role is given back. Measured: docs/benchmarks.md, nri.
+// other callers' replies, the peer's requests) to the sinks there. The reader thread stops
+// watching the socket meanwhile (its epoll interest is disarmed, so a reply does not wake it) and
+// watches again once no caller has held the role for 1 ms: calls that follow each other closely
+// pay no epoll_ctl, and a peer's request arriving between calls is read within that 1 ms.
+// Measured: docs/benchmarks.md, nri.
 class CallerReads {
  public:
   virtual ~CallerReads() = default;
@@ -169,7 +171,7 @@ class Mux final : public CallerReads {
   // trunk failed (finish() has run).
   Result<bool> readOnce(bool dont_wait);
   void finish(const Error& err);
-  // Sets the socket's epoll interest (EPOLLIN or nothing); under role_mu_.
+  // Sets the socket's epoll interest (EPOLLIN or nothing) and armed_; under role_mu_.
   void armLocked(bool armed);
 
   UniqueFd fd_;
@@ -188,11 +190,13 @@ class Mux final : public CallerReads {
   std::vector<std::byte> buf_;
   bool callers_read_ = false;  // set by start()
   UniqueFd epoll_fd_;          // the reader thread's wait: the socket (disarmable) + stop_fd_
-  UniqueFd stop_fd_;           // eventfd written by close()
+  UniqueFd stop_fd_;           // eventfd: close(), and a burst's first tryLead() (a kick)
   std::mutex role_mu_;
   std::condition_variable role_cv_;  // the reader thread waits here for a caller's unlead()
   bool reading_ = false;             // guarded by role_mu_
   bool stopping_ = false;            // guarded by role_mu_
+  bool armed_ = true;                // the socket's epoll interest; guarded by role_mu_
+  bool lead_seen_ = false;           // a caller led during the current lingering wait
 };
 
 }  // namespace colod::nri::wire

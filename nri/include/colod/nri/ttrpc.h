@@ -76,6 +76,12 @@ struct RequestView {
 // EPROTO on malformed protobuf (truncation, bad wire type, overlong varint). Unknown fields are
 // skipped.
 Result<RequestView> decodeRequest(std::span<const std::byte> body);
+// The same, into `out` (cleared first), so a caller can reuse its buffer.
+void encodeRequest(std::vector<std::byte>& out,
+                   std::string_view service,
+                   std::string_view method,
+                   std::span<const std::byte> payload,
+                   int64_t timeout_nano);
 std::vector<std::byte> encodeRequest(std::string_view service,
                                      std::string_view method,
                                      std::span<const std::byte> payload,
@@ -100,7 +106,8 @@ struct TtrpcMessage {
   std::span<const std::byte> borrowed{};    // the body when is_borrowed
   bool is_borrowed = false;
   bool oversized = false;  // length > the limit: the body was drained, not stored
-  std::chrono::steady_clock::time_point first_byte{};  // when its first header byte arrived
+  // When its first header byte arrived (left unset by a decoder that does not stamp).
+  std::chrono::steady_clock::time_point first_byte{};
 
   [[nodiscard]] std::span<const std::byte> body() const {
     return is_borrowed ? borrowed : std::span<const std::byte>(owned);
@@ -116,7 +123,10 @@ struct TtrpcMessage {
 class TtrpcDecoder {
  public:
   using Emit = std::function<Result<void>(TtrpcMessage&&)>;
-  explicit TtrpcDecoder(uint32_t max_message = kTtrpcMaxMessage) : max_message_(max_message) {}
+  // stamp_first_byte: record TtrpcMessage::first_byte (a clock read per message); a client,
+  // which does not use it, turns it off.
+  explicit TtrpcDecoder(uint32_t max_message = kTtrpcMaxMessage, bool stamp_first_byte = true)
+      : max_message_(max_message), stamp_first_byte_(stamp_first_byte) {}
   Result<void> feed(std::span<const std::byte> data, const Emit& emit);
   [[nodiscard]] bool atBoundary() const { return header_fill_ == 0 && !in_body_; }
   // Hands a consumed message's owned body back for reuse by the next reassembly;
@@ -126,6 +136,7 @@ class TtrpcDecoder {
 
  private:
   uint32_t max_message_;
+  bool stamp_first_byte_;
   std::vector<std::byte> spare_{};
   std::array<std::byte, kTtrpcHeaderSize> header_{};
   std::size_t header_fill_ = 0;
@@ -273,13 +284,18 @@ class TtrpcClient {
     std::optional<Error> error;
     Reply reply;
   };
+  // Under mu_: removes and returns the slot waiting for `stream`, or nullptr.
+  Slot* takePendingLocked(uint32_t stream);
+
   SendFn send_;
   TtrpcDecoder decoder_;
   CallerReads* caller_reads_ = nullptr;
   std::mutex send_mu_{};  // id allocation + send, so ids hit the wire in order
   std::mutex mu_{};
   std::condition_variable cv_{};
-  std::map<uint32_t, std::shared_ptr<Slot>> pending_{};
+  // The calls waiting for a reply, each slot on its caller's stack. A flat list: outstanding
+  // calls on one connection are few, and a call then allocates nothing here.
+  std::vector<std::pair<uint32_t, Slot*>> pending_{};
   std::optional<Error> failed_{};
   uint32_t next_stream_ = 1;
 };
