@@ -125,6 +125,22 @@ struct Trunk {
   }
 };
 
+// The plugin's "plugin/Ping": echoes, counts, and records the thread that served it.
+struct Pings {
+  std::atomic<int> count{0};
+  std::atomic<std::thread::id> thread{};
+  void serveOn(TtrpcServer& server) {
+    server.registerMethod(
+        "plugin", "Ping",
+        [this](const CallContext&, std::span<const std::byte> p) -> Result<std::vector<std::byte>> {
+          thread = std::this_thread::get_id();
+          ++count;
+          return std::vector<std::byte>(p.begin(), p.end());
+        },
+        Execution::Inline);
+  }
+};
+
 TEST(CallerReads, UncontendedCallerReadsItsOwnReplies) {
   Trunk t;
   t.r->server.registerMethod("svc", "Echo", echo, Execution::Inline);
@@ -144,16 +160,8 @@ TEST(CallerReads, UncontendedCallerReadsItsOwnReplies) {
 
 TEST(CallerReads, PeerRequestsArrivingWhileACallerReadsAreServed) {
   Trunk t;
-  std::atomic<int> pings{0};
-  std::thread::id ping_thread;
-  t.p->server.registerMethod(
-      "plugin", "Ping",
-      [&](const CallContext&, std::span<const std::byte> p) -> Result<std::vector<std::byte>> {
-        ping_thread = std::this_thread::get_id();
-        ++pings;
-        return std::vector<std::byte>(p.begin(), p.end());
-      },
-      Execution::Inline);
+  Pings pings;
+  pings.serveOn(t.p->server);
   // The runtime answers Nested only after calling back into the plugin, which arrives while the
   // plugin's caller holds the reader role and must be served by it.
   t.r->server.registerMethod(
@@ -173,9 +181,9 @@ TEST(CallerReads, PeerRequestsArrivingWhileACallerReadsAreServed) {
     ASSERT_TRUE(reply.status.ok()) << reply.status.message;
     EXPECT_EQ(reply.payload, payload);
   }
-  EXPECT_EQ(pings.load(), 20);
+  EXPECT_EQ(pings.count.load(), 20);
   // Served inline by the thread holding the role: the caller (this thread).
-  EXPECT_EQ(ping_thread, std::this_thread::get_id());
+  EXPECT_EQ(pings.thread.load(), std::this_thread::get_id());
 }
 
 TEST(CallerReads, ManyConcurrentCallersAllGetTheirOwnReplies) {
@@ -215,16 +223,8 @@ TEST(CallerReads, TimeoutGivesTheRoleBackAndTheReaderThreadServesAfter) {
   Trunk t;
   t.r->server.registerMethod("svc", "Echo", echo, Execution::Inline);
   t.r->server.registerMethod("svc", "Stuck", gate.stuck(), Execution::Worker);
-  std::atomic<int> pings{0};
-  std::thread::id ping_thread;
-  t.p->server.registerMethod(
-      "plugin", "Ping",
-      [&](const CallContext&, std::span<const std::byte>) -> Result<std::vector<std::byte>> {
-        ping_thread = std::this_thread::get_id();
-        ++pings;
-        return std::vector<std::byte>{};
-      },
-      Execution::Inline);
+  Pings pings;
+  pings.serveOn(t.p->server);
   t.start();
   auto t0 = std::chrono::steady_clock::now();
   EXPECT_ERR(t.p->client.call("svc", "Stuck", {}, 50ms), ETIMEDOUT, "no reply in time");
@@ -234,8 +234,8 @@ TEST(CallerReads, TimeoutGivesTheRoleBackAndTheReaderThreadServesAfter) {
   // No caller reads the plugin side now: a request from the runtime is served by its reader
   // thread, which watches the socket again.
   ASSERT_OK(t.r->client.call("plugin", "Ping", {}, 5s));
-  EXPECT_EQ(pings.load(), 1);
-  EXPECT_NE(ping_thread, std::this_thread::get_id());
+  EXPECT_EQ(pings.count.load(), 1);
+  EXPECT_NE(pings.thread.load(), std::this_thread::get_id());
   gate.release();
   // The late reply to Stuck is dropped; the trunk keeps working for callers.
   auto payload = bytesOf(10, 7);
@@ -248,16 +248,8 @@ TEST(CallerReads, APeerRequestRightAfterABurstOfCallsIsServedByTheReaderThread) 
   // arriving then, with no caller reading, must still be read and answered.
   Trunk t;
   t.r->server.registerMethod("svc", "Echo", echo, Execution::Inline);
-  std::atomic<int> pings{0};
-  std::thread::id ping_thread;
-  t.p->server.registerMethod(
-      "plugin", "Ping",
-      [&](const CallContext&, std::span<const std::byte> p) -> Result<std::vector<std::byte>> {
-        ping_thread = std::this_thread::get_id();
-        ++pings;
-        return std::vector<std::byte>(p.begin(), p.end());
-      },
-      Execution::Inline);
+  Pings pings;
+  pings.serveOn(t.p->server);
   t.start();
   for (int round = 0; round < 5; ++round) {
     for (int i = 0; i < 20; ++i) {
@@ -266,8 +258,8 @@ TEST(CallerReads, APeerRequestRightAfterABurstOfCallsIsServedByTheReaderThread) 
     auto reply = ASSERT_OK(t.r->client.call("plugin", "Ping", bytesOf(8, 1), 5s));
     EXPECT_EQ(reply.payload, bytesOf(8, 1));
   }
-  EXPECT_EQ(pings.load(), 5);
-  EXPECT_NE(ping_thread, std::this_thread::get_id());
+  EXPECT_EQ(pings.count.load(), 5);
+  EXPECT_NE(pings.thread.load(), std::this_thread::get_id());
 }
 
 TEST(CallerReads, PeerClosingWhileACallerReadsFailsTheCallOnceAndCloseReturns) {
