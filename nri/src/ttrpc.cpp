@@ -400,12 +400,24 @@ Result<void> TtrpcServer::dispatch(TtrpcMessage&& msg) {
     }
     last_stream_ = stream;
   }
+  // An inline method's call is decoded and looked up once, here; anything else is left to
+  // serve(), which reports what is wrong with it.
   bool run_inline = false;
+  RequestFields fields;
+  std::string_view service_name;
+  std::string_view method_name;
+  const Method* method = nullptr;
   if (!msg.oversized) {
     if (auto req = decodeRequestFields(msg.body(), /*metadata=*/nullptr)) {
       if (auto svc = services_.find(req->service); svc != services_.end()) {
-        auto m = svc->second.find(req->method);
-        run_inline = m != svc->second.end() && m->second.execution == Execution::Inline;
+        if (auto m = svc->second.find(req->method);
+            m != svc->second.end() && m->second.execution == Execution::Inline) {
+          run_inline = true;
+          fields = *req;
+          service_name = svc->first;
+          method_name = m->first;
+          method = &m->second;
+        }
       }
     }
   }
@@ -426,7 +438,7 @@ Result<void> TtrpcServer::dispatch(TtrpcMessage&& msg) {
   }
   {
     InHandler in_handler;
-    serve(msg);
+    invoke(msg, service_name, method_name, *method, fields.payload, fields.timeout_nano);
   }
   decoder_.recycle(std::move(msg.owned));
   return ok();
@@ -538,24 +550,33 @@ void TtrpcServer::serve(TtrpcMessage& msg) {
           "", "");
     return;
   }
-  CallContext ctx{.service = svc->first, .method = m->first, .stream_id = stream,
+  invoke(msg, svc->first, m->first, m->second, req->payload, req->timeout_nano);
+}
+
+void TtrpcServer::invoke(const TtrpcMessage& msg,
+                         std::string_view service,
+                         std::string_view method,
+                         const Method& m,
+                         std::span<const std::byte> payload,
+                         int64_t timeout_nano) {
+  const uint32_t stream = msg.header.stream_id;
+  CallContext ctx{.service = service, .method = method, .stream_id = stream,
                   .deadline = std::nullopt, .received = msg.first_byte};
-  if (req->timeout_nano > 0) {
-    ctx.deadline = msg.first_byte + std::chrono::nanoseconds(req->timeout_nano);
+  if (timeout_nano > 0) {
+    ctx.deadline = msg.first_byte + std::chrono::nanoseconds(timeout_nano);
     if (std::chrono::steady_clock::now() >= *ctx.deadline) {
       // The client has given up already; don't run work nobody waits for.
       reply(stream, {status_code::kDeadlineExceeded, "deadline exceeded before the call ran"}, {},
-            msg, svc->first, m->first);
+            msg, service, method);
       return;
     }
   }
-  auto result = m->second.handler(ctx, req->payload);
+  auto result = m.handler(ctx, payload);
   if (!result) {
-    reply(stream, {codeFor(result.error()), result.error().message()}, {}, msg, svc->first,
-          m->first);
+    reply(stream, {codeFor(result.error()), result.error().message()}, {}, msg, service, method);
     return;
   }
-  reply(stream, {}, *result, msg, svc->first, m->first);
+  reply(stream, {}, *result, msg, service, method);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -228,7 +228,16 @@ class TtrpcServer {
   };
   Result<void> dispatch(TtrpcMessage&& msg);
   void workerLoop();
+  // Decodes the request, finds its method and invokes it (or replies with what is wrong).
   void serve(TtrpcMessage& msg);
+  // Runs a found method on a decoded request and replies; a deadline already past is answered
+  // DEADLINE_EXCEEDED without running it.
+  void invoke(const TtrpcMessage& msg,
+              std::string_view service,
+              std::string_view method,
+              const Method& m,
+              std::span<const std::byte> payload,
+              int64_t timeout_nano);
   void reply(uint32_t stream, const Status& status, std::span<const std::byte> payload,
              const TtrpcMessage& req, std::string_view service, std::string_view method);
 
