@@ -180,8 +180,9 @@ namespace {
 // How often a caller holding the reader role wakes to check its deadline (SO_RCVTIMEO): reply
 // deadlines are met to within this. NRI calls have deadlines of seconds.
 constexpr std::chrono::milliseconds kLeadReadQuantum{10};
-// How long the socket stays disarmed after the last caller gave the reader role back: the most
-// a peer's request arriving between calls waits to be read (NRI allows 2 s for an answer).
+// How long the socket stays disarmed after the last caller gave the reader role back, give or
+// take one more such wait: what a peer's request arriving between calls may wait to be read
+// (NRI allows 2 s for an answer).
 constexpr std::chrono::milliseconds kLinger{1};
 constexpr uint64_t kSocketTag = 1;
 constexpr uint64_t kStopTag = 2;
@@ -329,8 +330,9 @@ void Mux::readLoop() {
 // what is there under the role. While callers read, the socket's interest stays disarmed so their
 // replies do not wake this thread too; it is disarmed by the first caller of a burst (which kicks
 // this thread out of an unbounded wait) and re-armed here once nobody has held the role for a
-// whole kLinger, so back-to-back calls cost no epoll_ctl. Bytes that arrive for nobody (a peer
-// request between calls) are read within kLinger.
+// whole kLinger wait, so back-to-back calls cost no epoll_ctl. Bytes that arrive for nobody (a
+// peer request between calls) are read by the next caller or, failing one, within 2 x kLinger
+// (a wait in which a caller led is followed by one more).
 void Mux::watchLoop() {
   t_reading = true;
   for (;;) {

@@ -102,8 +102,9 @@ struct MuxOptions {
 // reader role and reads the trunk on its own thread, dispatching whatever arrives (its reply,
 // other callers' replies, the peer's requests) to the sinks there. The reader thread stops
 // watching the socket meanwhile (its epoll interest is disarmed, so a reply does not wake it) and
-// watches again once no caller has held the role for 1 ms: calls that follow each other closely
-// pay no epoll_ctl, and a peer's request arriving between calls is read within that 1 ms.
+// watches again once no caller has held the role for a 1 ms wait: calls that follow each other
+// closely pay no epoll_ctl, and a peer's request arriving between calls is read by the next caller
+// or, without one, within 2 ms.
 // Measured: docs/benchmarks.md, nri.
 class CallerReads {
  public:
