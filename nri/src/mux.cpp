@@ -11,6 +11,7 @@
 
 #include <array>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 namespace colod::nri::wire {
@@ -180,6 +181,10 @@ namespace {
 // How often a caller holding the reader role wakes to check its deadline (SO_RCVTIMEO): reply
 // deadlines are met to within this. NRI calls have deadlines of seconds.
 constexpr std::chrono::milliseconds kLeadReadQuantum{10};
+// Messages up to this size are sent from one contiguous buffer (Mux::send).
+constexpr std::size_t kContiguousMax = std::size_t{64} << 10;
+// A copy whose destination is 1..63 bytes past its source modulo 4096 is the slow case.
+constexpr std::size_t kAliasShift = 64;
 // How long the socket stays disarmed after the last caller gave the reader role back, give or
 // take one more such wait: what a peer's request arriving between calls may wait to be read
 // (NRI allows 2 s for an answer).
@@ -505,6 +510,37 @@ Result<void> Mux::send(uint32_t conn,
     off = end;
   }
 
+  // A message up to kContiguousMax is gathered into this thread's frame buffer and written with
+  // one send(): cheaper than sendmsg() over five iovecs, copy included (docs/benchmarks.md, nri).
+  if (is_socket_ && total <= kContiguousMax) {
+    thread_local std::vector<std::byte> t_frames;
+    if (t_frames.empty()) {
+      t_frames.resize(kContiguousMax + 2 * kMuxHeaderSize + kAliasShift);
+    }
+    std::byte* out = t_frames.data();
+    if (!body.empty()) {
+      // Where the body's first byte lands: if that is just past its source modulo 4096, the copy
+      // (rep movsb) runs several times slower (4K aliasing); start the frames further on then.
+      std::size_t at = 0;
+      for (int i = 0; i < niov && iov[static_cast<std::size_t>(i)].iov_base != body.data(); ++i) {
+        at += iov[static_cast<std::size_t>(i)].iov_len;
+      }
+      const auto gap = (reinterpret_cast<std::uintptr_t>(out + at) -  // NOLINT: address math
+                        reinterpret_cast<std::uintptr_t>(body.data())) & 4095U;  // NOLINT
+      if (gap != 0 && gap < kAliasShift) {
+        out += kAliasShift;
+      }
+    }
+    std::size_t len = 0;
+    for (int i = 0; i < niov; ++i) {
+      const auto& v = iov[static_cast<std::size_t>(i)];
+      std::memcpy(out + len, v.iov_base, v.iov_len);
+      len += v.iov_len;
+    }
+    iov[0] = iovec{.iov_base = out, .iov_len = len};
+    niov = 1;
+  }
+
   std::lock_guard lock(send_mu_);
   if (closed_.load()) {
     return COLOD_ERR(EPIPE, "NRI trunk is closed");
@@ -513,11 +549,13 @@ Result<void> Mux::send(uint32_t conn,
   int left = niov;
   while (left > 0) {
     ssize_t n;
-    if (is_socket_) {
+    // MSG_NOSIGNAL: a closed peer is an error value, not a SIGPIPE.
+    if (is_socket_ && left == 1) {
+      n = ::send(fd_.get(), cur->iov_base, cur->iov_len, MSG_NOSIGNAL);
+    } else if (is_socket_) {
       msghdr mh{};
       mh.msg_iov = cur;
       mh.msg_iovlen = static_cast<std::size_t>(left);
-      // MSG_NOSIGNAL: a closed peer is an error value, not a SIGPIPE.
       n = ::sendmsg(fd_.get(), &mh, MSG_NOSIGNAL);
     } else {
       n = ::writev(fd_.get(), cur, left);
