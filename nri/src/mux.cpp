@@ -411,10 +411,13 @@ void Mux::armLocked(bool armed) {
   epoll_event ev{};
   ev.events = armed ? static_cast<uint32_t>(EPOLLIN) : 0U;
   ev.data.u64 = kSocketTag;
-  // Cannot fail for a registered fd short of the kernel running out of memory; if it did, the
-  // reader thread would still find the role held and wait for it (role_cv_), so nothing breaks.
-  (void)::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_MOD, fd_.get(), &ev);
-  armed_ = armed;
+  // Cannot fail for a registered fd short of the kernel running out of memory. If it did,
+  // armed_ keeps the state the socket is really in: a failed disarm costs wake-ups (the reader
+  // thread finds the role held and waits for it), a failed re-arm is tried again after the next
+  // linger.
+  if (::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_MOD, fd_.get(), &ev) == 0) {
+    armed_ = armed;
+  }
 }
 
 bool Mux::tryLead() {
