@@ -251,9 +251,9 @@ int rttPhase(int argc, char** argv) {
   sopts.caller_reads = false;
   wire::Mux cm{UniqueFd(rv[0]), copts};
   wire::Mux sm{UniqueFd(rv[1]), sopts};
-  wire::TtrpcClient client([&](auto h, auto b) { return cm.send(1, h, b); },
+  wire::TtrpcClient client([&](auto h, auto b, auto t) { return cm.send(1, h, b, t); },
                            wire::kTtrpcMaxMessage, &cm);
-  wire::TtrpcServer server([&](auto h, auto b) { return sm.send(1, h, b); });
+  wire::TtrpcServer server([&](auto h, auto b, auto t) { return sm.send(1, h, b, t); });
   server.registerMethod(
       "bench.Echo", "Echo",
       [](const wire::CallContext&, std::span<const std::byte> p) -> Result<std::vector<std::byte>> {

@@ -64,12 +64,14 @@ struct Side {
 
   Side(UniqueFd fd, uint32_t serve_conn, uint32_t call_conn, bool caller_reads)
       : mux(std::move(fd), options(caller_reads)),
-        server([this, serve_conn](std::span<const std::byte> h, std::span<const std::byte> b) {
-          return mux.send(serve_conn, h, b);
+        server([this, serve_conn](std::span<const std::byte> h, std::span<const std::byte> b,
+                                  std::span<const std::byte> t) {
+          return mux.send(serve_conn, h, b, t);
         }),
         client(
-            [this, call_conn](std::span<const std::byte> h, std::span<const std::byte> b) {
-              return mux.send(call_conn, h, b);
+            [this, call_conn](std::span<const std::byte> h, std::span<const std::byte> b,
+                              std::span<const std::byte> t) {
+              return mux.send(call_conn, h, b, t);
             },
             kTtrpcMaxMessage,
             &mux) {

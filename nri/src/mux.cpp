@@ -472,20 +472,22 @@ void Mux::unlead() {
 
 Result<void> Mux::send(uint32_t conn,
                        std::span<const std::byte> head,
-                       std::span<const std::byte> body) {
-  const std::size_t total = head.size() + body.size();
+                       std::span<const std::byte> body,
+                       std::span<const std::byte> tail) {
+  const std::array<std::span<const std::byte>, 3> pieces{head, body, tail};
+  const std::size_t total = head.size() + body.size() + tail.size();
   if (total == 0) {
     return ok();
   }
   if (total > options_.max_frame + kGoReadBuffer) {
     return COLOD_ERR(EMSGSIZE, "message of ", total, " bytes is too large to send");
   }
-  // Build the iovecs of both frames (header, head slice, body slice) without copying payload.
+  // Build the iovecs of both frames (header, then the slices of the pieces it holds) without
+  // copying payload: at most 2 headers + 3 pieces + 1 piece cut by the frame boundary.
   auto plan = framePlan(total);
   std::array<std::array<std::byte, kMuxHeaderSize>, 2> hdrs{};
-  std::array<iovec, 6> iov{};
+  std::array<iovec, 8> iov{};
   int niov = 0;
-  std::size_t off = 0;  // offset into the concatenation head+body
   auto add = [&](const std::byte* p, std::size_t len) {
     if (len > 0) {
       // iovec wants a non-const pointer; sendmsg/writev never write through it.
@@ -494,6 +496,8 @@ Result<void> Mux::send(uint32_t conn,
       ++niov;
     }
   };
+  std::size_t piece = 0;
+  std::size_t in_piece = 0;  // bytes of pieces[piece] already planned
   for (std::size_t f = 0; f < plan.size(); ++f) {
     std::size_t len = plan[f];
     if (len == 0) {
@@ -501,16 +505,16 @@ Result<void> Mux::send(uint32_t conn,
     }
     hdrs[f] = muxHeader(conn, len);
     add(hdrs[f].data(), kMuxHeaderSize);
-    std::size_t end = off + len;
-    if (off < head.size()) {
-      std::size_t e = std::min(end, head.size());
-      add(head.data() + off, e - off);
+    while (len > 0) {
+      const std::size_t take = std::min(len, pieces[piece].size() - in_piece);
+      add(pieces[piece].data() + in_piece, take);
+      in_piece += take;
+      len -= take;
+      if (in_piece == pieces[piece].size()) {
+        ++piece;
+        in_piece = 0;
+      }
     }
-    if (end > head.size()) {
-      std::size_t b0 = off > head.size() ? off - head.size() : 0;
-      add(body.data() + b0, end - head.size() - b0);
-    }
-    off = end;
   }
 
   // A message up to kContiguousMax is gathered into this thread's frame buffer and written with

@@ -233,27 +233,37 @@ std::vector<std::byte> readExactly(int fd, std::size_t n) {
 TEST(Mux, SendPutsExactlyTheGoWriterFramesOnTheWire) {
   // Up to 64 KiB a message is gathered into one buffer (with or without the 4K-alias shift,
   // which depends on where the body sits); above, it goes out as iovecs. Either way the bytes
-  // are encodeMuxFrames' (§1.5(b)).
+  // are encodeMuxFrames' (§1.5(b)) for head + body + tail, wherever the frame boundary cuts
+  // them (in the head, the body or the tail) and whichever pieces are empty.
   int sv[2];
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
   UniqueFd raw(sv[1]);
   Mux a{UniqueFd(sv[0])};
-  auto head = counting(26, 9);
   std::vector<std::byte> arena(80000 + 4096);
   for (std::size_t i = 0; i < arena.size(); ++i) {
     arena[i] = static_cast<std::byte>(i * 7 + 3);
   }
-  for (std::size_t size : {std::size_t{0}, std::size_t{100}, std::size_t{4070}, std::size_t{4071},
-                           std::size_t{4100}, std::size_t{65536 - 26}, std::size_t{65536},
-                           std::size_t{70000}}) {
-    for (std::size_t shift = 0; shift < 4096; shift += 13) {  // every body alignment class
-      SCOPED_TRACE("size " + std::to_string(size) + " shift " + std::to_string(shift));
-      std::span<const std::byte> body(arena.data() + shift, size);
-      ASSERT_OK(a.send(2, head, body));
-      auto want = encodeMuxFrames(2, testutil::cat(head, testutil::vec(body)));
-      ASSERT_EQ(readExactly(raw.get(), want.size()), want);
-      if (size > 5000) {
-        break;  // the big ones once: their alignment does not matter here
+  for (std::size_t head_size : {std::size_t{0}, std::size_t{26}, std::size_t{4100}}) {
+    auto head = counting(head_size, 9);
+    for (std::size_t tail_size : {std::size_t{0}, std::size_t{11}}) {
+      auto tail = counting(tail_size, 200);
+      for (std::size_t size : {std::size_t{0}, std::size_t{100}, std::size_t{4060},
+                               std::size_t{4065}, std::size_t{4070}, std::size_t{4071},
+                               std::size_t{4100}, std::size_t{65536 - 26}, std::size_t{65536},
+                               std::size_t{70000}}) {
+        for (std::size_t shift = 0; shift < 4096; shift += 13) {  // every body alignment class
+          SCOPED_TRACE("head " + std::to_string(head_size) + " tail " +
+                       std::to_string(tail_size) + " size " + std::to_string(size) + " shift " +
+                       std::to_string(shift));
+          std::span<const std::byte> body(arena.data() + shift, size);
+          ASSERT_OK(a.send(2, head, body, tail));
+          auto want =
+              encodeMuxFrames(2, testutil::cat(testutil::cat(head, testutil::vec(body)), tail));
+          ASSERT_EQ(readExactly(raw.get(), want.size()), want);
+          if (size > 5000 || head_size != 26) {
+            break;  // the other shapes once: their alignment does not matter here
+          }
+        }
       }
     }
   }

@@ -290,8 +290,9 @@ std::shared_ptr<Session> StubImpl::makeSession(UniqueFd fd) {
   s->mux = std::make_unique<wire::Mux>(std::move(fd));
   Session* raw = s.get();
   auto sender = [raw](uint32_t conn) {
-    return [raw, conn](std::span<const std::byte> head, std::span<const std::byte> body) {
-      return raw->mux->send(conn, head, body);
+    return [raw, conn](std::span<const std::byte> head, std::span<const std::byte> body,
+                       std::span<const std::byte> tail) {
+      return raw->mux->send(conn, head, body, tail);
     };
   };
   wire::ServerOptions so;

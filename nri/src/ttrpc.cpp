@@ -165,6 +165,24 @@ std::vector<std::byte> encodeRequest(std::string_view service,
   return out;
 }
 
+void encodeRequestAround(std::vector<std::byte>& head,
+                         std::vector<std::byte>& tail,
+                         std::string_view service,
+                         std::string_view method,
+                         std::size_t payload_size,
+                         int64_t timeout_nano) {
+  pb::putString(head, 1, service);
+  pb::putString(head, 2, method);
+  if (payload_size > 0) {  // as encodeRequest: proto3 omits empty bytes
+    pb::putTag(head, 3, pb::kLen);
+    pb::putVarint(head, payload_size);
+  }
+  if (timeout_nano != 0) {
+    pb::putTag(tail, 4, pb::kVarint);
+    pb::putVarint(tail, static_cast<uint64_t>(timeout_nano));
+  }
+}
+
 Result<ResponseView> decodeResponse(std::span<const std::byte> body) {
   ResponseView resp;
   pb::Reader r(body);
@@ -495,7 +513,7 @@ void TtrpcServer::reply(uint32_t stream,
                          .flags = 0});
   std::memcpy(head.data(), h.data(), h.size());
   // A failed send means the trunk is gone; the mux reports that through its close callback.
-  const bool sent = send_(std::span<const std::byte>(head.data(), head_len), body).has_value();
+  const bool sent = send_(std::span<const std::byte>(head.data(), head_len), body, {}).has_value();
   if (options_.on_served) {
     options_.on_served({.service = service,
                         .method = method,
@@ -661,6 +679,8 @@ class LeadGuard {
 // them whole, so the send cannot block waiting for a peer that waits for us to read; a larger
 // request is sent first and the role taken after.
 constexpr std::size_t kLeadBeforeSendMax = std::size_t{64} << 10;
+// A thread keeps envelope buffers up to this capacity from call to call.
+constexpr std::size_t kKeepEnvelope = 4096;
 }  // namespace
 
 Result<TtrpcClient::Reply> TtrpcClient::call(std::string_view service,
@@ -672,21 +692,26 @@ Result<TtrpcClient::Reply> TtrpcClient::call(std::string_view service,
                      " called from the thread that reads the trunk: its reply could never be read");
   }
   const int64_t timeout_nano = timeout ? std::max<int64_t>(1, timeout->count()) : 0;
-  // Encoded into this thread's buffer, reused from call to call (no allocation per call); one
-  // that grew past TtrpcDecoder::kRecycleMax for a big request is let go after it.
-  thread_local std::vector<std::byte> t_body;
-  std::vector<std::byte>& body = t_body;
-  encodeRequest(body, service, method, payload, timeout_nano);
+  // The envelope around the payload is encoded into this thread's buffers, reused from call to
+  // call (no allocation per call); the payload goes out from where the caller keeps it. `head`
+  // starts with room for the ttrpc header, written once the stream id is known.
+  thread_local std::vector<std::byte> t_head;
+  thread_local std::vector<std::byte> t_tail;
+  std::vector<std::byte>& head = t_head;
+  head.assign(kTtrpcHeaderSize, std::byte{0});
+  t_tail.clear();
+  encodeRequestAround(head, t_tail, service, method, payload.size(), timeout_nano);
   struct Trim {
     std::vector<std::byte>& b;
     ~Trim() {
-      if (b.capacity() > TtrpcDecoder::kRecycleMax) {
+      if (b.capacity() > kKeepEnvelope) {  // a call with an outsized service or method name
         std::vector<std::byte>().swap(b);
       }
     }
-  } trim{body};
-  if (body.size() > kTtrpcMaxMessage) {
-    return COLOD_ERR(EMSGSIZE, "request ", service, "/", method, " of ", body.size(),
+  } trim{head};
+  const std::size_t body_size = head.size() - kTtrpcHeaderSize + payload.size() + t_tail.size();
+  if (body_size > kTtrpcMaxMessage) {
+    return COLOD_ERR(EMSGSIZE, "request ", service, "/", method, " of ", body_size,
                      " bytes exceeds the maximum message size");
   }
   const auto deadline = std::chrono::steady_clock::now() + timeout.value_or(std::chrono::nanoseconds(0));
@@ -698,7 +723,7 @@ Result<TtrpcClient::Reply> TtrpcClient::call(std::string_view service,
   // goes out: taken after, a reply that came first (the peer may run before we get back from
   // sendmsg) would wake the mux's reader thread to hand it over -- the switch this saves.
   std::optional<LeadGuard> lead;
-  if (caller_reads_ != nullptr && body.size() <= kLeadBeforeSendMax && caller_reads_->tryLead()) {
+  if (caller_reads_ != nullptr && body_size <= kLeadBeforeSendMax && caller_reads_->tryLead()) {
     lead.emplace(*caller_reads_);
   }
   // The slot lives here: whoever completes it (onBytes, fail) does so under mu_ and forgets it,
@@ -716,11 +741,12 @@ Result<TtrpcClient::Reply> TtrpcClient::call(std::string_view service,
       next_stream_ += 2;
       pending_.emplace_back(stream, &slot);
     }
-    auto head = encodeHeader({.length = static_cast<uint32_t>(body.size()),
-                              .stream_id = stream,
-                              .type = static_cast<uint8_t>(MessageType::Request),
-                              .flags = 0});
-    auto sent = send_(head, body);
+    auto h = encodeHeader({.length = static_cast<uint32_t>(body_size),
+                           .stream_id = stream,
+                           .type = static_cast<uint8_t>(MessageType::Request),
+                           .flags = 0});
+    std::memcpy(head.data(), h.data(), h.size());
+    auto sent = send_(head, payload, t_tail);
     if (!sent) {
       std::lock_guard lock(mu_);
       takePendingLocked(stream);

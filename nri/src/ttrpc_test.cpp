@@ -27,6 +27,12 @@ TEST(TtrpcGolden, RegisterPluginRequestAppendixA1) {
       "0a1c \"nri.pkg.api.v1alpha1.Runtime\" 120e \"RegisterPlugin\" 1a0d 0a07 \"harness\" 1202 "
       "\"10\" 20 c0b5fccf12");
   EXPECT_EQ(body, expect);
+  // The client sends the same bytes as the pieces around the payload (no encoding copy of it).
+  std::vector<std::byte> head;
+  std::vector<std::byte> tail;
+  encodeRequestAround(head, tail, "nri.pkg.api.v1alpha1.Runtime", "RegisterPlugin",
+                      payload.size(), 4999551680);
+  EXPECT_EQ(testutil::cat(testutil::cat(head, payload), tail), expect);
   auto h = encodeHeader({.length = static_cast<uint32_t>(body.size()), .stream_id = 1, .type = 1});
   EXPECT_EQ(std::vector<std::byte>(h.begin(), h.end()), hex("00000043 00000001 01 00"));
   auto framed = encodeMuxFrames(2, testutil::cat({h.begin(), h.end()}, body));
@@ -151,16 +157,20 @@ struct Loop {
   std::vector<std::vector<std::byte>> raw_to_server;  // extra bytes tests inject
   explicit Loop(uint32_t max = kTtrpcMaxMessage) {
     server = std::make_unique<TtrpcServer>(
-        [this](std::span<const std::byte> h, std::span<const std::byte> b) -> Result<void> {
+        [this](std::span<const std::byte> h, std::span<const std::byte> b,
+               std::span<const std::byte> t) -> Result<void> {
           std::vector<std::byte> all(h.begin(), h.end());
           all.insert(all.end(), b.begin(), b.end());
+          all.insert(all.end(), t.begin(), t.end());
           return client->onBytes(all);
         },
         ServerOptions{.max_message = max, .on_served = nullptr});
     client = std::make_unique<TtrpcClient>(
-        [this](std::span<const std::byte> h, std::span<const std::byte> b) -> Result<void> {
+        [this](std::span<const std::byte> h, std::span<const std::byte> b,
+               std::span<const std::byte> t) -> Result<void> {
           std::vector<std::byte> all(h.begin(), h.end());
           all.insert(all.end(), b.begin(), b.end());
+          all.insert(all.end(), t.begin(), t.end());
           return server->onBytes(all);
         });
     server->registerMethod("svc", "Echo", [](const CallContext&, std::span<const std::byte> p)
@@ -236,10 +246,12 @@ TEST(TtrpcServer, ExpiredTimeoutIsNotRunAndStreamRules) {
   std::vector<std::vector<std::byte>> replies;
   std::mutex mu;
   std::atomic<int> ran{0};
-  TtrpcServer s([&](std::span<const std::byte> h, std::span<const std::byte> b) -> Result<void> {
+  TtrpcServer s([&](std::span<const std::byte> h, std::span<const std::byte> b,
+                    std::span<const std::byte> t) -> Result<void> {
     std::lock_guard lock(mu);
     std::vector<std::byte> all(h.begin(), h.end());
     all.insert(all.end(), b.begin(), b.end());
+    all.insert(all.end(), t.begin(), t.end());
     replies.push_back(std::move(all));
     return ok();
   });
@@ -294,8 +306,26 @@ TEST(TtrpcServer, ExpiredTimeoutIsNotRunAndStreamRules) {
                                               status_code::kInvalidArgument}));
 }
 
+TEST(TtrpcCodec, RequestPiecesAreTheEncodedRequestForEveryShape) {
+  const std::vector<std::byte> big(300, std::byte{7});  // a two-byte length varint
+  for (std::span<const std::byte> payload :
+       {std::span<const std::byte>(), std::span<const std::byte>(big).first(1),
+        std::span<const std::byte>(big)}) {
+    for (int64_t timeout : {int64_t{0}, int64_t{1}, int64_t{2000000000}}) {
+      std::vector<std::byte> head(3, std::byte{0xAA});  // appended to, not cleared
+      std::vector<std::byte> tail;
+      encodeRequestAround(head, tail, "svc", "Method", payload.size(), timeout);
+      std::vector<std::byte> got(head.begin() + 3, head.end());
+      got.insert(got.end(), payload.begin(), payload.end());
+      got.insert(got.end(), tail.begin(), tail.end());
+      EXPECT_EQ(got, encodeRequest("svc", "Method", payload, timeout))
+          << "payload " << payload.size() << " timeout " << timeout;
+    }
+  }
+}
+
 TEST(TtrpcClient, FailWakesCallersAndLateRepliesAreDropped) {
-  TtrpcClient c([](auto, auto) -> Result<void> { return ok(); });
+  TtrpcClient c([](auto, auto, auto) -> Result<void> { return ok(); });
   std::thread t([&] {
     std::this_thread::sleep_for(50ms);
     c.fail(COLOD_ERR(ECONNRESET, "gone"));

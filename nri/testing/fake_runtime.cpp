@@ -30,12 +30,14 @@ FakeRuntime::FakeRuntime(UniqueFd fd) {
   mux_ = std::make_unique<wire::Mux>(std::move(fd));
   auto* mux = mux_.get();
   server_ = std::make_unique<wire::TtrpcServer>(
-      [mux](std::span<const std::byte> h, std::span<const std::byte> b) {
-        return mux->send(wire::kRuntimeServiceConn, h, b);
+      [mux](std::span<const std::byte> h, std::span<const std::byte> b,
+            std::span<const std::byte> t) {
+        return mux->send(wire::kRuntimeServiceConn, h, b, t);
       });
   client_ = std::make_unique<wire::TtrpcClient>(
-      [mux](std::span<const std::byte> h, std::span<const std::byte> b) {
-        return mux->send(wire::kPluginServiceConn, h, b);
+      [mux](std::span<const std::byte> h, std::span<const std::byte> b,
+            std::span<const std::byte> t) {
+        return mux->send(wire::kPluginServiceConn, h, b, t);
       },
       16U << 20, mux);
   server_->registerMethod(kRuntimeService, "RegisterPlugin",

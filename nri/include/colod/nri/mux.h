@@ -149,12 +149,13 @@ class Mux final : public CallerReads {
   void onClose(CloseFn fn);
   // Starts the reader thread.
   Result<void> start();
-  // Sends one message (the concatenation of `head` and `body`) on `conn`, framed per §1.5(b).
-  // Handles short writes and EINTR. Errors: EPIPE/ECONNRESET when the trunk is gone, EAGAIN when
-  // the peer did not read for send_timeout (the trunk is then shut down).
+  // Sends one message (the concatenation of `head`, `body` and `tail`) on `conn`, framed per
+  // §1.5(b). Handles short writes and EINTR. Errors: EPIPE/ECONNRESET when the trunk is gone,
+  // EAGAIN when the peer did not read for send_timeout (the trunk is then shut down).
   Result<void> send(uint32_t conn,
                     std::span<const std::byte> head,
-                    std::span<const std::byte> body);
+                    std::span<const std::byte> body,
+                    std::span<const std::byte> tail = {});
   // Shuts the socket down and joins the reader thread. Idempotent.
   void close();
   [[nodiscard]] bool closed() const { return closed_.load(); }

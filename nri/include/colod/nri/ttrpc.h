@@ -86,6 +86,16 @@ std::vector<std::byte> encodeRequest(std::string_view service,
                                      std::string_view method,
                                      std::span<const std::byte> payload,
                                      int64_t timeout_nano);
+// The same Request in the pieces around its payload, appended to `head` (fields 1 and 2, then
+// field 3's tag and length) and `tail` (field 4), so a sender can put head + payload + tail on
+// the wire without copying the payload into an encoding buffer first. The three together are
+// byte for byte what encodeRequest() gives for a payload of `payload_size` bytes.
+void encodeRequestAround(std::vector<std::byte>& head,
+                         std::vector<std::byte>& tail,
+                         std::string_view service,
+                         std::string_view method,
+                         std::size_t payload_size,
+                         int64_t timeout_nano);
 
 struct ResponseView {
   Status status{};  // missing status on the wire = OK
@@ -145,9 +155,11 @@ class TtrpcDecoder {
   TtrpcMessage current_;
 };
 
-// Sends one whole ttrpc message (header + body) on the underlying transport (Mux::send).
+// Sends one whole ttrpc message, the concatenation of head, body and tail (header and envelope
+// around a payload sent where it lies), on the underlying transport (Mux::send).
 using SendFn = std::function<Result<void>(std::span<const std::byte> head,
-                                          std::span<const std::byte> body)>;
+                                          std::span<const std::byte> body,
+                                          std::span<const std::byte> tail)>;
 
 // What a server handler sees.
 struct CallContext {
