@@ -15,6 +15,7 @@
 //                fake runtime (its request buffers included), so this over-states the plugin.
 #include <malloc.h>
 #include <sched.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -232,6 +233,14 @@ int stubPhase(int argc, char** argv) {
   return 0;
 }
 
+// Context switches of this process so far (all threads): how many thread switches a round trip
+// costs explains most of the gap to Go's pair, which switches goroutines in user space.
+long contextSwitches() {
+  rusage ru{};
+  (void)::getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_nvcsw + ru.ru_nivcsw;
+}
+
 int rttPhase(int argc, char** argv) {
   const int rtt_calls = argInt(argc, argv, "--rtt-calls", 20000);
   const int size = argInt(argc, argv, "--size", 4096);
@@ -268,7 +277,11 @@ int rttPhase(int argc, char** argv) {
   std::vector<std::byte> payload(static_cast<std::size_t>(size), std::byte{0x42});
   std::vector<double> rtt;
   rtt.reserve(static_cast<std::size_t>(rtt_calls));
+  long switches = 0;
   for (int i = 0; i < rtt_calls + 2000; ++i) {
+    if (i == 2000) {
+      switches = contextSwitches();
+    }
     auto t0 = std::chrono::steady_clock::now();
     auto r = client.call("bench.Echo", "Echo", payload, 5s);
     auto t1 = std::chrono::steady_clock::now();
@@ -283,8 +296,10 @@ int rttPhase(int argc, char** argv) {
   server.stop();
   cm.close();
   sm.close();
+  switches = contextSwitches() - switches;
   std::printf("cpp_rtt_p50_us=%.1f\n", pct(rtt, 0.5));
   std::printf("cpp_rtt_p99_us=%.1f\n", pct(rtt, 0.99));
+  std::printf("cpp_rtt_switches_per_call=%.2f\n", static_cast<double>(switches) / rtt_calls);
   return 0;
 }
 
@@ -329,7 +344,11 @@ int floorPhase(int argc, char** argv) {
   std::vector<std::byte> in(n);
   std::vector<double> rtt;
   rtt.reserve(static_cast<std::size_t>(calls));
+  long switches = 0;
   for (int i = 0; i < total; ++i) {
+    if (i == 2000) {
+      switches = contextSwitches();
+    }
     auto t0 = std::chrono::steady_clock::now();
     if (!fullIo(a.get(), out.data(), n, true) || !fullIo(a.get(), in.data(), n, false)) {
       std::fprintf(stderr, "nri_bench: floor ping-pong failed\n");
@@ -342,9 +361,11 @@ int floorPhase(int argc, char** argv) {
       rtt.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
     }
   }
+  switches = contextSwitches() - switches;
   echo.join();
   std::printf("floor_rtt_p50_us=%.1f\n", pct(rtt, 0.5));
   std::printf("floor_rtt_p99_us=%.1f\n", pct(rtt, 0.99));
+  std::printf("floor_rtt_switches_per_call=%.2f\n", static_cast<double>(switches) / calls);
   return 0;
 }
 

@@ -14,7 +14,9 @@
 # without caller reads (--caller-reads 0: the mux reader thread hands each reply to the caller),
 # and the protocol-free floor in the same rounds ("nri_bench floor": two threads exchanging a
 # 4 KB call's bytes with plain write/read on a socketpair), with the ratio that floor gives
-# against Go: the best rtt_ratio_vs_go any implementation could read that run.
+# against Go: the best rtt_ratio_vs_go any implementation could read that run. Also each round's
+# own ratio (its two runs back to back), and the thread switches per call of the three pairs
+# (getrusage), which is where Go's pair differs: it switches goroutines in user space.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${COLOD_BUILD_DIR:-$root/build}
@@ -44,10 +46,17 @@ bench="$build/nri/nri_bench"
 median() { sort -g | awk '{a[NR]=$1} END {if (NR==0) {print "NA"} else if (NR%2) {print a[(NR+1)/2]} else {print (a[NR/2]+a[NR/2+1])/2}}'; }
 val() { sed -n "s/^$1=//p"; }
 quot() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
-gorun() { taskset -c "$cpu" "$build/nri/testpeer/rttbench" -n 20000 -size 4096 | sed -n 's/.*p50_us=\([0-9.]*\).*/\1/p'; }
+gorun() {
+  local line
+  line=$(taskset -c "$cpu" "$build/nri/testpeer/rttbench" -n 20000 -size 4096)
+  echo "$line" | sed "s/^/round $r /" >&2
+  go+=("$(echo "$line" | sed -n 's/.*p50_us=\([0-9.]*\).*/\1/p')")
+  go_sw+=("$(echo "$line" | sed -n 's/.*switches_per_call=\([0-9.]*\).*/\1/p')")
+}
 
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs" >&2
 sync=() create=() create_same=() create_free=() rss=() cpp=() cpp_nolead=() go=() floor=()
+cpp_sw=() go_sw=() floor_sw=() pair=()
 for ((r = 1; r <= rounds; r++)); do
   out=$("$bench" stub --sync-runs 10 --creates 5000 --plugin-cpu "$cpu" --runtime-cpu "$other")
   echo "$out" | sed "s/^/round $r split: /" >&2
@@ -61,17 +70,21 @@ for ((r = 1; r <= rounds; r++)); do
   echo "$out" | sed "s/^/round $r unpinned: /" >&2
   create_free+=("$(echo "$out" | val create_p99_us)")
   # Alternate which RTT side runs first, so drift in machine load hits both equally.
-  if (( have_go && r % 2 == 0 )); then go+=("$(gorun)"); fi
+  if (( have_go && r % 2 == 0 )); then gorun; fi
   out=$(taskset -c "$cpu" "$bench" rtt --rtt-calls 20000 --size 4096)
   echo "$out" | sed "s/^/round $r rtt: /" >&2
   cpp+=("$(echo "$out" | val cpp_rtt_p50_us)")
-  if (( have_go && r % 2 == 1 )); then go+=("$(gorun)"); fi
+  cpp_sw+=("$(echo "$out" | val cpp_rtt_switches_per_call)")
+  if (( have_go && r % 2 == 1 )); then gorun; fi
+  # This round's own ratio: both runs back to back, so usually in the same phase of the VM.
+  if (( have_go )); then pair+=("$(quot "${cpp[-1]}" "${go[-1]}")"); fi
   # The same client without caller reads (the mux reader thread hands every reply over): what
   # the leader/follower reading saves, in the same run.
   out=$(taskset -c "$cpu" "$bench" rtt --rtt-calls 20000 --size 4096 --caller-reads 0)
   cpp_nolead+=("$(echo "$out" | val cpp_rtt_p50_us)")
   out=$(taskset -c "$cpu" "$bench" floor --rtt-calls 20000 --size 4096)
   floor+=("$(echo "$out" | val floor_rtt_p50_us)")
+  floor_sw+=("$(echo "$out" | val floor_rtt_switches_per_call)")
 done
 s=$(printf '%s\n' "${sync[@]}" | median)
 c=$(printf '%s\n' "${create[@]}" | median)
@@ -87,6 +100,11 @@ if (( have_go )); then
   fr=$(printf '%s\n' "${floor[@]}" | median)
   echo "floor: floor_rtt_p50_us=$fr floor_ratio_vs_go=$(quot "$fr" "$gr")" \
        "cpp_over_floor=$(quot "$cr" "$fr") (protocol-free ping-pong of the same bytes)" >&2
+  # Thread switches per call explain the rest: Go's pair on one CPU switches goroutines in
+  # user space; any pair of threads (ours, the floor) makes the kernel switch at least twice.
+  echo "switches_per_call: cpp=$(printf '%s\n' "${cpp_sw[@]}" | median)" \
+       "floor=$(printf '%s\n' "${floor_sw[@]}" | median) go=$(printf '%s\n' "${go_sw[@]}" | median)" >&2
+  echo "per-round ratios: ${pair[*]} (median $(printf '%s\n' "${pair[@]}" | median))" >&2
   ratio=$(quot "$cr" "$gr")
 fi
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2

@@ -4,7 +4,7 @@
 // socket in one process, with a payload of -size bytes each way. Pin it with taskset to compare
 // with the C++ pair. Prints one line:
 //
-//	go-rtt: p50_us=<median> p99_us=<p99> n=<calls> size=<bytes>
+//	go-rtt: p50_us=<median> p99_us=<p99> n=<calls> size=<bytes> switches_per_call=<thread switches>
 package main
 
 import (
@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"syscall"
 	"time"
 
 	"github.com/containerd/ttrpc"
@@ -70,7 +71,11 @@ func main() {
 	req := &api.ConfigureRequest{Config: string(make([]byte, *size))}
 	ctx := context.Background()
 	samples := make([]time.Duration, 0, *n)
+	var switches int64
 	for i := 0; i < *warmup+*n; i++ {
+		if i == *warmup {
+			switches = contextSwitches()
+		}
 		resp := &api.ConfigureRequest{}
 		start := time.Now()
 		if err := client.Call(ctx, "colod.bench.Echo", "Echo", req, resp); err != nil {
@@ -86,10 +91,22 @@ func main() {
 			samples = append(samples, d)
 		}
 	}
+	switches = contextSwitches() - switches
 	_ = client.Close()
 	_ = srv.Close()
 	sort.Slice(samples, func(i, j int) bool { return samples[i] < samples[j] })
 	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 }
-	fmt.Printf("go-rtt: p50_us=%.1f p99_us=%.1f n=%d size=%d\n",
-		us(samples[len(samples)/2]), us(samples[len(samples)*99/100]), len(samples), *size)
+	fmt.Printf("go-rtt: p50_us=%.1f p99_us=%.1f n=%d size=%d switches_per_call=%.2f\n",
+		us(samples[len(samples)/2]), us(samples[len(samples)*99/100]), len(samples), *size,
+		float64(switches)/float64(len(samples)))
+}
+
+// contextSwitches is this process's thread switches so far (voluntary and not): Go's pair on
+// one CPU switches goroutines in user space, which the C++ pair's two threads cannot.
+func contextSwitches() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Nvcsw + ru.Nivcsw
 }
