@@ -137,34 +137,6 @@ Result<RequestView> decodeRequest(std::span<const std::byte> body) {
   return req;
 }
 
-void encodeRequest(std::vector<std::byte>& out,
-                   std::string_view service,
-                   std::string_view method,
-                   std::span<const std::byte> payload,
-                   int64_t timeout_nano) {
-  out.clear();
-  out.reserve(service.size() + method.size() + payload.size() + 24);
-  pb::putString(out, 1, service);
-  pb::putString(out, 2, method);
-  // proto3 omits empty bytes; Go does the same for an empty payload.
-  if (!payload.empty()) {
-    pb::putBytes(out, 3, payload);
-  }
-  if (timeout_nano != 0) {
-    pb::putTag(out, 4, pb::kVarint);
-    pb::putVarint(out, static_cast<uint64_t>(timeout_nano));
-  }
-}
-
-std::vector<std::byte> encodeRequest(std::string_view service,
-                                     std::string_view method,
-                                     std::span<const std::byte> payload,
-                                     int64_t timeout_nano) {
-  std::vector<std::byte> out;
-  encodeRequest(out, service, method, payload, timeout_nano);
-  return out;
-}
-
 void encodeRequestAround(std::vector<std::byte>& head,
                          std::vector<std::byte>& tail,
                          std::string_view service,
@@ -173,7 +145,7 @@ void encodeRequestAround(std::vector<std::byte>& head,
                          int64_t timeout_nano) {
   pb::putString(head, 1, service);
   pb::putString(head, 2, method);
-  if (payload_size > 0) {  // as encodeRequest: proto3 omits empty bytes
+  if (payload_size > 0) {  // proto3 omits empty bytes; Go does the same for an empty payload
     pb::putTag(head, 3, pb::kLen);
     pb::putVarint(head, payload_size);
   }
@@ -181,6 +153,19 @@ void encodeRequestAround(std::vector<std::byte>& head,
     pb::putTag(tail, 4, pb::kVarint);
     pb::putVarint(tail, static_cast<uint64_t>(timeout_nano));
   }
+}
+
+std::vector<std::byte> encodeRequest(std::string_view service,
+                                     std::string_view method,
+                                     std::span<const std::byte> payload,
+                                     int64_t timeout_nano) {
+  std::vector<std::byte> out;
+  std::vector<std::byte> tail;
+  out.reserve(service.size() + method.size() + payload.size() + 24);
+  encodeRequestAround(out, tail, service, method, payload.size(), timeout_nano);
+  out.insert(out.end(), payload.begin(), payload.end());
+  out.insert(out.end(), tail.begin(), tail.end());
+  return out;
 }
 
 Result<ResponseView> decodeResponse(std::span<const std::byte> body) {

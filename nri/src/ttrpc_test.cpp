@@ -306,20 +306,33 @@ TEST(TtrpcServer, ExpiredTimeoutIsNotRunAndStreamRules) {
                                               status_code::kInvalidArgument}));
 }
 
-TEST(TtrpcCodec, RequestPiecesAreTheEncodedRequestForEveryShape) {
+TEST(TtrpcCodec, RequestPiecesAreProtocsRequestForEveryShape) {
   const std::vector<std::byte> big(300, std::byte{7});  // a two-byte length varint
   for (std::span<const std::byte> payload :
        {std::span<const std::byte>(), std::span<const std::byte>(big).first(1),
         std::span<const std::byte>(big)}) {
     for (int64_t timeout : {int64_t{0}, int64_t{1}, int64_t{2000000000}}) {
+      SCOPED_TRACE("payload " + std::to_string(payload.size()) + " timeout " +
+                   std::to_string(timeout));
       std::vector<std::byte> head(3, std::byte{0xAA});  // appended to, not cleared
       std::vector<std::byte> tail;
       encodeRequestAround(head, tail, "svc", "Method", payload.size(), timeout);
+      EXPECT_EQ(std::vector<std::byte>(head.begin(), head.begin() + 3),
+                std::vector<std::byte>(3, std::byte{0xAA}));
       std::vector<std::byte> got(head.begin() + 3, head.end());
       got.insert(got.end(), payload.begin(), payload.end());
       got.insert(got.end(), tail.begin(), tail.end());
-      EXPECT_EQ(got, encodeRequest("svc", "Method", payload, timeout))
-          << "payload " << payload.size() << " timeout " << timeout;
+      // protoc writes fields in number order and omits proto3 defaults, as Go's marshaller does.
+      ::ttrpc::Request want;
+      want.set_service("svc");
+      want.set_method("Method");
+      want.set_payload(std::string(reinterpret_cast<const char*>(payload.data()),  // NOLINT
+                                   payload.size()));
+      want.set_timeout_nano(timeout);
+      std::string bytes;
+      ASSERT_TRUE(want.SerializeToString(&bytes));
+      EXPECT_EQ(got, testutil::vec(std::as_bytes(std::span(bytes.data(), bytes.size()))));
+      EXPECT_EQ(encodeRequest("svc", "Method", payload, timeout), got);
     }
   }
 }

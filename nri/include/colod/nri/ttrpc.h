@@ -76,12 +76,6 @@ struct RequestView {
 // EPROTO on malformed protobuf (truncation, bad wire type, overlong varint). Unknown fields are
 // skipped.
 Result<RequestView> decodeRequest(std::span<const std::byte> body);
-// The same, into `out` (cleared first), so a caller can reuse its buffer.
-void encodeRequest(std::vector<std::byte>& out,
-                   std::string_view service,
-                   std::string_view method,
-                   std::span<const std::byte> payload,
-                   int64_t timeout_nano);
 std::vector<std::byte> encodeRequest(std::string_view service,
                                      std::string_view method,
                                      std::span<const std::byte> payload,
