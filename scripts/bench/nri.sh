@@ -46,6 +46,8 @@ bench="$build/nri/nri_bench"
 median() { sort -g | awk '{a[NR]=$1} END {if (NR==0) {print "NA"} else if (NR%2) {print a[(NR+1)/2]} else {print (a[NR/2]+a[NR/2+1])/2}}'; }
 val() { sed -n "s/^$1=//p"; }
 quot() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
+# One Go rttbench run in round $r: its line to stderr, its p50 and switches per call appended to
+# go and go_sw.
 gorun() {
   local line
   line=$(taskset -c "$cpu" "$build/nri/testpeer/rttbench" -n 20000 -size 4096)
