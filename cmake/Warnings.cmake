@@ -22,7 +22,7 @@ function(colod_add_gtest name)
   # other tests: they run one at a time, after the parallel unit tests.
   set(serial FALSE)
   foreach(label IN LISTS ARG_LABELS)
-    if(label MATCHES "^(privileged|interop|e2e|vm)$")
+    if(label MATCHES "^(privileged|interop|e2e|faults|vm)$")
       set(serial TRUE)
     endif()
   endforeach()

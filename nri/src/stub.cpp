@@ -844,7 +844,14 @@ Result<void> StubImpl::updateContainers(std::vector<ContainerUpdate> updates) {
                      reply->status.code, "): ", reply->status.message);
   }
   auto failed = codec::decodeUpdateContainersResponse(reply->payload);
-  std::vector<std::string> failed_ids = failed ? std::move(*failed) : std::vector<std::string>{};
+  if (!failed) {
+    // A reply we cannot read says nothing about what the runtime did: not a success.
+    std::lock_guard lock(mu_);
+    ++stats_.updates_failed;
+    return COLOD_ERR(EBADMSG, "UpdateContainers reply does not decode (outcome unknown): ",
+                     failed.error().message());
+  }
+  std::vector<std::string> failed_ids = std::move(*failed);
   for (const auto& u : updates) {
     if (std::find(failed_ids.begin(), failed_ids.end(), u.container_id) == failed_ids.end()) {
       registry_.applyUpdate(u);

@@ -194,6 +194,10 @@ TEST(Stub, FullLifecycleOnSocketpair) {
   ASSERT_OK(stub->updateContainers({u}));
   EXPECT_EQ(stub->registry().snapshot()->container(ctrs[1].id())->resources.cpu.quota, 25000);
   ASSERT_EQ(rt.receivedUpdates().size(), 1U);
+  // A reply that does not decode is no success: the outcome is unknown.
+  rt.setUpdateReplyPayload(std::string("\x0a\xff\xff", 3));
+  EXPECT_ERR(stub->updateContainers({u}), EBADMSG, "outcome unknown");
+  rt.setUpdateReplyPayload("");
   rt.setUpdateStatus(2, "NRI update of some containers failed");
   EXPECT_ERR(stub->updateContainers({u}), EREMOTEIO, "some container updates failed");
 

@@ -63,17 +63,20 @@ FakeRuntime::FakeRuntime(UniqueFd fd) {
                             }
                             int32_t code = 0;
                             std::string msg;
+                            std::string payload;
                             {
                               std::lock_guard lock(mu_);
                               updates_.push_back(req);
                               code = update_code_;
                               msg = update_message_;
+                              payload = update_payload_;
                             }
                             cv_.notify_all();
                             if (code != 0) {
                               return COLOD_ERR(EIO, msg);  // -> status UNKNOWN, like containerd
                             }
-                            return std::vector<std::byte>{};
+                            const auto* b = reinterpret_cast<const std::byte*>(payload.data());
+                            return std::vector<std::byte>(b, b + payload.size());
                           });
   auto* server = server_.get();
   auto* client = client_.get();
@@ -163,6 +166,11 @@ Result<pb::SynchronizeResponse> FakeRuntime::synchronize(const std::vector<pb::P
 std::vector<pb::UpdateContainersRequest> FakeRuntime::receivedUpdates() {
   std::lock_guard lock(mu_);
   return updates_;
+}
+
+void FakeRuntime::setUpdateReplyPayload(std::string payload) {
+  std::lock_guard lock(mu_);
+  update_payload_ = std::move(payload);
 }
 
 void FakeRuntime::setUpdateStatus(int32_t code, std::string message) {

@@ -5,338 +5,78 @@
 //
 // Every wait is a bounded poll with a wide margin (the machine is shared and noisy); nothing
 // sleeps as an assertion. Cgroups live under the peer's unique prefix and are removed by it.
-#include <httplib.h>
 #include <signal.h>
-#include <stdlib.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <map>
-#include <regex>
-#include <sstream>
 #include <string>
-#include <thread>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "colod/control/client.h"
-#include "peer_process.h"
+#include "harness.h"
 
 namespace {
 
 namespace fs = std::filesystem;
+using colod::e2e::CgroupValues;
+using colod::e2e::ColodFixture;
+using colod::e2e::ColodProcess;
+using colod::e2e::journalOverlays;
+using colod::e2e::metricValue;
+using colod::e2e::readValues;
+using colod::e2e::run;
+using colod::e2e::slurp;
+using colod::e2e::str;
+using colod::e2e::waitFor;
 using colod::nri::interop::PeerProcess;
-using colod::nri::interop::readCgroupFile;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) {
-    s.pop_back();
-  }
-  return s;
-}
-
-// Polls pred every 50 ms until it holds or the timeout passes.
-bool waitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) {
-      return true;
-    }
-    std::this_thread::sleep_for(50ms);
-  }
-  return pred();
-}
-
-struct CmdResult {
-  int exit_code = -1;
-  std::string out;  // stdout + stderr
-};
-
-CmdResult run(const std::string& cmd) {
-  CmdResult r;
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  if (p == nullptr) {
-    return r;
-  }
-  char buf[4096];
-  size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) {
-    r.out.append(buf, n);
-  }
-  const int st = ::pclose(p);
-  r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
-
-std::string skipReason() {
-  if (::geteuid() != 0) {
-    return "needs root: BPF, cgroups and the runtime peer";
-  }
-  if (!fs::exists("/sys/kernel/btf/vmlinux")) {
-    return "kernel has no BTF (/sys/kernel/btf/vmlinux): the collector cannot load";
-  }
-  if (run("command -v stress-ng").exit_code != 0) {
-    return "stress-ng is not installed";
-  }
-  return "";
-}
-
-// A colod child process with its own directory (config, sockets, journal, log).
-class ColodProcess {
- public:
-  ColodProcess(std::string dir, std::string config_yaml) : dir_(std::move(dir)) {
-    writeConfig(std::move(config_yaml));
-  }
-  ~ColodProcess() { kill(SIGKILL); }
-  ColodProcess(const ColodProcess&) = delete;
-  ColodProcess& operator=(const ColodProcess&) = delete;
-  ColodProcess(ColodProcess&&) = delete;
-  ColodProcess& operator=(ColodProcess&&) = delete;
-
-  void writeConfig(const std::string& yaml) {
-    // Replace atomically, like an editor's rename-on-save.
-    const std::string tmp = configPath() + ".swp";
-    std::ofstream(tmp) << yaml;
-    fs::rename(tmp, configPath());
-  }
-
-  bool start() {
-    const std::string log = logPath();
-    const std::string cfg = configPath();
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      FILE* f = std::freopen(log.c_str(), "a", stderr);
-      (void)f;
-      ::dup2(STDERR_FILENO, STDOUT_FILENO);
-      ::execl(COLOD_BIN, COLOD_BIN, "--config", cfg.c_str(), nullptr);
-      std::perror("execl colod");
-      ::_exit(127);
-    }
-    // Ready: the control API answers and the metrics port is logged.
-    const bool ok = waitFor(
-        [&] {
-          if (exited()) {
-            return true;
-          }
-          auto c = colod::control::Client::connect(socketPath(), 2s);
-          return c && c->status().has_value() && metricsPort() > 0;
-        },
-        60s);
-    return ok && !exited();
-  }
-
-  bool exited() {
-    if (pid_ <= 0) {
-      return true;
-    }
-    int st = 0;
-    if (::waitpid(pid_, &st, WNOHANG) == pid_) {
-      exit_code_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-      pid_ = -1;
-      return true;
-    }
-    return false;
-  }
-
-  // Sends sig and waits (bounded) for the exit; returns the exit code (-1 if it did not exit).
-  int kill(int sig, std::chrono::milliseconds timeout = 30s) {
-    if (pid_ <= 0) {
-      return exit_code_;
-    }
-    ::kill(pid_, sig);
-    if (!waitFor([&] { return exited(); }, timeout)) {
-      ::kill(pid_, SIGKILL);
-      int st = 0;
-      ::waitpid(pid_, &st, 0);
-      pid_ = -1;
-      return -1;
-    }
-    return exit_code_;
-  }
-
-  int metricsPort() {
-    static const std::regex re(R"(metrics on http://[^:]+:(\d+)/metrics)");
-    std::smatch m;
-    const std::string log = slurp(logPath());
-    if (std::regex_search(log, m, re)) {
-      return std::atoi(m[1].str().c_str());
-    }
-    return 0;
-  }
-
-  colod::control::Client client() {
-    auto c = colod::control::Client::connect(socketPath(), 10s);
-    if (!c) {
-      ADD_FAILURE() << c.error().message();
-      std::abort();
-    }
-    return std::move(c).value();
-  }
-
-  std::string scrape() {
-    httplib::Client cli("127.0.0.1", metricsPort());
-    cli.set_read_timeout(10, 0);
-    auto res = cli.Get("/metrics");
-    return res && res->status == 200 ? res->body : std::string();
-  }
-
-  CmdResult coloctl(const std::string& args) {
-    return run(std::string(COLOCTL_BIN) + " --socket " + socketPath() + " " + args);
-  }
-
-  [[nodiscard]] std::string configPath() const { return dir_ + "/colod.yaml"; }
-  [[nodiscard]] std::string socketPath() const { return dir_ + "/colod.sock"; }
-  [[nodiscard]] std::string journalPath() const { return dir_ + "/journal.json"; }
-  [[nodiscard]] std::string logPath() const { return dir_ + "/colod.log"; }
-  [[nodiscard]] pid_t pid() const { return pid_; }
-
- private:
-  std::string dir_;
-  pid_t pid_ = -1;
-  int exit_code_ = -1;
-};
-
-// Sum of a metric's samples whose series contains `match` (Prometheus text parsed here); -1 if
-// the metric is absent.
-double metricValue(const std::string& text, const std::string& name, const std::string& match = "") {
-  std::istringstream in(text);
-  std::string line;
-  double sum = 0;
-  bool found = false;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') {
-      continue;
-    }
-    const auto sp = line.rfind(' ');
-    const std::string series = line.substr(0, sp);
-    const std::string metric = series.substr(0, series.find('{'));
-    if (metric != name || series.find(match) == std::string::npos) {
-      continue;
-    }
-    sum += std::strtod(line.c_str() + sp + 1, nullptr);
-    found = true;
-  }
-  return found ? sum : -1;
-}
-
-struct CgroupValues {
-  std::string shares;
-  std::string quota;
-  std::string cpus;
-  bool operator==(const CgroupValues&) const = default;
-};
-
-CgroupValues readValues(const std::string& rel) {
-  if (colod::nri::interop::isCgroupV2Host()) {
-    return {trim(readCgroupFile(rel, "cpu.weight")), trim(readCgroupFile(rel, "cpu.max")),
-            trim(readCgroupFile(rel, "cpuset.cpus"))};
-  }
-  return {trim(readCgroupFile(rel, "cpu.shares")), trim(readCgroupFile(rel, "cpu.cfs_quota_us")),
-          trim(readCgroupFile(rel, "cpuset.cpus"))};
-}
-
-std::string str(const CgroupValues& v) {
-  return "shares=" + v.shares + " quota=" + v.quota + " cpus=" + v.cpus;
-}
-
-class ColodE2E : public ::testing::Test {
+class ColodE2E : public ColodFixture {
  protected:
-  void SetUp() override {
-    const std::string why = skipReason();
-    if (!why.empty()) {
-      GTEST_SKIP() << why;
-    }
-    char tmpl[] = "/tmp/colod-e2e-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    colod_.reset();
-    peer_.reset();
-    if (!dir_.empty()) {
-      std::error_code ec;
-      fs::remove_all(dir_, ec);
-    }
-  }
-
-  void startPeer() {
-    peer_ = std::make_unique<PeerProcess>(std::vector<std::string>{});
-    ASSERT_TRUE(peer_->started()) << "colod-testpeer did not start";
-  }
+  ColodE2E() : ColodFixture("colod-e2e") {}
 
   std::string config(const std::string& extra_daemon = "") {
-    return "daemon:\n"
-           "  interval_ms: 100\n"
-           "  nri_socket: " + peer_->socketPath() + "\n"
-           "  plugin_idx: \"50\"\n"
-           "  control_socket: " + dir_ + "/colod.sock\n"
-           "  metrics_listen: 127.0.0.1:0\n"
-           "  journal_path: " + dir_ + "/journal.json\n"
-           "  log_level: info\n" + extra_daemon +
-           "policy:\n"
-           "  thresholds:\n"
-           "    runq_p99_us: 1000\n";
+    return daemonConfig(extra_daemon,
+                        "  thresholds:\n"
+                        "    runq_p99_us: 1000\n");
   }
 
-  void startColod(const std::string& yaml) {
-    colod_ = std::make_unique<ColodProcess>(dir_, yaml);
-    ASSERT_TRUE(colod_->start()) << "colod did not become ready; log:\n"
-                                 << slurp(colod_->logPath());
-  }
+  void startColod(const std::string& yaml) { ColodFixture::startColod(yaml); }
 
-  // One LS pod (the open-loop colod-probe: a request every 2 ms needing 200 us of CPU) and one BE pod (stress-ng hogs) pinned to the same
-  // CPU, the BE with 4x the LS CPU request (as Burstable batch pods get). Tiers come from the
-  // colod.io/tier annotation. Each workload stops when its stop file appears.
+  // One LS pod (the open-loop colod-probe: a request every 2 ms needing 200 us of CPU) and one
+  // BE pod (stress-ng hogs) pinned to the same CPU, the BE with 4x the LS CPU request (as
+  // Burstable batch pods get). Tiers come from the colod.io/tier annotation. Each workload stops
+  // when its stop file appears.
   void startWorkloads() {
     const std::string cpu = "1";
-    const std::string ls_loop = "while [ ! -e " + dir_ + "/stop-ls ]; do " COLOD_PROBE_BIN
-                                " -t 1 -w 200 -p 2000 -d 2 >/dev/null; done; exec sleep 3600";
-    const std::string be_loop = "while [ ! -e " + dir_ +
-                                "/stop-be ]; do stress-ng --cpu 2 --timeout 1 -q; done; "
-                                "exec sleep 3600";
-    peer_->mustControl({{"op", "add_pod"},
-                        {"pod_spec",
-                         {{"name", "web"}, {"namespace", "prod"}, {"qos", "burstable"},
-                          {"annotations", {{"colod.io/tier", "ls"}}}}}});
-    peer_->mustControl({{"op", "add_container"},
-                        {"container_spec",
-                         {{"name", "server"}, {"pod", "web"}, {"command", {"sh", "-c", ls_loop}},
-                          {"resources", {{"cpu_request_milli", 1000}, {"cpus", cpu}}}}}});
-    peer_->mustControl({{"op", "add_pod"},
-                        {"pod_spec",
-                         {{"name", "batch"}, {"namespace", "jobs"}, {"qos", "burstable"},
-                          {"annotations", {{"colod.io/tier", "be"}}}}}});
-    peer_->mustControl({{"op", "add_container"},
-                        {"container_spec",
-                         {{"name", "hog"}, {"pod", "batch"}, {"command", {"sh", "-c", be_loop}},
-                          {"resources", {{"cpu_request_milli", 4000}, {"cpus", cpu}}}}}});
+    addPod("web", "prod", "ls");
+    addContainer({.name = "server",
+                  .pod = "web",
+                  .command = probeLoop("stop-ls"),
+                  .cpu_request_milli = 1000,
+                  .cpus = cpu});
+    addPod("batch", "jobs", "be");
+    addContainer({.name = "hog",
+                  .pod = "batch",
+                  .command = hogLoop("stop-be", 2),
+                  .cpu_request_milli = 4000,
+                  .cpus = cpu});
     peer_->mustControl({{"op", "run_pod"}, {"pod", "web"}});
-    ls_ = peer_->mustControl({{"op", "create_start"}, {"container", "server"}});
+    ls_ = createStart("server");
     peer_->mustControl({{"op", "run_pod"}, {"pod", "batch"}});
-    be_ = peer_->mustControl({{"op", "create_start"}, {"container", "hog"}});
+    be_ = createStart("hog");
     be_rel_ = be_["cgroup_rel"].get<std::string>();
     original_ = readValues(be_rel_);
     ASSERT_FALSE(original_.shares.empty()) << "cannot read the BE cgroup " << be_rel_;
   }
 
   void stopLoads() {
-    std::ofstream(dir_ + "/stop-be") << "";
-    std::ofstream(dir_ + "/stop-ls") << "";
+    touchStopFile("stop-be");
+    touchStopFile("stop-ls");
   }
 
   // Waits until colod changed the BE cgroup.
@@ -351,19 +91,6 @@ class ColodE2E : public ::testing::Test {
     return colod_->client().decisions(0);
   }
 
-  std::string diagnostics() {
-    std::string out = "colod log tail:\n";
-    const std::string log = colod_ ? slurp(colod_->logPath()) : "";
-    out += log.size() > 6000 ? log.substr(log.size() - 6000) : log;
-    if (colod_ && !colod_->exited()) {
-      out += "\ncoloctl top:\n" + colod_->coloctl("top --once").out;
-    }
-    return out;
-  }
-
-  std::string dir_;
-  std::unique_ptr<PeerProcess> peer_;
-  std::unique_ptr<ColodProcess> colod_;
   json ls_;
   json be_;
   std::string be_rel_;
@@ -415,8 +142,9 @@ TEST_F(ColodE2E, DetectsVictimRestrictsAntagonistAndReleases) {
       },
       10s))
       << colod_->coloctl("decisions").out;
-  // The journal holds the original values (write-ahead) and every decision is logged.
-  EXPECT_NE(slurp(colod_->journalPath()).find("\"original\""), std::string::npos);
+  // The journal (v2) holds colod's overlay (write-ahead) and every decision is logged.
+  EXPECT_NE(slurp(colod_->journalPath()).find("\"overlay\""), std::string::npos)
+      << slurp(colod_->journalPath());
   EXPECT_NE(slurp(colod_->logPath()).find("decision seq="), std::string::npos);
 
   // coloctl against the live daemon.
@@ -469,8 +197,7 @@ TEST_F(ColodE2E, DetectsVictimRestrictsAntagonistAndReleases) {
   ASSERT_TRUE(waitReleased()) << "still " << str(readValues(be_rel_)) << ", original "
                               << str(original_) << "\n"
                               << diagnostics();
-  EXPECT_TRUE(waitFor(
-      [&] { return slurp(colod_->journalPath()).find("target_id") == std::string::npos; }, 10s))
+  EXPECT_TRUE(waitFor([&] { return journalOverlays(colod_->journalPath()) == 0; }, 10s))
       << slurp(colod_->journalPath());
   EXPECT_EQ(colod_->kill(SIGTERM), 0);
 }
@@ -530,8 +257,8 @@ TEST_F(ColodE2E, SigkillThenRestartReconcilesFromTheJournal) {
   startColod(config());
   startWorkloads();
   ASSERT_TRUE(waitEngaged()) << diagnostics();
-  ASSERT_TRUE(waitFor(
-      [&] { return slurp(colod_->journalPath()).find("target_id") != std::string::npos; }, 10s));
+  ASSERT_TRUE(waitFor([&] { return journalOverlays(colod_->journalPath()) > 0; }, 10s))
+      << slurp(colod_->journalPath());
   colod_->kill(SIGKILL);
   stopLoads();
   // Nothing restores the cgroup while colod is dead.
@@ -543,8 +270,7 @@ TEST_F(ColodE2E, SigkillThenRestartReconcilesFromTheJournal) {
   ASSERT_TRUE(waitReleased(60s)) << "journal not reconciled; now " << str(readValues(be_rel_))
                                  << "\n"
                                  << diagnostics();
-  EXPECT_TRUE(waitFor(
-      [&] { return slurp(colod_->journalPath()).find("target_id") == std::string::npos; }, 10s))
+  EXPECT_TRUE(waitFor([&] { return journalOverlays(colod_->journalPath()) == 0; }, 10s))
       << slurp(colod_->journalPath());
   EXPECT_NE(slurp(colod_->logPath()).find("journal reconcile"), std::string::npos);
   EXPECT_EQ(colod_->kill(SIGTERM), 0);
@@ -558,7 +284,7 @@ TEST_F(ColodE2E, CleanStopRestoresOriginals) {
   ASSERT_TRUE(waitEngaged()) << diagnostics();
   EXPECT_EQ(colod_->kill(SIGTERM), 0);
   EXPECT_EQ(readValues(be_rel_), original_) << "now " << str(readValues(be_rel_));
-  EXPECT_EQ(slurp(colod_->journalPath()).find("target_id"), std::string::npos);
+  EXPECT_EQ(journalOverlays(colod_->journalPath()), 0) << slurp(colod_->journalPath());
   EXPECT_NE(slurp(colod_->logPath()).find("colod is stopping"), std::string::npos);
 }
 
@@ -603,11 +329,11 @@ TEST_F(ColodE2E, ConfigReloadGoodAndBad) {
   auto check = colod_->coloctl("config check " + dir_ + "/bad.yaml");
   EXPECT_EQ(check.exit_code, 3);
   EXPECT_NE(check.out.find("bad.yaml:2:9: daemon.mode: 'fast'"), std::string::npos) << check.out;
-  auto cc = run(std::string(COLOD_BIN) + " --check-config " + dir_ + "/bad.yaml");
+  auto cc = run(std::string(colod::e2e::colodBin()) + " --check-config " + dir_ + "/bad.yaml");
   EXPECT_EQ(cc.exit_code, 3);
   EXPECT_NE(cc.out.find("bad.yaml:2:9: daemon.mode: 'fast': expected one of"), std::string::npos)
       << cc.out;
-  auto good = run(std::string(COLOD_BIN) + " --check-config " + colod_->configPath());
+  auto good = run(std::string(colod::e2e::colodBin()) + " --check-config " + colod_->configPath());
   EXPECT_EQ(good.exit_code, 0) << good.out;
   EXPECT_EQ(colod_->kill(SIGTERM), 0);
 }
@@ -629,7 +355,7 @@ TEST_F(ColodE2E, ObserveOnlyUntilTheRuntimeAppears) {
   EXPECT_TRUE(
       waitFor([&] { return metricValue(colod_->scrape(), "colod_ticks_total") > 5; }, 20s));
 
-  auto dup = run(std::string(COLOD_BIN) + " --config " + colod_->configPath());
+  auto dup = run(std::string(colod::e2e::colodBin()) + " --config " + colod_->configPath());
   EXPECT_EQ(dup.exit_code, 3) << dup.out;
   EXPECT_NE(dup.out.find("another colod"), std::string::npos) << dup.out;
 
@@ -645,7 +371,7 @@ TEST_F(ColodE2E, ObserveOnlyUntilTheRuntimeAppears) {
       60s))
       << diagnostics();
   EXPECT_EQ(colod_->kill(SIGTERM), 0);
-  auto dead = run(std::string(COLOCTL_BIN) + " --socket " + dir_ + "/colod.sock status");
+  auto dead = run(std::string(colod::e2e::coloctlBin()) + " --socket " + dir_ + "/colod.sock status");
   EXPECT_EQ(dead.exit_code, 1);
   EXPECT_NE(dead.out.find("cannot reach colod at " + dir_ +
                           "/colod.sock: is the daemon running? (connect: No such file or "

@@ -400,6 +400,19 @@ func SharesToWeight(shares uint64) uint64 {
 	return 1 + ((shares-2)*9999)/262142
 }
 
+// WeightToShares inverts SharesToWeight: the smallest shares value whose weight is w, so
+// SharesToWeight(WeightToShares(w)) == w. The forward conversion rounds down, so shares read
+// back from cpu.weight are not the shares written (1024 → weight 39 → 999).
+func WeightToShares(w uint64) uint64 {
+	if w == 0 {
+		return 0
+	}
+	if w > 10000 {
+		w = 10000
+	}
+	return 2 + ((w-1)*262142+9998)/9999
+}
+
 // Apply applies r to rel. It stops at the first failure (as runc's Set does).
 func (m *Manager) Apply(container, source, rel string, r *Resources) error {
 	if r.Empty() {

@@ -152,3 +152,20 @@ func TestRejectsEscapingPathsAndFiles(t *testing.T) {
 		t.Fatal("unified key without v1 hierarchy accepted")
 	}
 }
+
+// Reading shares back from cpu.weight: the smallest shares of that weight, so the round trip
+// weight → shares → weight is exact even though shares → weight → shares is not.
+func TestWeightToSharesInvertsSharesToWeight(t *testing.T) {
+	for w := uint64(1); w <= 10000; w++ {
+		s := WeightToShares(w)
+		if SharesToWeight(s) != w || (s > 2 && SharesToWeight(s-1) == w) {
+			t.Fatalf("weight %d → shares %d → weight %d", w, s, SharesToWeight(s))
+		}
+	}
+	if got := WeightToShares(SharesToWeight(1024)); got != 999 {
+		t.Errorf("1024 shares read back as %d, want 999", got)
+	}
+	if WeightToShares(0) != 0 {
+		t.Error("weight 0 (unset) is not shares 0")
+	}
+}

@@ -72,6 +72,15 @@ func (rt *Runtime) Do(s scenario.Step) (interface{}, error) {
 		return rt.List(), nil
 	case "exit":
 		return nil, nil
+	// Faults are armed without the NRI lock: they must not wait behind a relay in progress.
+	case "refuse_updates":
+		rt.RefuseUpdates(s.Count, s.Message)
+		return nil, nil
+	case "lose_replies":
+		rt.LoseReplies(s.Count)
+		return nil, nil
+	case "outage":
+		return nil, rt.Outage(time.Duration(s.Ms) * time.Millisecond)
 	}
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
@@ -97,6 +106,8 @@ func (rt *Runtime) Do(s scenario.Step) (interface{}, error) {
 		return rt.removeContainer(s.Container)
 	case "update":
 		return rt.updateContainer(s.Container, s.Resources)
+	case "state":
+		return rt.containerState(s.Container)
 	}
 	return nil, fmt.Errorf("op %s not handled", s.Op)
 }
@@ -245,7 +256,7 @@ func (rt *Runtime) createContainer(name string) (interface{}, error) {
 	// CreateContainer: each plugin sees the request as adjusted by the earlier ones.
 	var others []*api.ContainerUpdate
 	adjusted := false
-	for _, pl := range append([]*plugin{}, rt.plugins...) {
+	for _, pl := range rt.livePlugins() {
 		if !pl.subscribed(api.Event_CREATE_CONTAINER) {
 			continue
 		}
@@ -337,7 +348,7 @@ func (rt *Runtime) stopContainer(name string) (interface{}, error) {
 	c.state = api.ContainerState_CONTAINER_STOPPED
 	rt.log.Log("container-stopped", Fields{"container": name, "id": c.id, "pid": c.pid})
 	var first error
-	for _, pl := range append([]*plugin{}, rt.plugins...) {
+	for _, pl := range rt.livePlugins() {
 		if !pl.subscribed(api.Event_STOP_CONTAINER) {
 			continue
 		}
@@ -409,7 +420,7 @@ func (rt *Runtime) updateContainer(name string, r *scenario.Resources) (interfac
 		req.Unified = copyMap(r.Unified)
 	}
 	var others []*api.ContainerUpdate
-	for _, pl := range append([]*plugin{}, rt.plugins...) {
+	for _, pl := range rt.livePlugins() {
 		if !pl.subscribed(api.Event_UPDATE_CONTAINER) {
 			continue
 		}

@@ -81,7 +81,14 @@ type Runtime struct {
 	down     bool
 	stopped  bool
 	restarts int
+	live     map[*plugin]bool // every connection past accept, whatever its stage (under lmu)
 	wg       sync.WaitGroup
+
+	// downMu is held for the whole of a restart or outage, so they never overlap: two of them
+	// would race for the socket path and leave a listener nobody closes.
+	downMu sync.Mutex
+
+	faults faults
 }
 
 // New makes a runtime; cg may be nil when only fake containers are used.
@@ -92,7 +99,7 @@ func New(cfg Config, log *EventLog, cg *cgroup.Manager) *Runtime {
 	return &Runtime{cfg: cfg, log: log, cg: cg, podDefs: map[string]scenario.Pod{},
 		ctrDefs: map[string]scenario.Container{}, pods: map[string]*pod{},
 		ctrs: map[string]*container{}, ctrByID: map[string]*container{},
-		connecting: map[*plugin]bool{}}
+		connecting: map[*plugin]bool{}, live: map[*plugin]bool{}}
 }
 
 // Listen opens the socket (removing a stale file, parent dir 0700) and starts accepting.
@@ -136,8 +143,13 @@ func (rt *Runtime) acceptLoop(l net.Listener) {
 }
 
 func (rt *Runtime) addConnecting(p *plugin) bool {
+	// Checked and registered in one lmu section: goDown either sees this plugin in live or
+	// the plugin sees down, so no connection outlives a restart.
 	rt.lmu.Lock()
 	down := rt.down || rt.stopped
+	if !down {
+		rt.live[p] = true
+	}
 	rt.lmu.Unlock()
 	if down {
 		return false
@@ -155,7 +167,25 @@ func (rt *Runtime) activate(p *plugin) {
 	sort.SliceStable(rt.plugins, func(i, j int) bool { return rt.plugins[i].idx < rt.plugins[j].idx })
 }
 
+// livePlugins is a copy of the synchronized plugins whose connection is still open (must hold
+// mu). A closed plugin stays in rt.plugins until its serve goroutine gets the NRI lock to remove
+// it; skipping it here keeps a relay during a restart or outage from calling a dead connection.
+func (rt *Runtime) livePlugins() []*plugin {
+	out := make([]*plugin, 0, len(rt.plugins))
+	for _, p := range rt.plugins {
+		select {
+		case <-p.mux.Done():
+		default:
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 func (rt *Runtime) removePlugin(p *plugin) {
+	rt.lmu.Lock()
+	delete(rt.live, p)
+	rt.lmu.Unlock()
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	delete(rt.connecting, p)
@@ -167,22 +197,36 @@ func (rt *Runtime) removePlugin(p *plugin) {
 	}
 }
 
-// closeAllPlugins closes every plugin connection (restart/shutdown).
+// closeAllPlugins closes every plugin connection (restart/shutdown). It takes only lmu, not
+// the NRI lock, so it does not wait for an event relay in progress (the relay fails instead).
 func (rt *Runtime) closeAllPlugins(reason string) {
-	rt.mu.Lock()
-	all := append([]*plugin{}, rt.plugins...)
-	for p := range rt.connecting {
+	rt.lmu.Lock()
+	all := make([]*plugin, 0, len(rt.live))
+	for p := range rt.live {
 		all = append(all, p)
 	}
-	rt.mu.Unlock()
+	rt.lmu.Unlock()
 	for _, p := range all {
 		p.close(reason)
 	}
 }
 
 // Restart emulates a runtime restart: plugins and listener closed, socket removed, back after
-// delay with the same pods and containers.
+// delay with the same pods and containers. It blocks for the delay (and waits for an outage in
+// progress to end first); Outage is the non-blocking form.
 func (rt *Runtime) Restart(delay time.Duration) error {
+	rt.downMu.Lock()
+	defer rt.downMu.Unlock()
+	if err := rt.goDown(delay, false); err != nil {
+		return err
+	}
+	time.Sleep(delay)
+	return rt.Listen()
+}
+
+// goDown is the first half of a restart (must hold downMu): listener closed, socket removed,
+// every plugin connection closed. Pods and containers stay.
+func (rt *Runtime) goDown(delay time.Duration, outage bool) error {
 	rt.lmu.Lock()
 	if rt.stopped {
 		rt.lmu.Unlock()
@@ -197,10 +241,13 @@ func (rt *Runtime) Restart(delay time.Duration) error {
 	}
 	_ = os.Remove(rt.cfg.SocketPath)
 	rt.lmu.Unlock()
-	rt.log.Log("runtime-restart", Fields{"restart": n, "delay_ms": delay.Milliseconds()})
+	f := Fields{"restart": n, "delay_ms": delay.Milliseconds()}
+	if outage {
+		f["outage"] = true
+	}
+	rt.log.Log("runtime-restart", f)
 	rt.closeAllPlugins("runtime restarting")
-	time.Sleep(delay)
-	return rt.Listen()
+	return nil
 }
 
 // Shutdown closes everything and removes what the runtime created.
@@ -307,16 +354,21 @@ func (rt *Runtime) applyUpdate(u *api.ContainerUpdate, source string) error {
 	return nil
 }
 
-// updateFromPlugin serves UpdateContainers (plugin → runtime) under the NRI lock.
+// updateFromPlugin serves UpdateContainers (plugin → runtime) under the NRI lock. Injected
+// faults are taken here, under the same lock, so they hit calls in the order they are served.
 func (rt *Runtime) updateFromPlugin(p *plugin, req *api.UpdateContainersRequest) (*api.UpdateContainersResponse, error) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
+	if err := rt.refuseUpdate(p, req); err != nil {
+		return nil, err
+	}
 	rt.log.Log("update-request", Fields{"plugin": p.label(), "count": len(req.Update),
 		"evict": len(req.Evict)})
 	failed := rt.applyUpdates(req.Update, "update", p.label())
 	rt.log.Log("update-result", Fields{"plugin": p.label(), "failed": len(failed)})
+	rt.loseReply(p)
 	if len(failed) > 0 {
-		return nil, status.Error(codes.Unknown, "NRI update of some containers failed")
+		return nil, status.Error(codes.Unknown, updateFailedMsg)
 	}
 	return &api.UpdateContainersResponse{}, nil
 }
@@ -330,7 +382,7 @@ func (rt *Runtime) relayState(e api.Event, p *pod, c *container) error {
 		ct = c.proto()
 	}
 	var first error
-	for _, pl := range append([]*plugin{}, rt.plugins...) {
+	for _, pl := range rt.livePlugins() {
 		if err := pl.stateEvent(e, pd, ct); err != nil && !fatal(err) && first == nil {
 			first = fmt.Errorf("plugin %s: %s: %w", pl.label(), e, err)
 		}

@@ -55,6 +55,7 @@ type Step struct {
 	Ms        int64      `json:"ms,omitempty"`
 	Count     int        `json:"count,omitempty"`
 	TimeoutMs int64      `json:"timeout_ms,omitempty"`
+	Message   string     `json:"message,omitempty"`
 	PodSpec   *Pod       `json:"pod_spec,omitempty"`
 	CtrSpec   *Container `json:"container_spec,omitempty"`
 }
@@ -73,6 +74,8 @@ var Ops = map[string]struct{ NeedPod, NeedCtr bool }{
 	"stop": {NeedCtr: true}, "remove": {NeedCtr: true}, "update": {NeedCtr: true},
 	"sleep": {}, "restart_runtime": {}, "wait_plugins": {}, "exit": {},
 	"add_pod": {}, "add_container": {}, "list": {}, "plugins": {},
+	// Fault injection (README "Faults") and inspection.
+	"refuse_updates": {}, "lose_replies": {}, "outage": {}, "state": {NeedCtr: true},
 }
 
 var nameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
@@ -135,6 +138,15 @@ func ValidateStep(s *Step) error {
 	}
 	if s.AtMs < 0 || s.DelayMs < 0 || s.Ms < 0 || s.TimeoutMs < 0 {
 		return fmt.Errorf("op %s: negative time", s.Op)
+	}
+	if s.Count < 0 {
+		return fmt.Errorf("op %s: negative count", s.Op)
+	}
+	if s.Message != "" && s.Op != "refuse_updates" {
+		return fmt.Errorf("op %s: \"message\" is only for refuse_updates", s.Op)
+	}
+	if s.Op == "outage" && s.Ms == 0 {
+		return fmt.Errorf("outage needs \"ms\" (how long the runtime stays away, at least 1)")
 	}
 	if s.Op == "add_pod" {
 		if s.PodSpec == nil {

@@ -29,6 +29,10 @@ func TestParseRejectsBadInput(t *testing.T) {
 		`{"pods":[{"name":"p","colour":"red"}]}`:                                    "unknown field",
 		`{"pods":[{"name":"../x"}]}`:                                                "pod name",
 		`{"timeline":[{"op":"sleep","ms":-1}]}`:                                     "negative",
+		`{"timeline":[{"op":"refuse_updates","count":-1}]}`:                         "negative count",
+		`{"timeline":[{"op":"outage"}]}`:                                            "needs \"ms\"",
+		`{"timeline":[{"op":"lose_replies","count":1,"message":"x"}]}`:              "only for refuse_updates",
+		`{"timeline":[{"op":"state"}]}`:                                             "needs \"container\"",
 	} {
 		if _, err := Parse([]byte(in)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: err = %v, want %q", in, err, want)

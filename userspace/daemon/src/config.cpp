@@ -272,6 +272,16 @@ Result<void> parseDaemon(std::string_view file, const YAML::Node& d, DaemonSetti
        }},
       {"update_retries", u32(s.update_retries, 1, 100)},
       {"max_batch", u32(s.max_batch, 1, 4096)},
+      {"stop_timeout_ms",
+       [&](const YAML::Node& n, const std::string& k) -> Result<void> {
+         uint32_t ms = 0;
+         auto r = u32(ms, 0, 600000)(n, k);
+         if (!r) {
+           return r;
+         }
+         s.stop_timeout = std::chrono::milliseconds(ms);
+         return {};
+       }},
       {"max_cgroups", u32(s.max_cgroups, 64, 1U << 20)},
       {"decisions_kept", u32(s.decisions_kept, 16, 1U << 16)},
   };
@@ -385,7 +395,38 @@ std::string restartOnlyChanges(const DaemonSettings& a, const DaemonSettings& b)
   check(a.max_cgroups != b.max_cgroups, "max_cgroups");
   check(a.log_format != b.log_format, "log_format");
   check(a.decisions_kept != b.decisions_kept, "decisions_kept");
+  check(a.max_batch != b.max_batch, "max_batch");
   return out;
+}
+
+void SettingsOverrides::applyTo(DaemonSettings& settings) const {
+  if (mode) {
+    settings.mode = *mode;
+  }
+  if (log_level) {
+    settings.log_level = *log_level;
+  }
+  if (log_format) {
+    settings.log_format = *log_format;
+  }
+}
+
+DaemonSettings mergeReload(const DaemonSettings& running,
+                           const DaemonSettings& next,
+                           const SettingsOverrides& overrides) {
+  DaemonSettings merged = running;
+  merged.interval = next.interval;
+  merged.mode = next.mode;
+  merged.cgroup_driver = next.cgroup_driver;
+  merged.systemd_cgroup_prefix = next.systemd_cgroup_prefix;
+  merged.restore_on_stop = next.restore_on_stop;
+  merged.reconcile = next.reconcile;
+  merged.log_level = next.log_level;
+  merged.update_retries = next.update_retries;
+  merged.stop_timeout = next.stop_timeout;
+  merged.journal_max_entries = next.journal_max_entries;
+  overrides.applyTo(merged);
+  return merged;
 }
 
 }  // namespace colod::daemon

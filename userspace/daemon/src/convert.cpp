@@ -86,6 +86,22 @@ policy::Resources completeOriginals(const policy::Resources& original,
   return out;
 }
 
+policy::Resources toPolicyResources(const nri::LinuxResources& r) {
+  policy::Resources out;
+  out.cpu_shares = r.cpu.shares;
+  out.cpu_quota = r.cpu.quota;
+  out.cpu_period = r.cpu.period;
+  if (!r.cpu.cpus.empty()) {
+    out.cpuset_cpus = r.cpu.cpus;
+  }
+  if (!r.cpu.mems.empty()) {
+    out.cpuset_mems = r.cpu.mems;
+  }
+  out.memory_limit = r.memory.limit;
+  out.unified = r.unified.toStdMap();
+  return out;
+}
+
 std::string describeResources(const policy::Resources& v) {
   std::string out;
   auto add = [&out](const std::string& s) { out += (out.empty() ? "" : " ") + s; };

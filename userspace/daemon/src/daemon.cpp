@@ -35,6 +35,7 @@
 #include "colod/collect/collector.h"
 #include "colod/control/names.h"
 #include "colod/control/server.h"
+#include "colod/daemon/actuator.h"
 #include "colod/daemon/cgroup_path.h"
 #include "colod/daemon/convert.h"
 #include "colod/daemon/journal.h"
@@ -146,15 +147,6 @@ struct Known {
   bool has_last = false;
 };
 
-struct PendingUpdate {
-  uint64_t seq = 0;  // decision seq (0 for journal restores)
-  nri::ContainerUpdate update;
-  uint32_t attempts = 0;
-  bool solo = false;  // send alone (after a failed batch: the runtime does not say which failed)
-  std::optional<policy::Decision> decision;  // reported back to the engine on final failure
-  std::string target_display;
-};
-
 std::string readSmallFile(const std::string& path) {
   std::ifstream in(path);
   std::ostringstream ss;
@@ -164,10 +156,14 @@ std::string readSmallFile(const std::string& path) {
 
 }  // namespace
 
-class Daemon::Impl final : public control::Backend, public nri::Plugin {
+class Daemon::Impl final : public control::Backend,
+                           public nri::Plugin,
+                           public nri::CreateContainerHandler,
+                           public nri::UpdateContainerHandler {
  public:
   Impl(Config config, DaemonOptions options)
-      : config_(std::move(config)), options_(std::move(options)) {}
+      : config_(std::make_shared<const Config>(std::move(config))),
+        options_(std::move(options)) {}
 
   ~Impl() override { shutdownThreads(); }
 
@@ -193,20 +189,50 @@ class Daemon::Impl final : public control::Backend, public nri::Plugin {
                       const std::function<bool(const v1::RecordChunk&)>& write,
                       const std::function<bool()>& cancelled) override;
 
+  // NRI handlers (stub handler thread; quick, never send).
+  Result<nri::CreateContainerResult> createContainer(const nri::PodSandbox& pod,
+                                                     const nri::Container& ctr) override;
+  Result<std::vector<nri::ContainerUpdate>> updateContainer(
+      const nri::PodSandbox& pod,
+      const nri::Container& ctr,
+      const nri::LinuxResources& requested) override;
+
  private:
+  // The running settings: one immutable snapshot, swapped whole by a reload.
+  [[nodiscard]] std::shared_ptr<const Config> cfg() const {
+    std::lock_guard lk(config_mu_);
+    return config_;
+  }
   // Loop thread.
   void tick();
   void syncRegistry();
   // The engine's ContainerInfo of a known container, rebuilt from its registry objects.
   [[nodiscard]] policy::ContainerInfo fullInfo(const Known& k) const {
-    return toContainerInfo(k.pod.get(), *k.ctr, node_cpus_);
+    return engineInfo(k.pod.get(), *k.ctr);
+  }
+  // The container as the engine must see it: the runtime's spec with colod's own overlay taken
+  // out (the tracked fields carry the runtime's own values), so every original the engine
+  // computes is the kubelet's, never colod's earlier restriction.
+  [[nodiscard]] policy::ContainerInfo engineInfo(const nri::PodSandbox* pod,
+                                                 const nri::Container& ctr) const {
+    if (!actuator_ || !actuator_->tracks(ctr.id)) {
+      return toContainerInfo(pod, ctr, node_cpus_);
+    }
+    nri::Container base = ctr;
+    const auto view = actuator_->baseView(ctr.id, toPolicyResources(ctr.resources));
+    nri::mergeResources(base.resources, toLinuxResources(view, all_cpus_));
+    return toContainerInfo(pod, base, node_cpus_);
   }
   void refreshNriState();
   void resolveCgroups(bool force);
   void reconcileJournal(int64_t now_ns);
+  void checkUnprovenRestrictions();
   void handleDecisions(const policy::RoundResult& round);
-  void enqueue(PendingUpdate u);
-  void writeJournalNow();
+  // Turns the engine's restrictions into overlays, journals them (write-ahead) and hands them to
+  // the actuator. `round` (may be null) holds the decisions that led there.
+  void commitOverlays(const policy::RoundResult* round);
+  Result<void> writeJournalOf(const std::vector<ReconcileEntry>& entries);
+  void onConverged(const std::string& id);
   void publish(const policy::Snapshot* snap);
   Result<void> reload(const std::string& why);
   void restoreOnStop();
@@ -220,14 +246,11 @@ class Daemon::Impl final : public control::Backend, public nri::Plugin {
   void setupInotify();
   void onInotify();
 
-  // Sender thread.
-  void senderLoop();
-  void onSendResult(std::vector<PendingUpdate> batch, const Result<void>& r);
-
   void shutdownThreads();
   void setOutcome(uint64_t seq, const std::string& outcome);
 
-  Config config_;
+  mutable std::mutex config_mu_;
+  std::shared_ptr<const Config> config_;
   DaemonOptions options_;
   Clock::time_point started_ = Clock::now();
   int64_t started_unix_ms_ = unixMs();
@@ -266,15 +289,17 @@ class Daemon::Impl final : public control::Backend, public nri::Plugin {
   uint64_t tick_no_ = 0;
   bool reconciled_ = false;
   Journal journal_loaded_;
-  std::map<std::string, JournalEntry> pending_restore_;  // target id -> entry (journal restores)
+  bool journal_corrupt_ = false;
+  std::optional<JournalLock> journal_lock_;
+  Wishes committed_;               // the overlays handed to the actuator (journaled)
+  uint64_t journaled_version_ = 0;  // actuator version the journal on disk reflects
+  std::map<std::string, std::vector<uint64_t>> awaiting_;  // target -> decisions not yet applied
   std::set<std::pair<std::string, std::string>> findings_seen_;
   Clock::time_point last_tick_{};
 
   // Counters (written by several threads).
   std::atomic<uint64_t> ticks_{0};
   std::atomic<uint64_t> tick_overruns_{0};
-  std::atomic<uint64_t> updates_sent_{0};
-  std::atomic<uint64_t> update_failures_{0};
   std::atomic<uint64_t> updates_dropped_{0};
   std::atomic<uint64_t> reloads_{0};
   std::atomic<uint64_t> reload_failures_{0};
@@ -292,8 +317,6 @@ class Daemon::Impl final : public control::Backend, public nri::Plugin {
   std::mutex view_mu_;
   std::shared_ptr<const View> view_ = std::make_shared<View>();
 
-  std::mutex config_mu_;  // config_ text/settings read by gRPC threads
-
   std::mutex rec_mu_;
   std::vector<std::shared_ptr<Recorder>> recorders_;
   // The current containers, for the upserts that open a new recording (encoded when one starts,
@@ -302,20 +325,17 @@ class Daemon::Impl final : public control::Backend, public nri::Plugin {
       std::pair<std::shared_ptr<const nri::PodSandbox>, std::shared_ptr<const nri::Container>>>
       trace_prefix_;
 
-  // Sender.
-  std::mutex send_mu_;
-  std::condition_variable send_cv_;
-  std::deque<PendingUpdate> send_queue_;
-  bool send_stop_ = false;
-  std::thread sender_;
+  // The only writer of container resources (after the stub: it reads the stub's registry).
+  std::unique_ptr<Actuator> actuator_;
 };
 
 // ---------------------------------------------------------------------------------------------
 // Startup
 
 Result<void> Daemon::Impl::init() {
-  const auto& s = config_.daemon;
-  auto policy_cfg = config_.policy;
+  const auto conf = cfg();
+  const auto& s = conf->daemon;
+  auto policy_cfg = conf->policy;
   if (s.mode == Mode::DryRun) {
     policy_cfg.dry_run = true;
   }
@@ -356,18 +376,30 @@ Result<void> Daemon::Impl::init() {
               collect::toString(collector_->mode()), collect::toString(collector_->attachKind()),
               hierarchy_root_);
 
+  // One colod per journal: a second one would "restore" the first one's restrictions through
+  // NRI and empty its journal.
+  auto lock = JournalLock::acquire(s.journal_path);
+  if (!lock) {
+    return std::move(lock).error();
+  }
+  journal_lock_.emplace(std::move(lock).value());
   auto journal = readJournal(s.journal_path);
   if (!journal) {
-    // A corrupt journal must not stop the daemon: keep it aside for a person to look at.
-    const std::string aside = s.journal_path + ".corrupt";
+    // A corrupt journal must not stop the daemon, nor be lost: it is kept for a person, and once
+    // the runtime has synchronized colod says which containers may still carry a restriction it
+    // can no longer prove it made.
+    const std::string aside = s.journal_path + ".corrupt-" + std::to_string(unixMs());
     std::error_code ec;
     std::filesystem::rename(s.journal_path, aside, ec);
-    log()->error("journal unreadable, moved to {}: {}", aside, journal.error().message());
+    log()->error("journal unreadable, kept as {}{}: {}", aside,
+                 ec ? " (rename failed: " + ec.message() + ")" : std::string(),
+                 journal.error().message());
+    journal_corrupt_ = true;
   } else {
     journal_loaded_ = std::move(journal).value();
-    if (!journal_loaded_.entries.empty()) {
-      log()->info("journal {}: {} entries to reconcile once the runtime has synchronized",
-                  s.journal_path, journal_loaded_.entries.size());
+    if (!journal_loaded_.containers.empty()) {
+      log()->info("journal {}: {} containers to reconcile once the runtime has synchronized",
+                  s.journal_path, journal_loaded_.containers.size());
     }
   }
 
@@ -421,7 +453,7 @@ Result<void> Daemon::Impl::init() {
         v = view_;
       }
       metrics::MetricsView mv = v->metrics;
-      const auto self = readSelfStats(config_.daemon.proc_root);
+      const auto self = readSelfStats(cfg()->daemon.proc_root);
       mv.daemon.cpu_seconds = self.cpu_seconds;
       mv.daemon.rss_bytes = self.rss_bytes;
       return metrics::formatColodMetrics(mv);
@@ -454,7 +486,10 @@ Result<void> Daemon::Impl::init() {
                   default:
                     break;
                 }
-                // Wake the loop so the registry change is seen without waiting for a tick.
+                // Wake the loop and the actuator so the change is seen without waiting.
+                if (actuator_) {
+                  actuator_->kick();
+                }
                 uint64_t one = 1;
                 (void)!::write(event_fd_.get(), &one, sizeof one);
               }});
@@ -466,8 +501,29 @@ Result<void> Daemon::Impl::init() {
     log()->warn("nri: socket {} does not exist: observe-only until it appears (retrying)",
                 s.nri_socket);
   }
+  ActuatorOptions aopts;
+  aopts.reconciler = {.all_cpus = all_cpus_,
+                      .max_batch = s.max_batch,
+                      .max_containers = s.journal_max_entries};
+  aopts.send = [this](std::vector<nri::ContainerUpdate> updates) {
+    return stub_->updateContainers(std::move(updates));
+  };
+  aopts.registry = &stub_->registry();
+  aopts.session = [this] { return stub_->stats().connects; };
+  aopts.on_note = [](const ReconcileNote& n) {
+    log()->info("reconcile container={} ({}): {}", n.name.empty() ? n.id : n.name,
+                n.id.substr(0, 12), n.text);
+  };
+  aopts.on_converged = [this](const std::string& id) { post([this, id] { onConverged(id); }); };
+  actuator_ = std::make_unique<Actuator>(std::move(aopts));
+  std::vector<ReconcileEntry> loaded;
+  for (const auto& c : journal_loaded_.containers) {
+    loaded.push_back(c.state);
+  }
+  // Before the first resync nothing is sent: the runtime must first say what is there.
+  actuator_->load(loaded, s.reconcile == Reconcile::Reseed);
+  actuator_->start();
   COLOD_TRY_VOID(stub_->start(), "starting the NRI stub");
-  sender_ = std::thread([this] { senderLoop(); });
   publish(nullptr);  // the loop has not started: safe to touch loop state here
   return {};
 }
@@ -521,7 +577,7 @@ void Daemon::Impl::onInotify() {
 // Loop
 
 int Daemon::Impl::run() {
-  const auto interval = config_.daemon.interval;
+  const auto interval = cfg()->daemon.interval;
   itimerspec its{};
   its.it_interval.tv_sec = interval.count() / 1000;
   its.it_interval.tv_nsec = (interval.count() % 1000) * 1000000;
@@ -531,7 +587,7 @@ int Daemon::Impl::run() {
   refreshNriState();
   publish(nullptr);  // status and metrics answer from the first moment
   log()->info("colod running: mode {}, interval {} ms, control {}, {} CPUs",
-              modeName(config_.daemon.mode), interval.count(), config_.daemon.control_socket,
+              modeName(cfg()->daemon.mode), interval.count(), cfg()->daemon.control_socket,
               node_cpus_.size());
   bool running = true;
   while (running) {
@@ -604,10 +660,10 @@ void Daemon::Impl::drainPosted() {
 }
 
 Mode Daemon::Impl::effectiveMode() const {
-  if (config_.daemon.mode == Mode::Act && !nri_connected_) {
+  if (cfg()->daemon.mode == Mode::Act && !nri_connected_) {
     return Mode::ObserveOnly;
   }
-  return config_.daemon.mode;
+  return cfg()->daemon.mode;
 }
 
 void Daemon::Impl::refreshNriState() {
@@ -622,6 +678,7 @@ void Daemon::Impl::syncRegistry() {
     return;
   }
   registry_generation_ = snap->generation;
+  actuator_->kick();  // the runtime said something: the actuator compares again
   std::set<std::string_view> present;  // views into `snap`, alive for this function
   std::vector<const Known*> upserted;  // for the trace lines (known_ nodes are stable)
   std::vector<std::string> removed;
@@ -638,7 +695,7 @@ void Daemon::Impl::syncRegistry() {
     if (it != known_.end() && it->second.ctr == ctr && it->second.pod == pod) {
       continue;  // the registry's objects are immutable: same objects, same container
     }
-    auto info = toContainerInfo(pod.get(), *ctr, node_cpus_);
+    auto info = engineInfo(pod.get(), *ctr);
     // New objects may carry the same content (a resync replaces every object): the engine only
     // hears about real changes, so its per-container windows survive a reconnect.
     if (it != known_.end() && it->second.ctr != nullptr && fullInfo(it->second) == info) {
@@ -683,7 +740,7 @@ void Daemon::Impl::syncRegistry() {
       by_cgroup_.erase(it->second.cgroup_id);
     }
     removed.push_back(it->first);
-    pending_restore_.erase(it->first);
+    awaiting_.erase(it->first);
     {
       std::lock_guard lk(engine_mu_);
       engine_->removeContainer(it->first);
@@ -734,8 +791,8 @@ void Daemon::Impl::resolveCgroups(bool force) {
       continue;
     }
     k.resolve_tick = tick_no_;
-    auto rel = containerCgroupRel(k.cgroupPath(), config_.daemon.cgroup_driver,
-                                  config_.daemon.systemd_cgroup_prefix);
+    auto rel = containerCgroupRel(k.cgroupPath(), cfg()->daemon.cgroup_driver,
+                                  cfg()->daemon.systemd_cgroup_prefix);
     if (!rel) {
       k.resolve_error = rel.error().message();
       continue;
@@ -754,125 +811,233 @@ void Daemon::Impl::resolveCgroups(bool force) {
   }
 }
 
-// The fields set in `v` replace those of `r`.
-static void overlayResources(policy::Resources& r, const policy::Resources& v) {
-  if (v.cpu_shares) {
-    r.cpu_shares = v.cpu_shares;
-  }
-  if (v.cpu_quota) {
-    r.cpu_quota = v.cpu_quota;
-  }
-  if (v.cpu_period) {
-    r.cpu_period = v.cpu_period;
-  }
-  if (v.cpuset_cpus) {
-    r.cpuset_cpus = v.cpuset_cpus;
-  }
-  if (v.cpuset_mems) {
-    r.cpuset_mems = v.cpuset_mems;
-  }
-  if (v.memory_limit) {
-    r.memory_limit = v.memory_limit;
-  }
-  for (const auto& [key, value] : v.unified) {
-    r.unified[key] = value;
-  }
-}
-
 void Daemon::Impl::reconcileJournal(int64_t now_ns) {
   reconciled_ = true;
-  if (journal_loaded_.entries.empty()) {
+  if (journal_corrupt_) {
+    checkUnprovenRestrictions();
+  }
+  if (journal_loaded_.containers.empty()) {
     return;
   }
-  std::set<std::string> present;
-  for (const auto& [id, k] : known_) {
-    present.insert(id);
-  }
-  auto plan = planReconcile(journal_loaded_, present, config_.daemon.reconcile);
-  for (const auto& e : plan.dropped) {
-    log()->info("journal: {} ({}) is gone, nothing to restore", e.target_name,
-                e.action.target_id.substr(0, 12));
-  }
-  if (!plan.reseed.empty()) {
-    std::vector<policy::AppliedAction> actions;
-    for (const auto& e : plan.reseed) {
-      actions.push_back(e.action);
+  const auto conf = cfg();
+  std::vector<policy::AppliedAction> reseed;
+  for (const auto& c : journal_loaded_.containers) {
+    const auto& e = c.state;
+    const std::string name = e.name.empty() ? e.id : e.name;
+    if (known_.count(e.id) == 0) {
+      log()->info("journal: {} ({}) is gone, nothing to restore", name, e.id.substr(0, 12));
+      continue;
     }
-    Result<void> r;
-    {
-      std::lock_guard lk(engine_mu_);
-      r = engine_->seedApplied(actions, now_ns);
-    }
-    if (r) {
-      log()->info("journal: {} restrictions handed back to the engine", actions.size());
-    } else {
-      log()->warn("journal: engine refused the restrictions ({}); restoring them instead",
-                  r.error().message());
-      plan.restore.insert(plan.restore.end(), plan.reseed.begin(), plan.reseed.end());
-    }
-  }
-  std::set<std::string> targets;
-  for (const auto& e : plan.restore) {
-    targets.insert(e.action.target_id);
-  }
-  for (const auto& target : targets) {
-    const auto values = originalValuesOf(target, plan.restore);
-    std::string name;
-    for (auto& e : plan.restore) {
-      if (e.action.target_id == target) {
-        name = e.target_name;
-        e.restore_pending = true;
-        pending_restore_[target] = e;
+    if (conf->daemon.reconcile == Reconcile::Reseed && !c.actions.empty()) {
+      for (auto a : c.actions) {
+        a.original_values = e.base;  // the runtime's own values, never colod's
+        reseed.push_back(std::move(a));
       }
+      continue;
     }
     log()->info("decision kind=restore target={} values=\"{}\" reason=\"journal reconcile after "
-                "restart: returning to the original values\"",
-                name, describeResources(values));
-    // Until the runtime reports the restore, the registry still shows the values the dead colod
-    // applied; a restriction decided meanwhile would take them as the originals and "restore"
-    // them later (seen: a quota left at 1 CPU). Show the engine the originals now.
-    if (auto kt = known_.find(target); kt != known_.end()) {
-      policy::ContainerInfo info = fullInfo(kt->second);
-      overlayResources(info.resources, values);
-      keepPolicyKeys(info);
-      std::lock_guard lk(engine_mu_);
-      engine_->upsertContainer(std::move(info));
-    }
+                "restart: returning to the runtime's own values\"",
+                name, describeResources(e.base));
     v1::Decision d;
     d.set_unix_ms(unixMs());
-    d.set_container_id(target);
+    d.set_container_id(e.id);
     d.set_container(name);
     d.set_kind("restore");
     d.set_reason("journal reconcile after restart");
-    d.set_values(describeResources(values));
-    if (effectiveMode() == Mode::Act) {
-      d.set_outcome("pending");
-      PendingUpdate u;
-      u.update.container_id = target;
-      u.update.resources = toLinuxResources(values, all_cpus_);
-      u.target_display = name;
-      enqueue(std::move(u));
-    } else {
-      d.set_outcome(std::string(modeName(effectiveMode())));
-    }
+    d.set_values(describeResources(e.base));
+    d.set_outcome(conf->daemon.mode == Mode::Act ? "pending" : "pending (restores always run)");
     {
       std::lock_guard lk(decisions_mu_);
       recent_.push_back(d);
-      while (recent_.size() > config_.daemon.decisions_kept) {
+      while (recent_.size() > conf->daemon.decisions_kept) {
         recent_.pop_front();
       }
     }
     std::lock_guard lk(counts_mu_);
     ++decisions_by_kind_["restore"];
   }
-  writeJournalNow();
+  if (!reseed.empty()) {
+    Result<void> r;
+    {
+      std::lock_guard lk(engine_mu_);
+      r = engine_->seedApplied(reseed, now_ns);
+    }
+    if (r) {
+      log()->info("journal: {} restrictions handed back to the engine", reseed.size());
+    } else {
+      // The overlays the engine does not hold are released at the next commit.
+      log()->warn("journal: engine refused the restrictions ({}); releasing them instead",
+                  r.error().message());
+    }
+  }
+  journal_loaded_ = {};
+  commitOverlays(nullptr);
+}
+
+// After a corrupt journal colod cannot prove what it changed. What it can say: where the
+// runtime's spec and the cgroup disagree, something outside the runtime's knowledge (maybe an
+// earlier colod) changed the cgroup. Those containers are named for the operator.
+void Daemon::Impl::checkUnprovenRestrictions() {
+  std::size_t suspects = 0;
+  for (const auto& [id, k] : known_) {
+    if (k.cgroup_id == 0) {
+      continue;
+    }
+    const std::string dir = hierarchy_root_ + k.rel;
+    const auto& spec = k.ctr->resources.cpu;
+    std::string why;
+    // cgroup v2 cpu.max "quota|max period"; v1 cpu.cfs_quota_us.
+    std::string quota = readSmallFile(dir + "/cpu.max");
+    if (!quota.empty()) {
+      const std::string q = quota.substr(0, quota.find(' '));
+      const std::string want = spec.quota && *spec.quota > 0 ? std::to_string(*spec.quota) : "max";
+      if (q != want) {
+        why += "cpu.max " + q + " (runtime spec " + want + ")";
+      }
+    } else if (auto v1 = readSmallFile(dir + "/cpu.cfs_quota_us"); !v1.empty()) {
+      const std::string q = v1.substr(0, v1.find('\n'));
+      const std::string want = spec.quota && *spec.quota > 0 ? std::to_string(*spec.quota) : "-1";
+      if (q != want) {
+        why += "cpu.cfs_quota_us " + q + " (runtime spec " + want + ")";
+      }
+    }
+    if (!why.empty()) {
+      ++suspects;
+      log()->warn("journal was corrupt: {} ({}) may still carry a restriction colod can no longer "
+                  "prove it made: {}",
+                  k.display, id.substr(0, 12), why);
+    }
+  }
+  log()->warn("journal was corrupt: {} containers whose cgroup differs from the runtime's spec; "
+              "colod reconciles from the runtime's truth from now on",
+              suspects);
+}
+
+void Daemon::Impl::onConverged(const std::string& id) {
+  auto it = awaiting_.find(id);
+  if (it != awaiting_.end()) {
+    for (uint64_t seq : it->second) {
+      setOutcome(seq, "applied");
+    }
+    awaiting_.erase(it);
+  }
+  // Confirmed releases leave the journal; base changes are recorded.
+  commitOverlays(nullptr);
+}
+
+Result<void> Daemon::Impl::writeJournalOf(const std::vector<ReconcileEntry>& entries) {
+  const auto conf = cfg();
+  std::map<std::string, std::vector<policy::AppliedAction>> actions;
+  {
+    std::lock_guard lk(engine_mu_);
+    for (auto& a : engine_->applied()) {
+      actions[a.target_id].push_back(std::move(a));
+    }
+  }
+  Journal j;
+  for (const auto& e : entries) {
+    JournalContainer c;
+    c.state = e;
+    c.state.spec = {};
+    c.state.pending = false;
+    c.state.pending_since_ns = 0;
+    c.state.attempts = 0;
+    c.state.last_error.clear();
+    if (auto it = actions.find(e.id); it != actions.end()) {
+      c.actions = it->second;
+    }
+    j.containers.push_back(std::move(c));
+  }
+  journal_entries_ = j.containers.size();
+  auto r = writeJournal(conf->daemon.journal_path, j, conf->daemon.journal_max_entries);
+  if (!r) {
+    if (journal_errors_++ % 100 == 0) {
+      log()->error("journal write failed ({} so far): {}", journal_errors_.load(),
+                   r.error().message());
+    }
+    return r;
+  }
+  return {};
+}
+
+void Daemon::Impl::commitOverlays(const policy::RoundResult* round) {
+  if (!reconciled_) {
+    return;  // the journal's containers are not known yet: nothing may be decided about them
+  }
+  const auto conf = cfg();
+  Wishes wishes;
+  if (conf->daemon.mode == Mode::Act) {
+    std::vector<policy::AppliedAction> applied;
+    {
+      std::lock_guard lk(engine_mu_);
+      applied = engine_->applied();
+    }
+    for (const auto& a : applied) {
+      auto& w = wishes[a.target_id];
+      if (auto kt = known_.find(a.target_id); kt != known_.end()) {
+        w.name = kt->second.display;
+      }
+      for (Field f : kAllFields) {
+        if (hasField(a.applied_values, f)) {
+          copyField(w.overlay, a.applied_values, f);
+        }
+      }
+      w.why += (w.why.empty() ? "" : "; ") + std::string(policy::leverName(a.lever)) + " rung " +
+               std::to_string(a.rung + 1) + " for victim " + a.victim_id.substr(0, 12);
+    }
+  }
+  if (wishes == committed_) {
+    if (actuator_->version() != journaled_version_) {
+      const uint64_t v = actuator_->version();
+      if (writeJournalOf(actuator_->entries())) {
+        journaled_version_ = v;
+      }
+    }
+    return;
+  }
+  // Write-ahead: the journal holds the new overlays before the actuator may send them.
+  const bool journaled = writeJournalOf(actuator_->preview(wishes)).has_value();
+  if (!journaled) {
+    // Nothing new may be sent that no journal knows: keep what is journaled, let releases go
+    // (the journal still lists them, which is safe), and tell the engine its new restrictions
+    // did not land so it does not believe in them.
+    Wishes safe;
+    for (const auto& [id, w] : committed_) {
+      if (wishes.count(id) != 0) {
+        safe.emplace(id, w);
+      }
+    }
+    if (round != nullptr) {
+      std::lock_guard lk(engine_mu_);
+      for (const auto& d : round->decisions) {
+        if (d.kind == policy::DecisionKind::Engage || d.kind == policy::DecisionKind::Escalate) {
+          engine_->reportApplyFailure(d);
+          setOutcome(d.seq, "failed: journal not writable");
+        }
+      }
+    }
+    wishes = std::move(safe);
+    if (wishes == committed_) {
+      return;
+    }
+  }
+  for (const auto& id : actuator_->setOverlays(wishes)) {
+    log()->warn("overlay for {} not taken (container unknown to the runtime or the bound of {} "
+                "tracked containers reached)",
+                id.substr(0, 12), conf->daemon.journal_max_entries);
+    ++updates_dropped_;
+  }
+  committed_ = std::move(wishes);
+  if (journaled) {
+    journaled_version_ = actuator_->version();
+  }
 }
 
 void Daemon::Impl::tick() {
   const auto t0 = Clock::now();
   ++tick_no_;
   ++ticks_;
-  if (t0 - last_tick_ > config_.daemon.interval * 3) {
+  if (t0 - last_tick_ > cfg()->daemon.interval * 3) {
     ++tick_overruns_;
   }
   last_tick_ = t0;
@@ -958,7 +1123,7 @@ void Daemon::Impl::tick() {
     publish(&ps);
   }
   const auto took = Clock::now() - t0;
-  if (took > config_.daemon.interval) {
+  if (took > cfg()->daemon.interval) {
     ++tick_overruns_;
     log()->debug("tick took {} ms", std::chrono::duration_cast<std::chrono::milliseconds>(took)
                                         .count());
@@ -977,10 +1142,11 @@ void Daemon::Impl::handleDecisions(const policy::RoundResult& round) {
     findings_seen_.clear();
   }
   if (round.decisions.empty()) {
+    commitOverlays(&round);  // confirmed releases and base changes still reach the journal
     return;
   }
-  const Mode mode = effectiveMode();
-  bool journal_dirty = false;
+  const auto conf = cfg();
+  const Mode mode = conf->daemon.mode;
   for (const auto& d : round.decisions) {
     const std::string kind(policy::decisionKindName(d.kind));
     const std::string values = describeResources(d.new_values);
@@ -989,6 +1155,9 @@ void Daemon::Impl::handleDecisions(const policy::RoundResult& round) {
       outcome = "dry-run";
     } else if (mode == Mode::ObserveOnly) {
       outcome = "observe-only";
+    } else if (!nri_connected_) {
+      // Kept, journaled and sent when the runtime is back: nothing decided is lost.
+      outcome = "pending (runtime away)";
     } else {
       outcome = "pending";
     }
@@ -1011,7 +1180,7 @@ void Daemon::Impl::handleDecisions(const policy::RoundResult& round) {
     {
       std::lock_guard lk(decisions_mu_);
       recent_.push_back(p);
-      while (recent_.size() > config_.daemon.decisions_kept) {
+      while (recent_.size() > conf->daemon.decisions_kept) {
         recent_.pop_front();
       }
     }
@@ -1019,188 +1188,19 @@ void Daemon::Impl::handleDecisions(const policy::RoundResult& round) {
       std::lock_guard lk(counts_mu_);
       ++decisions_by_kind_[kind];
     }
-    if (outcome != "pending") {
-      if (outcome == "observe-only") {
-        // Not applied: the engine must not believe it is in force.
-        std::lock_guard lk(engine_mu_);
-        engine_->reportApplyFailure(d);
-      }
-      continue;
-    }
-    PendingUpdate u;
-    u.seq = d.seq;
-    u.update.container_id = d.target_id;
-    u.update.resources = toLinuxResources(d.new_values, all_cpus_);
-    u.decision = d;
-    u.target_display = d.target_name;
-    enqueue(std::move(u));
-    journal_dirty = true;
-  }
-  if (journal_dirty) {
-    // Write-ahead: the originals are on disk before the runtime changes anything. The sender
-    // is woken after this (enqueue only queued).
-    writeJournalNow();
-  }
-  send_cv_.notify_one();
-}
-
-void Daemon::Impl::enqueue(PendingUpdate u) {
-  std::lock_guard lk(send_mu_);
-  send_queue_.push_back(std::move(u));
-  // Bounded: the oldest updates go first (a later decision supersedes them anyway).
-  while (send_queue_.size() > 4096) {
-    ++updates_dropped_;
-    send_queue_.pop_front();
-  }
-}
-
-void Daemon::Impl::writeJournalNow() {
-  Journal j;
-  std::vector<policy::AppliedAction> applied;
-  {
-    std::lock_guard lk(engine_mu_);
-    applied = engine_->applied();
-  }
-  for (auto& a : applied) {
-    JournalEntry e;
-    auto it = known_.find(a.target_id);
-    e.target_name = it != known_.end() ? it->second.display : "";
-    e.action = std::move(a);
-    j.entries.push_back(std::move(e));
-  }
-  for (const auto& [id, e] : pending_restore_) {
-    j.entries.push_back(e);
-  }
-  if (j.entries.size() > config_.daemon.journal_max_entries) {
-    // Keep the newest; the bound protects the disk and the reconcile time.
-    j.entries.erase(j.entries.begin(),
-                    j.entries.end() - static_cast<std::ptrdiff_t>(config_.daemon.journal_max_entries));
-  }
-  journal_entries_ = j.entries.size();
-  auto r = writeJournal(config_.daemon.journal_path, j, config_.daemon.journal_max_entries);
-  if (!r && journal_errors_++ % 100 == 0) {
-    log()->error("journal write failed: {}", r.error().message());
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Sender
-
-void Daemon::Impl::senderLoop() {
-  while (true) {
-    std::vector<PendingUpdate> batch;
-    {
-      std::unique_lock lk(send_mu_);
-      send_cv_.wait_for(lk, std::chrono::milliseconds(500),
-                        [this] { return send_stop_ || !send_queue_.empty(); });
-      if (send_stop_) {
-        return;
-      }
-      if (send_queue_.empty()) {
-        continue;
+    if (outcome == "observe-only") {
+      // Not applied: the engine must not believe it is in force.
+      std::lock_guard lk(engine_mu_);
+      engine_->reportApplyFailure(d);
+    } else if (outcome.rfind("pending", 0) == 0) {
+      auto& seqs = awaiting_[d.target_id];
+      seqs.push_back(d.seq);
+      if (seqs.size() > 64) {
+        seqs.erase(seqs.begin());  // bounded: a container that never converges keeps the newest
       }
     }
-    if (!nri_connected_) {
-      // Updates wait for the runtime (reconnect + resync), they are not lost.
-      stub_->waitSynchronized(std::chrono::milliseconds(500));
-      continue;
-    }
-    {
-      std::lock_guard lk(send_mu_);
-      std::set<std::string> in_batch;
-      while (!send_queue_.empty() && batch.size() < config_.daemon.max_batch) {
-        auto& front = send_queue_.front();
-        // One update per container per call keeps the order of changes to one container.
-        if (in_batch.count(front.update.container_id) != 0) {
-          break;
-        }
-        if (front.solo && !batch.empty()) {
-          break;
-        }
-        in_batch.insert(front.update.container_id);
-        batch.push_back(std::move(front));
-        send_queue_.pop_front();
-        if (batch.back().solo) {
-          break;
-        }
-      }
-    }
-    std::vector<nri::ContainerUpdate> updates;
-    updates.reserve(batch.size());
-    for (const auto& u : batch) {
-      updates.push_back(u.update);
-    }
-    auto r = stub_->updateContainers(std::move(updates));
-    onSendResult(std::move(batch), r);
   }
-}
-
-void Daemon::Impl::onSendResult(std::vector<PendingUpdate> batch, const Result<void>& r) {
-  if (r) {
-    updates_sent_ += batch.size();
-    for (const auto& u : batch) {
-      setOutcome(u.seq, "applied");
-      log()->debug("applied update to {} ({})", u.target_display,
-                   u.update.container_id.substr(0, 12));
-      if (u.seq == 0) {
-        const std::string id = u.update.container_id;
-        post([this, id] {
-          if (pending_restore_.erase(id) != 0) {
-            log()->info("journal: restore of {} confirmed", id.substr(0, 12));
-            writeJournalNow();
-          }
-        });
-      }
-    }
-    return;
-  }
-  ++update_failures_;
-  const int err = r.error().errnoValue();
-  if (err == ENOTCONN) {
-    // The connection dropped under us: not the update's fault; resend after the resync.
-    std::lock_guard lk(send_mu_);
-    for (auto it = batch.rbegin(); it != batch.rend(); ++it) {
-      send_queue_.push_front(std::move(*it));
-    }
-    return;
-  }
-  log()->warn("UpdateContainers of {} containers failed: {}", batch.size(), r.error().message());
-  std::vector<PendingUpdate> retry;
-  for (auto& u : batch) {
-    ++u.attempts;
-    if (batch.size() > 1) {
-      u.solo = true;  // find out which one fails
-    }
-    if (u.attempts >= config_.daemon.update_retries && (batch.size() == 1 || u.solo)) {
-      if (batch.size() == 1) {
-        ++updates_dropped_;
-        setOutcome(u.seq, "failed: " + r.error().message());
-        log()->error("giving up on update of {} after {} attempts: {}", u.target_display,
-                     u.attempts, r.error().message());
-        if (u.decision) {
-          auto d = *u.decision;
-          post([this, d] {
-            {
-              std::lock_guard lk(engine_mu_);
-              engine_->reportApplyFailure(d);
-            }
-            writeJournalNow();
-          });
-        }
-        continue;
-      }
-    }
-    retry.push_back(std::move(u));
-  }
-  {
-    std::lock_guard lk(send_mu_);
-    for (auto it = retry.rbegin(); it != retry.rend(); ++it) {
-      send_queue_.push_front(std::move(*it));
-    }
-  }
-  // Back off a little before the retry (bounded, interruptible by stop).
-  std::unique_lock lk(send_mu_);
-  send_cv_.wait_for(lk, std::chrono::milliseconds(100), [this] { return send_stop_; });
+  commitOverlays(&round);
 }
 
 void Daemon::Impl::setOutcome(uint64_t seq, const std::string& outcome) {
@@ -1217,21 +1217,45 @@ void Daemon::Impl::setOutcome(uint64_t seq, const std::string& outcome) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// NRI handlers (stub handler thread: the runtime waits for these, so they only read and update
+// state; nothing is sent from here)
+
+Result<nri::CreateContainerResult> Daemon::Impl::createContainer(const nri::PodSandbox& pod,
+                                                                 const nri::Container& ctr) {
+  // For now only learned (the registry records the container at PostCreateContainer); admission
+  // placement (#8) will answer here.
+  log()->debug("create container {}/{}/{} ({})", pod.namespace_name, pod.name, ctr.name,
+               ctr.id.substr(0, 12));
+  return nri::CreateContainerResult{};
+}
+
+Result<std::vector<nri::ContainerUpdate>> Daemon::Impl::updateContainer(
+    const nri::PodSandbox& pod,
+    const nri::Container& ctr,
+    const nri::LinuxResources& requested) {
+  // The kubelet (or anyone) resizes the container: its values become the runtime's own, and
+  // colod's overlay rides in the reply so the restriction is not lost either.
+  const policy::Resources adj = actuator_->adjustUpdate(ctr.id, requested);
+  if (adj == policy::Resources{}) {
+    return std::vector<nri::ContainerUpdate>{};
+  }
+  log()->info("runtime update of {}/{}/{} ({}) asks {}; colod keeps its overlay {} in the reply",
+              pod.namespace_name, pod.name, ctr.name, ctr.id.substr(0, 12),
+              describeResources(toPolicyResources(requested)), describeResources(adj));
+  return std::vector<nri::ContainerUpdate>{
+      {.container_id = ctr.id, .resources = toLinuxResources(adj, all_cpus_)}};
+}
+
+// ---------------------------------------------------------------------------------------------
 // Stop
 
 void Daemon::Impl::restoreOnStop() {
-  {
-    std::lock_guard lk(send_mu_);
-    send_stop_ = true;
-    send_queue_.clear();
-  }
-  send_cv_.notify_all();
-  if (sender_.joinable()) {
-    sender_.join();
-  }
-  if (!config_.daemon.restore_on_stop || config_.daemon.mode != Mode::Act) {
-    log()->info("leaving current values in place (restore_on_stop={}, mode={})",
-                config_.daemon.restore_on_stop, modeName(config_.daemon.mode));
+  const auto conf = cfg();
+  if (!conf->daemon.restore_on_stop || conf->daemon.mode != Mode::Act) {
+    log()->info("leaving current values in place (restore_on_stop={}, mode={}); the journal keeps "
+                "{} containers for the next start",
+                conf->daemon.restore_on_stop, modeName(conf->daemon.mode),
+                actuator_->entries().size());
     return;
   }
   std::vector<policy::Decision> restores;
@@ -1241,59 +1265,41 @@ void Daemon::Impl::restoreOnStop() {
         std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
             .count());
   }
-  std::vector<nri::ContainerUpdate> updates;
-  std::set<std::string> targets;
   for (const auto& d : restores) {
     log()->info("decision seq={} kind=restore target={} values=\"{}\" reason=\"colod is stopping: "
                 "{}\"",
                 d.seq, d.target_name.empty() ? d.target_id : d.target_name,
                 describeResources(d.new_values), d.explanation);
-    updates.push_back(
-        {.container_id = d.target_id, .resources = toLinuxResources(d.new_values, all_cpus_)});
-    targets.insert(d.target_id);
   }
-  for (const auto& [id, e] : pending_restore_) {
-    if (targets.count(id) == 0) {
-      updates.push_back({.container_id = id,
-                         .resources = toLinuxResources(
-                             originalValuesOf(id, {e}), all_cpus_)});
-    }
-  }
-  if (updates.empty()) {
-    (void)writeJournal(config_.daemon.journal_path, Journal{}, config_.daemon.journal_max_entries);
+  // Every overlay is released through the reconciler (the only writer), to the runtime's own
+  // current values; the journal keeps each container until the runtime confirmed it.
+  reconciled_ = true;  // a stop before the first resync still releases what the journal lists
+  commitOverlays(nullptr);
+  const auto tracked = actuator_->entries().size();
+  if (tracked == 0) {
+    (void)writeJournalOf({});
     return;
   }
-  if (!stub_->waitSynchronized(std::chrono::seconds(3))) {
-    log()->warn("runtime not connected: {} restores left in the journal for the next start",
-                updates.size());
-    return;
+  log()->info("releasing {} containers (waiting up to {} ms for the runtime to confirm)", tracked,
+              conf->daemon.stop_timeout.count());
+  const bool done = actuator_->waitConverged(conf->daemon.stop_timeout);
+  actuator_->stop();
+  const auto left = actuator_->entries();
+  if (auto r = writeJournalOf(left); !r) {
+    log()->error("journal not updated on stop: {}", r.error().message());
   }
-  Result<void> r;
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    r = stub_->updateContainers(updates);
-    if (r) {
-      break;
-    }
-  }
-  if (r) {
-    log()->info("restored {} containers to their original values", updates.size());
-    pending_restore_.clear();
-    (void)writeJournal(config_.daemon.journal_path, Journal{}, config_.daemon.journal_max_entries);
+  if (done && left.empty()) {
+    log()->info("every container is back to the runtime's own values");
   } else {
-    log()->error("restore on stop failed ({}); the journal keeps the originals for the next "
-                 "start",
-                 r.error().message());
+    log()->warn("{} containers not confirmed released (runtime {}); the journal keeps them and the "
+                "next colod releases them",
+                left.size(), nri_connected_ ? "refusing or slow" : "away");
   }
 }
 
 void Daemon::Impl::shutdownThreads() {
-  {
-    std::lock_guard lk(send_mu_);
-    send_stop_ = true;
-  }
-  send_cv_.notify_all();
-  if (sender_.joinable()) {
-    sender_.join();
+  if (actuator_) {
+    actuator_->stop();
   }
   {
     std::lock_guard lk(rec_mu_);
@@ -1329,12 +1335,12 @@ Result<void> Daemon::Impl::reload(const std::string& why) {
                  next.error().message());
     return std::move(next).error();
   }
-  if (next->text == config_.text) {
+  if (next->text == cfg()->text) {
     log()->debug("config reload ({}): unchanged", why);
     return {};
   }
   auto policy_cfg = next->policy;
-  if (next->daemon.mode == Mode::DryRun) {
+  if ((options_.overrides.mode ? *options_.overrides.mode : next->daemon.mode) == Mode::DryRun) {
     policy_cfg.dry_run = true;
   }
   {
@@ -1348,40 +1354,37 @@ Result<void> Daemon::Impl::reload(const std::string& why) {
       return r;
     }
   }
-  const std::string restart_only = restartOnlyChanges(config_.daemon, next->daemon);
+  const auto running = cfg();
+  const std::string restart_only = restartOnlyChanges(running->daemon, next->daemon);
   if (!restart_only.empty()) {
     log()->warn("config reload: {} changed; these take effect after a restart", restart_only);
   }
-  const auto old_interval = config_.daemon.interval;
+  // One new immutable snapshot, swapped whole: readers on other threads hold the old one until
+  // they are done. The command line still wins over the file.
+  auto fresh = std::make_shared<Config>(*running);
+  fresh->daemon = mergeReload(running->daemon, next->daemon, options_.overrides);
+  fresh->policy = next->policy;
+  fresh->text = next->text;
   {
     std::lock_guard lk(config_mu_);
-    // Keep the restart-only settings of the running process.
-    DaemonSettings merged = config_.daemon;
-    merged.interval = next->daemon.interval;
-    merged.mode = next->daemon.mode;
-    merged.cgroup_driver = next->daemon.cgroup_driver;
-    merged.systemd_cgroup_prefix = next->daemon.systemd_cgroup_prefix;
-    merged.restore_on_stop = next->daemon.restore_on_stop;
-    merged.reconcile = next->daemon.reconcile;
-    merged.log_level = next->daemon.log_level;
-    merged.update_retries = next->daemon.update_retries;
-    merged.max_batch = next->daemon.max_batch;
-    merged.journal_max_entries = next->daemon.journal_max_entries;
-    config_.daemon = merged;
-    config_.policy = next->policy;
-    config_.text = next->text;
+    config_ = fresh;
   }
-  log()->set_level(spdlog::level::from_str(config_.daemon.log_level));
-  if (config_.daemon.interval != old_interval) {
+  log()->set_level(spdlog::level::from_str(fresh->daemon.log_level));
+  if (fresh->daemon.interval != running->daemon.interval) {
     itimerspec its{};
-    its.it_interval.tv_sec = config_.daemon.interval.count() / 1000;
-    its.it_interval.tv_nsec = (config_.daemon.interval.count() % 1000) * 1000000;
+    its.it_interval.tv_sec = fresh->daemon.interval.count() / 1000;
+    its.it_interval.tv_nsec = (fresh->daemon.interval.count() % 1000) * 1000000;
     its.it_value = its.it_interval;
     ::timerfd_settime(timer_fd_.get(), 0, &its, nullptr);
   }
+  if (fresh->daemon.mode != running->daemon.mode) {
+    log()->info("mode {} -> {}{}", modeName(running->daemon.mode), modeName(fresh->daemon.mode),
+                fresh->daemon.mode == Mode::Act ? ""
+                                                : ": colod's overlays are released");
+  }
   ++reloads_;
-  log()->info("config reloaded ({}): mode {}, interval {} ms", why, modeName(config_.daemon.mode),
-              config_.daemon.interval.count());
+  log()->info("config reloaded ({}): mode {}, interval {} ms", why, modeName(cfg()->daemon.mode),
+              cfg()->daemon.interval.count());
   return {};
 }
 
@@ -1393,12 +1396,10 @@ void Daemon::Impl::publish(const policy::Snapshot* /*snap*/) {
   v->unix_ms = unixMs();
   std::map<std::string, std::string> tiers;
   std::map<std::string, bool> managed;
-  {
-    std::lock_guard lk(engine_mu_);
-    for (const auto& a : engine_->applied()) {
-      managed[a.target_id] = true;
-    }
+  for (const auto& e : actuator_->entries()) {
+    managed[e.id] = true;
   }
+  const ReconcileStats rs = actuator_->stats();
   for (const auto& [id, k] : known_) {
     tiers[id] = k.tier;
   }
@@ -1442,7 +1443,7 @@ void Daemon::Impl::publish(const policy::Snapshot* /*snap*/) {
         c.set_throttled_ns(s.throttling->throttled_ns);
       }
       c.set_reclaim_stall_ns(s.reclaim_stall_ns);
-      const double interval_ns = static_cast<double>(config_.daemon.interval.count()) * 1e6;
+      const double interval_ns = static_cast<double>(cfg()->daemon.interval.count()) * 1e6;
       c.set_cpu_util(interval_ns > 0 ? static_cast<double>(s.oncpu_ns) / interval_ns : 0);
       last = s.runq_hist;
     }
@@ -1501,9 +1502,21 @@ void Daemon::Impl::publish(const policy::Snapshot* /*snap*/) {
   }
   d.nri_connected = nri_connected_;
   d.nri_reconnects = nri_reconnects_;
-  d.updates_sent = updates_sent_;
-  d.update_failures = update_failures_;
-  d.updates_dropped = updates_dropped_;
+  d.updates_sent = rs.updates_applied;
+  {
+    uint64_t failed = 0;
+    for (const auto& [reason, n] : rs.failures) {
+      failed += reason == "not_connected" ? 0 : n;
+    }
+    d.update_failures = failed;
+  }
+  d.updates_dropped = updates_dropped_ + rs.dropped_full;
+  d.reconcile_tracked = rs.tracked;
+  d.reconcile_pending = rs.pending;
+  d.reconcile_oldest_pending_seconds = static_cast<double>(rs.oldest_pending_ns) / 1e9;
+  d.reconcile_failures = rs.failures;
+  d.reconcile_external_changes = rs.external_changes;
+  d.journal_errors = journal_errors_;
   d.bpf_dropped_events = bpf_drops_;
   d.ticks = ticks_;
   d.tick_overruns = tick_overruns_;
@@ -1526,7 +1539,7 @@ void Daemon::Impl::publish(const policy::Snapshot* /*snap*/) {
   st.set_updates_sent(d.updates_sent);
   st.set_update_failures(d.update_failures);
   st.set_journal_entries(journal_entries_);
-  st.set_interval_ms(config_.daemon.interval.count());
+  st.set_interval_ms(cfg()->daemon.interval.count());
   std::shared_ptr<const View> old;
   {
     std::lock_guard lk(view_mu_);
@@ -1551,7 +1564,7 @@ std::shared_ptr<const View> takeView(std::mutex& mu, const std::shared_ptr<const
 Result<v1::StatusReply> Daemon::Impl::status() {
   auto v = takeView(view_mu_, view_);
   v1::StatusReply st = v->status;
-  const auto self = readSelfStats(config_.daemon.proc_root);
+  const auto self = readSelfStats(cfg()->daemon.proc_root);
   st.set_rss_bytes(self.rss_bytes);
   st.set_cpu_seconds(self.cpu_seconds);
   return st;
@@ -1572,7 +1585,7 @@ Result<v1::DumpReply> Daemon::Impl::dump() {
   using nlohmann::json;
   auto v = takeView(view_mu_, view_);
   json doc;
-  const auto self = readSelfStats(config_.daemon.proc_root);
+  const auto self = readSelfStats(cfg()->daemon.proc_root);
   doc["status"] = {{"mode", v->status.mode()},
                    {"nri_connected", v->status.nri_connected()},
                    {"nri_reconnects", v->status.nri_reconnects()},
@@ -1624,11 +1637,23 @@ Result<v1::DumpReply> Daemon::Impl::dump() {
                          {"victim_id", a.victim_id},
                          {"lever", std::string(policy::leverName(a.lever))},
                          {"rung", a.rung},
-                         {"applied", describeResources(a.applied_values)},
-                         {"original", describeResources(a.original_values)}});
+                         {"applied", describeResources(a.applied_values)}});
     }
   }
   doc["applied"] = applied;
+  json overlays = json::array();
+  for (const auto& e : actuator_->entries()) {
+    overlays.push_back({{"id", e.id},
+                        {"name", e.name},
+                        {"overlay", describeResources(e.overlay)},
+                        {"base", describeResources(e.base)},
+                        {"spec", describeResources(e.spec)},
+                        {"pending", e.pending},
+                        {"attempts", e.attempts},
+                        {"last_error", e.last_error},
+                        {"why", e.why}});
+  }
+  doc["overlays"] = overlays;
   json decs = json::array();
   {
     std::lock_guard lk(decisions_mu_);
@@ -1706,16 +1731,45 @@ Result<v1::ExplainReply> Daemon::Impl::explain(const std::string& query) {
     text << "  baseline p99: " << cv.baseline_p99_us << " us; hits in window: "
          << cv.hits_in_window << "\n";
     text << "  victim now: " << (cv.victim ? "yes" : "no") << "\n";
-    if (cv.restrictions.empty()) {
-      text << "  restrictions held by colod: none\n";
-    }
     for (const auto& a : cv.restrictions) {
-      text << "  restriction: " << policy::leverName(a.lever) << " rung " << a.rung << " for victim "
-           << a.victim_id.substr(0, 12) << ": " << describeResources(a.applied_values)
-           << " (original " << describeResources(a.original_values) << ")\n";
+      text << "  engine restriction: " << policy::leverName(a.lever) << " rung " << a.rung + 1
+           << " for victim " << a.victim_id.substr(0, 12) << ": "
+           << describeResources(a.applied_values) << "\n";
     }
     if (!cv.last_explanation.empty()) {
       text << "  last: " << cv.last_explanation << "\n";
+    }
+  }
+  // What colod holds on the container, from the actuator (the only writer): this is what the
+  // runtime has or is being asked to have, whatever the engine believes.
+  {
+    const auto entries = actuator_->entries();
+    auto e = std::find_if(entries.begin(), entries.end(),
+                          [&](const ReconcileEntry& x) { return x.id == c.id(); });
+    if (e == entries.end()) {
+      text << "  held by colod: nothing (the runtime's own values are in force)\n";
+    } else {
+      const bool releasing = e->overlay == policy::Resources{};
+      text << "  held by colod: "
+           << (releasing ? std::string("nothing; releasing to the runtime's own values")
+                         : describeResources(e->overlay))
+           << " (runtime's own: " << describeResources(e->base) << ")";
+      if (!e->why.empty() && !releasing) {
+        text << " because " << e->why;
+      }
+      text << "\n";
+      if (e->pending) {
+        const auto age_ms = (std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                 Clock::now().time_since_epoch())
+                                 .count() -
+                             e->pending_since_ns) /
+                            1000000;
+        text << "  not yet confirmed by the runtime: pending " << age_ms << " ms, "
+             << e->attempts << " failed attempts"
+             << (e->last_error.empty() ? std::string() : ", last: " + e->last_error) << "\n";
+      } else {
+        text << "  confirmed by the runtime: " << describeResources(e->spec) << "\n";
+      }
     }
   }
   text << "  cgroup: " << (c.cgroup_id() != 0 ? c.cgroup_path() : "unresolved") << "\n";
@@ -1735,9 +1789,9 @@ Result<v1::ExplainReply> Daemon::Impl::explain(const std::string& query) {
 
 Result<v1::ConfigShowReply> Daemon::Impl::configShow() {
   v1::ConfigShowReply out;
-  std::lock_guard lk(config_mu_);
+  const auto conf = cfg();
   out.set_path(options_.config_path);
-  if (config_.text.empty()) {
+  if (conf->text.empty()) {
     std::string yaml = "# built-in defaults (colod started without --config)\ndaemon: {}\npolicy:\n";
     std::istringstream in{std::string(policy::defaultConfigYaml())};
     std::string line;
@@ -1746,7 +1800,7 @@ Result<v1::ConfigShowReply> Daemon::Impl::configShow() {
     }
     out.set_yaml(yaml);
   } else {
-    out.set_yaml(config_.text);
+    out.set_yaml(conf->text);
   }
   return out;
 }
@@ -1811,14 +1865,13 @@ Result<void> Daemon::Impl::record(uint32_t seconds,
     std::lock_guard lk(rec_mu_);
     std::string head;
     {
-      std::lock_guard cl(config_mu_);
       policy::TraceHeader h;
       // The running policy section, so a replay uses the same thresholds.
-      h.config_yaml = policySectionYaml(config_.text);
+      h.config_yaml = policySectionYaml(cfg()->text);
       head = policy::encodeTraceHeader(h) + "\n";
     }
     for (const auto& [pod, ctr] : trace_prefix_) {
-      head += policy::encodeUpsert(toContainerInfo(pod.get(), *ctr, node_cpus_)) + "\n";
+      head += policy::encodeUpsert(engineInfo(pod.get(), *ctr)) + "\n";
     }
     rec->lines.push_back(std::move(head));
     recorders_.push_back(rec);

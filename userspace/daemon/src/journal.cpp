@@ -2,10 +2,13 @@
 #include "colod/daemon/journal.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -52,61 +55,133 @@ void mergeSet(policy::Resources& into, const policy::Resources& from) {
 }  // namespace
 
 std::string encodeJournal(const Journal& journal) {
-  json entries = json::array();
-  for (const auto& e : journal.entries) {
-    entries.push_back({{"target_id", e.action.target_id},
-                       {"target_name", e.target_name},
-                       {"victim_id", e.action.victim_id},
-                       {"lever", std::string(policy::leverName(e.action.lever))},
-                       {"rung", e.action.rung},
-                       {"applied", policy::encodeResourcesJson(e.action.applied_values)},
-                       {"original", policy::encodeResourcesJson(e.action.original_values)},
-                       {"restore_pending", e.restore_pending}});
+  json ctrs = json::array();
+  for (const auto& c : journal.containers) {
+    json actions = json::array();
+    for (const auto& a : c.actions) {
+      actions.push_back({{"victim_id", a.victim_id},
+                         {"lever", std::string(policy::leverName(a.lever))},
+                         {"rung", a.rung},
+                         {"applied", policy::encodeResourcesJson(a.applied_values)}});
+    }
+    ctrs.push_back({{"id", c.state.id},
+                    {"name", c.state.name},
+                    {"base", policy::encodeResourcesJson(c.state.base)},
+                    {"overlay", policy::encodeResourcesJson(c.state.overlay)},
+                    {"why", c.state.why},
+                    {"actions", actions}});
   }
-  json doc = {{"version", kJournalVersion}, {"entries", entries}};
+  json doc = {{"version", kJournalVersion}, {"containers", ctrs}};
   return doc.dump(1) + "\n";
 }
+
+namespace {
+
+Result<policy::Lever> leverOf(const std::string& name) {
+  for (auto l : kLevers) {
+    if (policy::leverName(l) == name) {
+      return l;
+    }
+  }
+  return COLOD_ERR(EINVAL, "journal: unknown lever '", name, "'");
+}
+
+// Version 1: one entry per restriction, with the original stored when it was first applied.
+// Converted per container: the base is the stored original (what a release returns to), the
+// overlay the applied values unless a restore was already in flight.
+Result<Journal> decodeV1(const json& doc) {
+  Journal out;
+  for (const auto& e : doc.at("entries")) {
+    const auto id = e.at("target_id").get<std::string>();
+    if (id.empty()) {
+      return COLOD_ERR(EINVAL, "journal: entry without target_id");
+    }
+    auto lever = leverOf(e.at("lever").get<std::string>());
+    if (!lever) {
+      return std::move(lever).error();
+    }
+    auto applied = policy::decodeResourcesJson(e.at("applied"), "journal: applied");
+    if (!applied) {
+      return std::move(applied).error();
+    }
+    auto original = policy::decodeResourcesJson(e.at("original"), "journal: original");
+    if (!original) {
+      return std::move(original).error();
+    }
+    auto it = std::find_if(out.containers.begin(), out.containers.end(),
+                           [&](const JournalContainer& c) { return c.state.id == id; });
+    if (it == out.containers.end()) {
+      out.containers.push_back({});
+      it = out.containers.end() - 1;
+      it->state.id = id;
+      it->state.name = e.value("target_name", "");
+    }
+    mergeSet(it->state.base, completeOriginals(*original, *applied));
+    if (!e.value("restore_pending", false)) {
+      mergeSet(it->state.overlay, *applied);
+      it->actions.push_back({.target_id = id,
+                             .victim_id = e.value("victim_id", ""),
+                             .lever = *lever,
+                             .rung = e.value("rung", 0),
+                             .applied_values = *applied,
+                             .original_values = *original});
+    }
+  }
+  return out;
+}
+
+}  // namespace
 
 Result<Journal> decodeJournal(std::string_view text) {
   Journal out;
   try {
     const json doc = json::parse(text);
-    if (!doc.is_object() || doc.value("version", 0) != kJournalVersion) {
-      return COLOD_ERR(EINVAL, "journal: missing or unsupported version (want ", kJournalVersion,
-                       ")");
+    if (!doc.is_object()) {
+      return COLOD_ERR(EINVAL, "journal: not a JSON object");
     }
-    for (const auto& e : doc.at("entries")) {
-      JournalEntry entry;
-      entry.action.target_id = e.at("target_id").get<std::string>();
-      entry.target_name = e.value("target_name", "");
-      entry.action.victim_id = e.value("victim_id", "");
-      const auto lever = e.at("lever").get<std::string>();
-      bool found = false;
-      for (auto l : kLevers) {
-        if (policy::leverName(l) == lever) {
-          entry.action.lever = l;
-          found = true;
+    const int version = doc.value("version", 0);
+    if (version == 1) {
+      return decodeV1(doc);
+    }
+    if (version != kJournalVersion) {
+      return COLOD_ERR(EINVAL, "journal: missing or unsupported version ", version, " (want ",
+                       kJournalVersion, ")");
+    }
+    for (const auto& c : doc.at("containers")) {
+      JournalContainer jc;
+      jc.state.id = c.at("id").get<std::string>();
+      if (jc.state.id.empty()) {
+        return COLOD_ERR(EINVAL, "journal: container without id");
+      }
+      jc.state.name = c.value("name", "");
+      jc.state.why = c.value("why", "");
+      auto base = policy::decodeResourcesJson(c.at("base"), "journal: base");
+      if (!base) {
+        return std::move(base).error();
+      }
+      auto overlay = policy::decodeResourcesJson(c.at("overlay"), "journal: overlay");
+      if (!overlay) {
+        return std::move(overlay).error();
+      }
+      jc.state.base = std::move(base).value();
+      jc.state.overlay = std::move(overlay).value();
+      for (const auto& a : c.value("actions", json::array())) {
+        auto lever = leverOf(a.at("lever").get<std::string>());
+        if (!lever) {
+          return std::move(lever).error();
         }
+        auto applied = policy::decodeResourcesJson(a.at("applied"), "journal: action applied");
+        if (!applied) {
+          return std::move(applied).error();
+        }
+        jc.actions.push_back({.target_id = jc.state.id,
+                              .victim_id = a.value("victim_id", ""),
+                              .lever = *lever,
+                              .rung = a.value("rung", 0),
+                              .applied_values = std::move(applied).value(),
+                              .original_values = {}});
       }
-      if (!found) {
-        return COLOD_ERR(EINVAL, "journal: unknown lever '", lever, "'");
-      }
-      entry.action.rung = e.value("rung", 0);
-      auto applied = policy::decodeResourcesJson(e.at("applied"), "journal: applied");
-      if (!applied) {
-        return std::move(applied).error();
-      }
-      auto original = policy::decodeResourcesJson(e.at("original"), "journal: original");
-      if (!original) {
-        return std::move(original).error();
-      }
-      entry.action.applied_values = std::move(applied).value();
-      entry.action.original_values = std::move(original).value();
-      entry.restore_pending = e.value("restore_pending", false);
-      if (entry.action.target_id.empty()) {
-        return COLOD_ERR(EINVAL, "journal: entry without target_id");
-      }
-      out.entries.push_back(std::move(entry));
+      out.containers.push_back(std::move(jc));
     }
   } catch (const json::exception& e) {
     return COLOD_ERR(EINVAL, "journal: ", e.what());
@@ -115,8 +190,8 @@ Result<Journal> decodeJournal(std::string_view text) {
 }
 
 Result<void> writeJournal(const std::string& path, const Journal& journal, uint32_t max_entries) {
-  if (journal.entries.size() > max_entries) {
-    return COLOD_ERR(E2BIG, "journal has ", journal.entries.size(), " entries, bound is ",
+  if (journal.containers.size() > max_entries) {
+    return COLOD_ERR(E2BIG, "journal has ", journal.containers.size(), " containers, bound is ",
                      max_entries);
   }
   const std::filesystem::path p(path);
@@ -178,32 +253,49 @@ Result<Journal> readJournal(const std::string& path) {
   return j;
 }
 
-ReconcilePlan planReconcile(const Journal& journal,
-                            const std::set<std::string>& present_ids,
-                            Reconcile mode) {
-  ReconcilePlan plan;
-  for (const auto& e : journal.entries) {
-    if (present_ids.count(e.action.target_id) == 0) {
-      plan.dropped.push_back(e);
-    } else if (mode == Reconcile::Restore || e.restore_pending) {
-      // A restore that was in flight is finished, whatever the mode.
-      plan.restore.push_back(e);
-    } else {
-      plan.reseed.push_back(e);
-    }
+pid_t parseLockPid(std::string_view text) {
+  pid_t pid = 0;
+  const char* b = text.data();
+  const char* e = b + text.size();
+  while (b < e && (*b == ' ' || *b == '\n')) {
+    ++b;
   }
-  return plan;
+  auto [ptr, ec] = std::from_chars(b, e, pid);
+  return ec == std::errc() && pid > 0 ? pid : 0;
 }
 
-policy::Resources originalValuesOf(std::string_view target_id,
-                                   const std::vector<JournalEntry>& entries) {
-  policy::Resources out;
-  for (const auto& e : entries) {
-    if (e.action.target_id == target_id) {
-      mergeSet(out, completeOriginals(e.action.original_values, e.action.applied_values));
+Result<JournalLock> JournalLock::acquire(const std::string& journal_path) {
+  const std::string path = journal_path + ".lock";
+  const std::filesystem::path p(path);
+  std::error_code ec;
+  if (p.has_parent_path()) {
+    std::filesystem::create_directories(p.parent_path(), ec);
+    if (ec) {
+      return COLOD_ERR(ec.value(), "creating ", p.parent_path().string());
     }
   }
-  return out;
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  if (!fd) {
+    return COLOD_ERR(errno, "opening the journal lock ", path);
+  }
+  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    if (err != EWOULDBLOCK) {
+      return COLOD_ERR(err, "locking ", path);
+    }
+    char buf[32] = {};
+    const ssize_t n = ::pread(fd.get(), buf, sizeof buf - 1, 0);
+    const pid_t holder = n > 0 ? parseLockPid(std::string_view(buf, static_cast<size_t>(n))) : 0;
+    return COLOD_ERR(EBUSY, "journal ", journal_path, " is in use by colod pid ",
+                     holder > 0 ? std::to_string(holder) : std::string("(unknown)"), " (lock ",
+                     path, "): two colods on one journal would undo each other's restrictions");
+  }
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd.get(), 0) != 0 ||
+      ::pwrite(fd.get(), pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+    return COLOD_ERR(errno, "writing the pid to ", path);
+  }
+  return JournalLock(std::move(fd), path);
 }
 
 }  // namespace colod::daemon

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -13,27 +15,26 @@
 namespace colod::daemon {
 namespace {
 
-JournalEntry entry(const std::string& target, policy::Lever lever) {
-  JournalEntry e;
-  e.action.target_id = target;
-  e.action.victim_id = "victim-1";
-  e.action.lever = lever;
-  e.action.rung = 1;
-  e.target_name = "jobs/batch/" + target;
-  if (lever == policy::Lever::CpuShares) {
-    e.action.applied_values.cpu_shares = 2;
-    e.action.original_values.cpu_shares = 1024;
-  } else if (lever == policy::Lever::CpuQuota) {
-    e.action.applied_values.cpu_quota = 50000;
-    e.action.applied_values.cpu_period = 100000;
-    e.action.original_values.cpu_quota = -1;
-    e.action.original_values.cpu_period = 100000;
-  } else {
-    e.action.applied_values.cpuset_cpus = "1";
-    e.action.original_values.cpuset_cpus = "";
-    e.action.original_values.unified = {{"cpu.idle", "0"}};
-  }
-  return e;
+JournalContainer container(const std::string& id) {
+  JournalContainer c;
+  c.state.id = id;
+  c.state.name = "jobs/batch/" + id;
+  c.state.base.cpu_quota = 150000;
+  c.state.base.cpu_period = 100000;
+  c.state.base.cpuset_cpus = "0-1";
+  c.state.overlay.cpu_quota = 50000;
+  c.state.overlay.cpu_period = 100000;
+  c.state.overlay.cpuset_cpus = "1";
+  c.state.why = "rung 3 for prod/web/probe";
+  c.actions.push_back({.target_id = id,
+                       .victim_id = "victim-1",
+                       .lever = policy::Lever::CpuQuota,
+                       .rung = 2,
+                       .applied_values = {},
+                       .original_values = {}});
+  c.actions.back().applied_values.cpu_quota = 50000;
+  c.actions.back().applied_values.cpu_period = 100000;
+  return c;
 }
 
 class JournalTest : public ::testing::Test {
@@ -49,37 +50,61 @@ class JournalTest : public ::testing::Test {
 
 TEST(JournalCodec, RoundTrips) {
   Journal j;
-  j.entries = {entry("a", policy::Lever::CpuShares), entry("a", policy::Lever::CpuQuota),
-               entry("b", policy::Lever::Cpuset)};
-  j.entries[2].restore_pending = true;
-  auto back = ASSERT_OK(decodeJournal(encodeJournal(j)));
-  EXPECT_EQ(back, j);
-  EXPECT_EQ(ASSERT_OK(decodeJournal(encodeJournal(Journal{}))).entries.size(), 0U);
+  j.containers = {container("a"), container("b")};
+  j.containers[1].state.overlay = {};  // a release in flight
+  j.containers[1].actions.clear();
+  const std::string text = encodeJournal(j);
+  EXPECT_NE(text.find("\"version\": 2"), std::string::npos) << text;
+  EXPECT_EQ(ASSERT_OK(decodeJournal(text)), j);
+  EXPECT_EQ(ASSERT_OK(decodeJournal(encodeJournal(Journal{}))), Journal{});
 }
 
 TEST(JournalCodec, RejectsBadInput) {
-  EXPECT_ERR(decodeJournal("{"), EINVAL, "journal");
-  EXPECT_ERR(decodeJournal(R"({"version":2,"entries":[]})"), EINVAL, "unsupported version");
-  EXPECT_ERR(decodeJournal(R"({"version":1,"entries":[{"target_id":"a","lever":"nope",)"
-                           R"("applied":{},"original":{}}]})"),
+  EXPECT_ERR(decodeJournal("not json"), EINVAL, "journal");
+  EXPECT_ERR(decodeJournal("[]"), EINVAL, "not a JSON object");
+  EXPECT_ERR(decodeJournal(R"({"version": 9, "containers": []})"), EINVAL, "unsupported version 9");
+  EXPECT_ERR(decodeJournal(R"({"version": 2, "containers": [{"id": ""}]})"), EINVAL, "without id");
+  EXPECT_ERR(decodeJournal(R"({"version": 2, "containers": [{"id": "a", "base": {},
+      "overlay": {"cpu_quota": "x"}}]})"),
+             EINVAL, "overlay");
+  EXPECT_ERR(decodeJournal(R"({"version": 2, "containers": [{"id": "a", "base": {},
+      "overlay": {}, "actions": [{"lever": "nope", "applied": {}}]}]})"),
              EINVAL, "unknown lever 'nope'");
-  EXPECT_ERR(decodeJournal(R"({"version":1,"entries":[{"lever":"cpuset"}]})"), EINVAL, "journal");
-  EXPECT_ERR(decodeJournal(R"({"version":1,"entries":[{"target_id":"a","lever":"cpuset",)"
-                           R"("applied":{"cpu_shares":"x"},"original":{}}]})"),
-             EINVAL, "journal: applied: cpu_shares: expected an unsigned integer");
-  EXPECT_ERR(decodeJournal(R"({"version":1,"entries":[{"target_id":"a","lever":"cpuset",)"
-                           R"("applied":{},"original":{"cpuset_cpus":3}}]})"),
-             EINVAL, "journal: original: cpuset_cpus");
-  EXPECT_ERR(decodeJournal(R"({"version":1,"entries":[{"target_id":"a","lever":"cpuset",)"
-                           R"("applied":[],"original":{}}]})"),
-             EINVAL, "journal: applied: resources: expected an object");
+  EXPECT_ERR(decodeJournal(R"({"version": 2, "containers": [{"id": "a"}]})"), EINVAL, "journal");
+}
+
+// A journal written by the previous version (one entry per restriction with a stored original)
+// still brings every restriction back to a known value.
+TEST(JournalCodec, ReadsVersionOne) {
+  const char* v1 = R"({"version": 1, "entries": [
+    {"target_id": "be", "target_name": "jobs/b/be", "victim_id": "v", "lever": "cpu_quota",
+     "rung": 2, "applied": {"cpu_quota": 56250, "cpu_period": 100000},
+     "original": {"cpu_period": 100000}, "restore_pending": false},
+    {"target_id": "be", "target_name": "jobs/b/be", "victim_id": "v", "lever": "cpu_shares",
+     "rung": 0, "applied": {"cpu_shares": 2}, "original": {"cpu_shares": 1024},
+     "restore_pending": false},
+    {"target_id": "gone", "lever": "cpuset", "applied": {"cpuset_cpus": "1"},
+     "original": {}, "restore_pending": true}]})";
+  const Journal j = ASSERT_OK(decodeJournal(v1));
+  ASSERT_EQ(j.containers.size(), 2U);
+  const auto& be = j.containers[0].state;
+  EXPECT_EQ(be.id, "be");
+  EXPECT_EQ(be.base.cpu_quota, -1) << "an unset original quota is unlimited";
+  EXPECT_EQ(be.base.cpu_shares, 1024U);
+  EXPECT_EQ(be.overlay.cpu_quota, 56250);
+  EXPECT_EQ(be.overlay.cpu_shares, 2U);
+  EXPECT_EQ(j.containers[0].actions.size(), 2U);
+  const auto& gone = j.containers[1];
+  EXPECT_EQ(gone.state.base.cpuset_cpus, "") << "all CPUs";
+  EXPECT_FALSE(gone.state.overlay.cpuset_cpus) << "its restore was in flight";
+  EXPECT_TRUE(gone.actions.empty());
 }
 
 TEST_F(JournalTest, AtomicWriteAndRead) {
   const std::string path = dir_ + "/state/journal.json";
-  EXPECT_EQ(ASSERT_OK(readJournal(path)).entries.size(), 0U);  // missing = empty
+  EXPECT_EQ(ASSERT_OK(readJournal(path)).containers.size(), 0U);  // missing = empty
   Journal j;
-  j.entries = {entry("a", policy::Lever::CpuShares)};
+  j.containers = {container("a")};
   ASSERT_OK(writeJournal(path, j, 16));
   EXPECT_EQ(ASSERT_OK(readJournal(path)), j);
   EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
@@ -87,45 +112,54 @@ TEST_F(JournalTest, AtomicWriteAndRead) {
   ASSERT_EQ(::stat(path.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600U);
   // Bounded.
-  j.entries.push_back(entry("b", policy::Lever::Cpuset));
+  j.containers.push_back(container("b"));
   EXPECT_ERR(writeJournal(path, j, 1), E2BIG, "bound is 1");
-  EXPECT_EQ(ASSERT_OK(readJournal(path)).entries.size(), 1U);  // old content intact
+  EXPECT_EQ(ASSERT_OK(readJournal(path)).containers.size(), 1U);  // old content intact
   // Corrupt content is an error, not an empty journal.
   std::ofstream(path) << "garbage";
   EXPECT_ERR(readJournal(path), EINVAL, "journal .*journal.json");
 }
 
-TEST(Reconcile, PlansRestoreReseedDrop) {
-  Journal j;
-  j.entries = {entry("a", policy::Lever::CpuShares), entry("gone", policy::Lever::CpuQuota),
-               entry("b", policy::Lever::Cpuset)};
-  j.entries[2].restore_pending = true;
-  const std::set<std::string> present = {"a", "b"};
-  auto restore = planReconcile(j, present, Reconcile::Restore);
-  EXPECT_EQ(restore.restore.size(), 2U);
-  EXPECT_EQ(restore.reseed.size(), 0U);
-  ASSERT_EQ(restore.dropped.size(), 1U);
-  EXPECT_EQ(restore.dropped[0].action.target_id, "gone");
-  auto reseed = planReconcile(j, present, Reconcile::Reseed);
-  ASSERT_EQ(reseed.reseed.size(), 1U);
-  EXPECT_EQ(reseed.reseed[0].action.target_id, "a");
-  ASSERT_EQ(reseed.restore.size(), 1U);  // a restore in flight is finished in any mode
-  EXPECT_EQ(reseed.restore[0].action.target_id, "b");
+TEST_F(JournalTest, ASecondHolderIsRefusedWithTheFirstOnesPid) {
+  const std::string path = dir_ + "/state/journal.json";
+  auto first = ASSERT_OK(JournalLock::acquire(path));
+  EXPECT_EQ(first.path(), path + ".lock");
+  std::ifstream in(first.path());
+  pid_t written = 0;
+  in >> written;
+  EXPECT_EQ(written, ::getpid());
+  // flock conflicts between open file descriptions, even in one process.
+  EXPECT_ERR(JournalLock::acquire(path), EBUSY,
+             "in use by colod pid " + std::to_string(::getpid()));
 }
 
-TEST(Reconcile, OriginalValuesMergeAcrossLevers) {
-  std::vector<JournalEntry> es = {entry("a", policy::Lever::CpuShares),
-                                  entry("a", policy::Lever::CpuQuota),
-                                  entry("b", policy::Lever::Cpuset)};
-  auto a = originalValuesOf("a", es);
-  EXPECT_EQ(a.cpu_shares, 1024U);
-  EXPECT_EQ(a.cpu_quota, -1);
-  EXPECT_EQ(a.cpu_period, 100000U);
-  EXPECT_FALSE(a.cpuset_cpus.has_value());
-  auto b = originalValuesOf("b", es);
-  EXPECT_EQ(b.cpuset_cpus, "");
-  EXPECT_EQ(b.unified.at("cpu.idle"), "0");
-  EXPECT_EQ(originalValuesOf("zzz", es), policy::Resources{});
+TEST_F(JournalTest, TheLockGoesWithItsHolder) {
+  const std::string path = dir_ + "/journal.json";
+  {
+    auto held = ASSERT_OK(JournalLock::acquire(path));
+  }
+  auto again = ASSERT_OK(JournalLock::acquire(path));
+  (void)again;
+  // A holder that dies (however) releases it: a child takes it and exits.
+  const std::string other = dir_ + "/other.json";
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto r = JournalLock::acquire(other);
+    ::_exit(r ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  auto after = ASSERT_OK(JournalLock::acquire(other));
+  (void)after;
+}
+
+TEST(JournalLockPid, ParsesWhatTheHolderWrote) {
+  EXPECT_EQ(parseLockPid("1234\n"), 1234);
+  EXPECT_EQ(parseLockPid(""), 0);
+  EXPECT_EQ(parseLockPid("x"), 0);
+  EXPECT_EQ(parseLockPid("-5"), 0);
 }
 
 }  // namespace

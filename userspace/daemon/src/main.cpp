@@ -79,20 +79,23 @@ int main(int argc, char** argv) {
     }
     config = std::move(r).value();
   }
+  // Command-line settings win over the file now and on every reload.
+  SettingsOverrides overrides;
   if (!mode.empty()) {
-    config.daemon.mode = mode == "act"       ? Mode::Act
-                         : mode == "dry-run" ? Mode::DryRun
-                                             : Mode::ObserveOnly;
+    overrides.mode = mode == "act"       ? Mode::Act
+                     : mode == "dry-run" ? Mode::DryRun
+                                         : Mode::ObserveOnly;
   }
   if (!log_level.empty()) {
-    config.daemon.log_level = log_level;
+    overrides.log_level = log_level;
   }
   if (!log_format.empty()) {
-    config.daemon.log_format = log_format == "json" ? LogFormat::Json : LogFormat::Text;
+    overrides.log_format = log_format == "json" ? LogFormat::Json : LogFormat::Text;
   }
+  overrides.applyTo(config.daemon);
   setupLogging(config.daemon.log_format, config.daemon.log_level);
 
-  auto daemon = Daemon::create(std::move(config), {.config_path = config_path});
+  auto daemon = Daemon::create(std::move(config), {.config_path = config_path, .overrides = overrides});
   if (!daemon) {
     spdlog::critical("startup failed: {}", daemon.error().message());
     std::fprintf(stderr, "colod: startup failed: %s\n", daemon.error().message().c_str());

@@ -90,10 +90,28 @@ std::string formatColodMetrics(const MetricsView& view) {
       {"colod_nri_updates_sent_total", MetricType::Counter,
        "Container updates sent to the runtime.", static_cast<double>(d.updates_sent)},
       {"colod_nri_update_failures_total", MetricType::Counter,
-       "UpdateContainers calls that failed (each retry counts).",
+       "UpdateContainers calls that failed (each attempt counts; see "
+       "colod_reconcile_failures_total for why).",
        static_cast<double>(d.update_failures)},
       {"colod_nri_updates_dropped_total", MetricType::Counter,
-       "Container updates given up after the retry bound.", static_cast<double>(d.updates_dropped)},
+       "Overlays refused because the bound on tracked containers was reached.",
+       static_cast<double>(d.updates_dropped)},
+      {"colod_reconcile_tracked", MetricType::Gauge,
+       "Containers on which colod holds or is releasing an overlay.",
+       static_cast<double>(d.reconcile_tracked)},
+      {"colod_reconcile_pending", MetricType::Gauge,
+       "Containers whose runtime spec differs from what colod wants (updates pending).",
+       static_cast<double>(d.reconcile_pending)},
+      {"colod_reconcile_oldest_pending_seconds", MetricType::Gauge,
+       "Age of the oldest pending container update (0 when none).",
+       d.reconcile_oldest_pending_seconds},
+      {"colod_reconcile_external_changes_total", MetricType::Counter,
+       "Changes to fields colod overlays made by someone else (kubelet resizes), taken as the "
+       "new base.",
+       static_cast<double>(d.reconcile_external_changes)},
+      {"colod_journal_errors_total", MetricType::Counter,
+       "Journal writes that failed (new restrictions are not sent until one succeeds).",
+       static_cast<double>(d.journal_errors)},
       {"colod_bpf_dropped_events_total", MetricType::Counter,
        "BPF map updates that failed because a map was full.",
        static_cast<double>(d.bpf_dropped_events)},
@@ -119,6 +137,14 @@ std::string formatColodMetrics(const MetricsView& view) {
   for (const auto& s : scalars) {
     w.family(s.name, s.type, s.help);
     w.sample(s.name, {}, s.value);
+  }
+  w.family("colod_reconcile_failures_total", MetricType::Counter,
+           "Failed convergence attempts, by reason (refused by the runtime, outcome unknown, "
+           "runtime not connected). Every one is retried.");
+  for (const char* reason : {"refused", "unknown", "not_connected"}) {
+    auto it = d.reconcile_failures.find(reason);
+    w.sample("colod_reconcile_failures_total", {{"reason", reason}},
+             it == d.reconcile_failures.end() ? 0.0 : static_cast<double>(it->second));
   }
   w.family("colod_mode", MetricType::Gauge, "The operating mode (1 for the current one).");
   for (const char* m : {"act", "dry-run", "observe-only"}) {

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -47,13 +48,33 @@ struct DaemonSettings {
   Reconcile reconcile = Reconcile::Restore;
   LogFormat log_format = LogFormat::Text;
   std::string log_level = "info";  // trace, debug, info, warn, error
-  uint32_t update_retries = 3;     // attempts per update before it is dropped (and counted)
+  // Accepted for old configs and ignored: the reconciler retries forever with a bounded backoff
+  // (a restore that is given up on leaves a container throttled).
+  uint32_t update_retries = 3;
+  // How long a clean stop waits for the runtime to confirm the release of every overlay; what
+  // is not confirmed by then stays in the journal for the next colod.
+  std::chrono::milliseconds stop_timeout{5000};
   uint32_t max_batch = 64;         // container updates per UpdateContainers call
   uint32_t max_cgroups = 4096;     // collector map bound
   uint32_t decisions_kept = 1024;  // ring of recent decisions served to coloctl
 
   friend bool operator==(const DaemonSettings&, const DaemonSettings&) = default;
 };
+
+// Command-line settings: they win over the file, at start and on every reload.
+struct SettingsOverrides {
+  std::optional<Mode> mode;
+  std::optional<std::string> log_level;
+  std::optional<LogFormat> log_format;
+  void applyTo(DaemonSettings& settings) const;
+  friend bool operator==(const SettingsOverrides&, const SettingsOverrides&) = default;
+};
+
+// The settings a reload may change, from `next`, over the running ones (restart-only settings
+// such as sockets and paths stay), with the command-line overrides applied again.
+DaemonSettings mergeReload(const DaemonSettings& running,
+                           const DaemonSettings& next,
+                           const SettingsOverrides& overrides);
 
 struct Config {
   DaemonSettings daemon;

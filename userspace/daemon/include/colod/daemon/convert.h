@@ -36,6 +36,10 @@ nri::LinuxResources toLinuxResources(const policy::Resources& values, std::strin
 policy::Resources completeOriginals(const policy::Resources& original,
                                     const policy::Resources& applied);
 
+// The set fields of NRI resources in the policy's vocabulary, as they are (no defaults filled
+// in: an unset quota stays unset). Empty cpus/mems strings are unset in NRI.
+policy::Resources toPolicyResources(const nri::LinuxResources& r);
+
 // A human-readable "shares=2 quota=50000/100000 cpus=1" of the set fields.
 std::string describeResources(const policy::Resources& values);
 

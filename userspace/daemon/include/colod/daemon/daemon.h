@@ -22,6 +22,7 @@ namespace colod::daemon {
 
 struct DaemonOptions {
   std::string config_path;  // watched and reloaded; "" = built-in defaults, nothing to watch
+  SettingsOverrides overrides;  // from the command line: re-applied on every reload
 };
 
 // Blocks SIGINT, SIGTERM and SIGHUP in the calling thread (threads created later inherit it).

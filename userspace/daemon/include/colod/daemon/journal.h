@@ -1,63 +1,72 @@
 // SPDX-License-Identifier: Apache-2.0
-// The on-disk journal: what colod changed, so a restart after a crash reconciles instead of
-// leaving BE containers throttled forever.
+// The on-disk journal: colod's overlays (its desired state), so a restart after a crash returns
+// every container to the runtime's own values instead of leaving a BE throttled forever.
 //
 // One small JSON file (default /var/lib/colod/journal.json), rewritten atomically on every change
 // (write <path>.tmp, fsync, rename over <path>, fsync the directory): a reader sees the old or
-// the new content, never a torn one. It is written *before* an update is sent (write-ahead), so
-// the original values are on disk before anything is changed. Bounded: at most max_entries.
+// the new content, never a torn one. It is written *before* the reconciler may send anything
+// that depends on it (write-ahead). Per container it holds the overlay (the fields colod wants),
+// the base (the runtime's own values of those fields when last seen) and the engine's
+// restrictions behind the overlay (for `reconcile: reseed`). Bounded: at most max_entries.
+//
+// Version 1 files (one entry per restriction with its stored original) are read and converted.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
-#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "colod/base/result.h"
-#include "colod/daemon/config.h"
+#include "colod/base/unique_fd.h"
+#include "colod/daemon/reconciler.h"
 #include "colod/policy/decision.h"
 
 namespace colod::daemon {
 
-inline constexpr int kJournalVersion = 1;
+inline constexpr int kJournalVersion = 2;
 
-struct JournalEntry {
-  policy::AppliedAction action;  // target, victim, lever, rung, applied and original values
-  std::string target_name;       // namespace/pod/container, for people reading the file
-  bool restore_pending = false;  // a restore was decided but not yet confirmed by the runtime
+struct JournalContainer {
+  ReconcileEntry state;                        // id, name, base, overlay, why
+  std::vector<policy::AppliedAction> actions;  // the engine's restrictions on it
 
-  friend bool operator==(const JournalEntry&, const JournalEntry&) = default;
+  friend bool operator==(const JournalContainer&, const JournalContainer&) = default;
 };
 
 struct Journal {
-  std::vector<JournalEntry> entries;
+  std::vector<JournalContainer> containers;
   friend bool operator==(const Journal&, const Journal&) = default;
 };
 
 std::string encodeJournal(const Journal& journal);
-// EINVAL "<what>" on bad JSON, a wrong version or a malformed entry.
+// EINVAL "<what>" on bad JSON, a wrong version or a malformed entry. Never throws.
 Result<Journal> decodeJournal(std::string_view text);
 
 // Atomic replace (see file comment). Errors: the errno of open/write/fsync/rename; E2BIG when
-// the journal has more than max_entries entries (nothing is written).
+// the journal has more than max_entries containers (nothing is written).
 Result<void> writeJournal(const std::string& path, const Journal& journal, uint32_t max_entries);
 // A missing file is an empty journal. EINVAL when the content does not decode.
 Result<Journal> readJournal(const std::string& path);
 
-// What to do with a journal at start, once the runtime has told us which containers exist.
-struct ReconcilePlan {
-  std::vector<JournalEntry> restore;  // present; send their original values
-  std::vector<JournalEntry> reseed;   // present; hand back to the engine (seedApplied)
-  std::vector<JournalEntry> dropped;  // containers gone: nothing to do
-};
-ReconcilePlan planReconcile(const Journal& journal,
-                            const std::set<std::string>& present_ids,
-                            Reconcile mode);
+// An exclusive lock on a journal (flock on "<path>.lock", which holds the owner's pid): two
+// colods on one journal would undo each other's restrictions. Released when destroyed (or when
+// the process dies, however it dies).
+class JournalLock {
+ public:
+  // EBUSY "journal <path> is in use by colod pid N" when another process holds it; the errno of
+  // open/flock otherwise. Creates the journal's directory.
+  static Result<JournalLock> acquire(const std::string& journal_path);
+  [[nodiscard]] const std::string& path() const { return path_; }
 
-// The values that return `target_id` to its original state, merged over all its entries
-// (several levers may be held on one container). Fields no entry changed stay absent.
-policy::Resources originalValuesOf(std::string_view target_id,
-                                   const std::vector<JournalEntry>& entries);
+ private:
+  JournalLock(UniqueFd fd, std::string path) : fd_(std::move(fd)), path_(std::move(path)) {}
+  UniqueFd fd_;
+  std::string path_;
+};
+
+// The pid written in a lock file's text, 0 if none.
+pid_t parseLockPid(std::string_view text);
 
 }  // namespace colod::daemon

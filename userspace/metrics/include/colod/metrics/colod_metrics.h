@@ -41,7 +41,15 @@ struct DaemonMetrics {
   uint64_t nri_reconnects = 0;
   uint64_t updates_sent = 0;
   uint64_t update_failures = 0;      // UpdateContainers attempts that failed
-  uint64_t updates_dropped = 0;      // gave up after the retry bound / queue full
+  uint64_t updates_dropped = 0;      // overlays refused by the tracked-container bound
+  // The reconciler (level-triggered actuator): containers whose runtime spec differs from what
+  // colod wants, the age of the oldest, and failed convergence attempts by reason.
+  uint64_t reconcile_tracked = 0;
+  uint64_t reconcile_pending = 0;
+  double reconcile_oldest_pending_seconds = 0;
+  std::map<std::string, uint64_t> reconcile_failures;  // refused, unknown, not_connected
+  uint64_t reconcile_external_changes = 0;
+  uint64_t journal_errors = 0;
   uint64_t bpf_dropped_events = 0;   // BPF map updates that failed (maps full)
   uint64_t ticks = 0;
   uint64_t tick_overruns = 0;

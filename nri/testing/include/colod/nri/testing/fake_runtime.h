@@ -51,6 +51,8 @@ class FakeRuntime {
   std::vector<pb::UpdateContainersRequest> receivedUpdates();
   // Makes the next UpdateContainers answers carry this error status (code 0 = success).
   void setUpdateStatus(int32_t code, std::string message);
+  // Makes the next successful UpdateContainers replies carry these payload bytes ("" = empty).
+  void setUpdateReplyPayload(std::string payload);
   bool waitUpdates(std::size_t n, std::chrono::milliseconds timeout);
 
  private:
@@ -63,6 +65,7 @@ class FakeRuntime {
   std::vector<pb::UpdateContainersRequest> updates_;
   int32_t update_code_ = 0;
   std::string update_message_;
+  std::string update_payload_;
 };
 
 // A listening Unix socket in a fresh temp dir (removed on destruction).

@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: Apache-2.0
+// The actuator: the only writer of container resources. It drives a ReconcilerState
+// (reconciler.h) from one thread: whenever the desired state changes, the runtime reports
+// something (a resync, an event, our own confirmed update) or a backoff ends, it compares the
+// runtime's spec with what colod wants and sends UpdateContainers until they agree -- forever,
+// with a bounded backoff, across runtime restarts. It never gives up on a restore.
+//
+// Threading: setOverlays()/preview()/load() from the daemon loop; adjustUpdate() from the NRI
+// handler thread (it only reads and updates state under the mutex, never sends); the sender is
+// the actuator's own thread. Everything else is safe from any thread.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "colod/base/result.h"
+#include "colod/daemon/reconciler.h"
+#include "colod/nri/registry.h"
+#include "colod/nri/types.h"
+
+namespace colod::daemon {
+
+// What colod wants on one container.
+struct OverlayWish {
+  std::string name;  // namespace/pod/container
+  policy::Resources overlay;
+  std::string why;
+  friend bool operator==(const OverlayWish&, const OverlayWish&) = default;
+};
+using Wishes = std::map<std::string, OverlayWish>;
+
+struct ActuatorOptions {
+  ReconcilerOptions reconciler;
+  // Sends one UpdateContainers call (the stub's updateContainers: ENOTCONN when not
+  // synchronized, EREMOTEIO when the runtime refused, anything else = outcome unknown).
+  std::function<Result<void>(std::vector<nri::ContainerUpdate>)> send;
+  // The runtime's view: every pass reads it (a resync or an event shows up here).
+  const nri::Registry* registry = nullptr;
+  // Increases with every new runtime session (the stub's connects): backoffs are cleared.
+  std::function<uint64_t()> session;
+  // Log lines for people (external changes, containers gone while held). Actuator thread.
+  std::function<void(const ReconcileNote&)> on_note;
+  // A container's desired state was confirmed by the runtime (desired == spec). Actuator thread.
+  std::function<void(const std::string& id)> on_converged;
+  // Clock for tests.
+  std::function<int64_t()> now_ns;
+};
+
+class Actuator {
+ public:
+  explicit Actuator(ActuatorOptions options);
+  ~Actuator();
+  Actuator(const Actuator&) = delete;
+  Actuator& operator=(const Actuator&) = delete;
+  Actuator(Actuator&&) = delete;
+  Actuator& operator=(Actuator&&) = delete;
+
+  void start();
+  void stop();  // joins the thread; idempotent
+
+  // The journal-to-be: every tracked container as it will be once `wishes` are committed
+  // (containers absent from `wishes` are released). Nothing changes.
+  [[nodiscard]] std::vector<ReconcileEntry> preview(const Wishes& wishes) const;
+  // Commits colod's desired state (write the journal of preview() first: write-ahead).
+  // Containers absent from `wishes` are released. Returns the ids refused by the bound.
+  std::vector<std::string> setOverlays(const Wishes& wishes);
+  // Journal state at start, before the first resync (see ReconcilerState::load).
+  void load(const std::vector<ReconcileEntry>& entries, bool keep_overlay);
+
+  // UpdateContainer from the runtime (the kubelet's resize): the requested values become the
+  // base; returns colod's overlay to merge into the reply (empty: nothing to add).
+  [[nodiscard]] policy::Resources adjustUpdate(const std::string& id,
+                                               const nri::LinuxResources& requested);
+  // Wakes the thread (a registry change, a new session).
+  void kick();
+
+  // Blocks until nothing is pending (true) or the timeout passed (false).
+  bool waitConverged(std::chrono::milliseconds timeout);
+
+  [[nodiscard]] std::vector<ReconcileEntry> entries() const;
+  [[nodiscard]] bool tracks(const std::string& id) const;
+  // `spec` with tracked fields replaced by the runtime's own values (what the engine sees).
+  [[nodiscard]] policy::Resources baseView(const std::string& id,
+                                           const policy::Resources& spec) const;
+  [[nodiscard]] ReconcileStats stats() const;
+  [[nodiscard]] uint64_t version() const;
+
+ private:
+  void run();
+  void observeLocked(int64_t now);
+  [[nodiscard]] int64_t now() const;
+
+  ActuatorOptions options_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::condition_variable converged_cv_;
+  ReconcilerState state_;
+  uint64_t seen_generation_ = UINT64_MAX;
+  uint64_t seen_session_ = 0;
+  bool kicked_ = false;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+// How a send result maps onto the reconciler's outcomes.
+SendOutcome classifySendError(int errno_value);
+
+}  // namespace colod::daemon

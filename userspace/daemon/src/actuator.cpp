@@ -1,0 +1,287 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "colod/daemon/actuator.h"
+
+#include <algorithm>
+#include <set>
+#include <utility>
+
+#include "colod/daemon/convert.h"
+
+namespace colod::daemon {
+
+namespace {
+
+// Applies `wishes` to `state` against the registry's view (see Actuator::setOverlays).
+std::vector<std::string> applyWishes(ReconcilerState& state,
+                                     const Wishes& wishes,
+                                     const nri::RegistrySnapshot* snap,
+                                     int64_t now) {
+  std::vector<std::string> refused;
+  for (const auto& [id, overlay] : state.overlays()) {
+    if (wishes.count(id) == 0) {
+      (void)state.setOverlay(id, "", {}, {}, "released", now);
+    }
+  }
+  for (const auto& [id, w] : wishes) {
+    const nri::Container* ctr = snap != nullptr ? snap->container(id) : nullptr;
+    if (ctr == nullptr) {
+      refused.push_back(id);  // the runtime does not know it (any more): nothing to change
+      continue;
+    }
+    if (!state.setOverlay(id, w.name, w.overlay, toPolicyResources(ctr->resources), w.why, now)) {
+      refused.push_back(id);
+    }
+  }
+  return refused;
+}
+
+std::set<std::string> pendingIds(const ReconcilerState& state) {
+  std::set<std::string> out;
+  for (const auto& e : state.entries()) {
+    if (e.pending) {
+      out.insert(e.id);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+SendOutcome classifySendError(int errno_value) {
+  switch (errno_value) {
+    case 0:
+      return SendOutcome::Applied;
+    case ENOTCONN:
+      return SendOutcome::NotConnected;
+    case EREMOTEIO:
+      return SendOutcome::Refused;
+    default:
+      // Reset, timeout, an undecodable reply: the runtime may or may not have applied it.
+      return SendOutcome::Unknown;
+  }
+}
+
+Actuator::Actuator(ActuatorOptions options)
+    : options_(std::move(options)), state_(options_.reconciler) {}
+
+Actuator::~Actuator() { stop(); }
+
+int64_t Actuator::now() const {
+  if (options_.now_ns) {
+    return options_.now_ns();
+  }
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void Actuator::start() {
+  std::lock_guard lk(mu_);
+  if (thread_.joinable()) {
+    return;
+  }
+  stop_ = false;
+  thread_ = std::thread([this] { run(); });
+}
+
+void Actuator::stop() {
+  {
+    std::lock_guard lk(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  converged_cv_.notify_all();
+  if (thread_.joinable()) {
+    thread_.join();
+  }
+}
+
+void Actuator::kick() {
+  {
+    std::lock_guard lk(mu_);
+    kicked_ = true;
+  }
+  cv_.notify_all();
+}
+
+std::vector<ReconcileEntry> Actuator::preview(const Wishes& wishes) const {
+  std::lock_guard lk(mu_);
+  ReconcilerState copy = state_;
+  const auto snap = options_.registry != nullptr ? options_.registry->snapshot() : nullptr;
+  (void)applyWishes(copy, wishes, snap.get(), now());
+  return copy.entries();
+}
+
+std::vector<std::string> Actuator::setOverlays(const Wishes& wishes) {
+  std::vector<std::string> refused;
+  {
+    std::lock_guard lk(mu_);
+    const auto snap = options_.registry != nullptr ? options_.registry->snapshot() : nullptr;
+    refused = applyWishes(state_, wishes, snap.get(), now());
+    kicked_ = true;
+  }
+  cv_.notify_all();
+  converged_cv_.notify_all();
+  return refused;
+}
+
+void Actuator::load(const std::vector<ReconcileEntry>& entries, bool keep_overlay) {
+  {
+    std::lock_guard lk(mu_);
+    state_.load(entries, keep_overlay);
+    seen_generation_ = UINT64_MAX;  // observe everything at the next pass
+    kicked_ = true;
+  }
+  cv_.notify_all();
+}
+
+policy::Resources Actuator::adjustUpdate(const std::string& id,
+                                         const nri::LinuxResources& requested) {
+  policy::Resources adj;
+  {
+    std::lock_guard lk(mu_);
+    adj = state_.adjustUpdate(id, toPolicyResources(requested), now());
+    kicked_ = true;
+  }
+  cv_.notify_all();
+  return adj;
+}
+
+bool Actuator::waitConverged(std::chrono::milliseconds timeout) {
+  std::unique_lock lk(mu_);
+  return converged_cv_.wait_for(lk, timeout,
+                                [this] { return stop_ || state_.stats(0).pending == 0; }) &&
+         state_.stats(0).pending == 0;
+}
+
+std::vector<ReconcileEntry> Actuator::entries() const {
+  std::lock_guard lk(mu_);
+  return state_.entries();
+}
+
+bool Actuator::tracks(const std::string& id) const {
+  std::lock_guard lk(mu_);
+  return state_.find(id) != nullptr;
+}
+
+policy::Resources Actuator::baseView(const std::string& id, const policy::Resources& spec) const {
+  std::lock_guard lk(mu_);
+  return state_.baseView(id, spec);
+}
+
+ReconcileStats Actuator::stats() const {
+  std::lock_guard lk(mu_);
+  return state_.stats(now());
+}
+
+uint64_t Actuator::version() const {
+  std::lock_guard lk(mu_);
+  return state_.version();
+}
+
+// Reads the runtime's view into the state (mu_ held). Only a synchronized view is the truth: a
+// stale one (runtime away) must not make containers look gone.
+void Actuator::observeLocked(int64_t t) {
+  if (options_.registry == nullptr) {
+    return;
+  }
+  const auto snap = options_.registry->snapshot();
+  if (!snap->synchronized) {
+    return;
+  }
+  if (options_.session) {
+    const uint64_t session = options_.session();
+    if (session != seen_session_) {
+      seen_session_ = session;
+      state_.resetBackoff();  // a new session: pending work goes out at once
+    }
+  }
+  if (snap->generation == seen_generation_) {
+    return;
+  }
+  seen_generation_ = snap->generation;
+  for (const auto& e : state_.entries()) {
+    const nri::Container* ctr = snap->container(e.id);
+    if (ctr == nullptr || ctr->state == nri::ContainerState::Stopped) {
+      state_.containerGone(e.id);
+    } else {
+      state_.observeSpec(e.id, toPolicyResources(ctr->resources), t);
+    }
+  }
+}
+
+void Actuator::run() {
+  std::unique_lock lk(mu_);
+  while (!stop_) {
+    const int64_t t = now();
+    const std::set<std::string> before = pendingIds(state_);
+    observeLocked(t);
+    const auto batch = state_.plan(t);
+    std::vector<ReconcileNote> notes = state_.takeNotes();
+    if (!batch.empty()) {
+      std::vector<nri::ContainerUpdate> updates;
+      updates.reserve(batch.size());
+      for (const auto& p : batch) {
+        updates.push_back({.container_id = p.id,
+                           .resources = toLinuxResources(p.values, options_.reconciler.all_cpus)});
+      }
+      lk.unlock();
+      for (const auto& n : notes) {
+        if (options_.on_note) {
+          options_.on_note(n);
+        }
+      }
+      notes.clear();
+      const Result<void> r = options_.send(std::move(updates));
+      lk.lock();
+      state_.onSent(batch, r ? SendOutcome::Applied : classifySendError(r.error().errnoValue()),
+                    r ? std::string() : r.error().message(), now());
+      // The stub records a confirmed update in the registry: read it back before planning again.
+      observeLocked(now());
+    }
+    std::vector<std::string> converged;
+    const std::set<std::string> after = pendingIds(state_);
+    for (const auto& id : before) {
+      if (after.count(id) == 0) {
+        converged.push_back(id);
+      }
+    }
+    for (const auto& n : state_.takeNotes()) {
+      notes.push_back(n);
+    }
+    if (!converged.empty() || after.empty()) {
+      converged_cv_.notify_all();
+    }
+    if (!notes.empty() || !converged.empty()) {
+      lk.unlock();
+      for (const auto& n : notes) {
+        if (options_.on_note) {
+          options_.on_note(n);
+        }
+      }
+      for (const auto& id : converged) {
+        if (options_.on_converged) {
+          options_.on_converged(id);
+        }
+      }
+      lk.lock();
+    }
+    if (!batch.empty()) {
+      continue;  // more may be due (a bounded batch, the next solo update)
+    }
+    // Sleep until the next backoff ends, a kick, or 1 s (the registry is polled at least that
+    // often; connection changes and decisions kick).
+    const int64_t due = state_.nextDueNs();
+    const int64_t now_ns = now();
+    int64_t wait_ns = 1'000'000'000;
+    if (due != INT64_MAX) {
+      wait_ns = std::clamp<int64_t>(due - now_ns, 0, wait_ns);
+    }
+    if (wait_ns > 0 && !kicked_) {
+      cv_.wait_for(lk, std::chrono::nanoseconds(wait_ns), [this] { return stop_ || kicked_; });
+    }
+    kicked_ = false;
+  }
+}
+
+}  // namespace colod::daemon

@@ -1,0 +1,259 @@
+// SPDX-License-Identifier: Apache-2.0
+// The reconciler's bookkeeping from data: overlays, the runtime's reports, send results and time
+// are all inputs, so every fault of issue #14 is a table of calls here.
+#include "colod/daemon/reconciler.h"
+
+#include <gtest/gtest.h>
+
+namespace colod::daemon {
+namespace {
+
+constexpr int64_t kMs = 1'000'000;
+
+policy::Resources quota(int64_t q, uint64_t period = 100000) {
+  policy::Resources r;
+  r.cpu_quota = q;
+  r.cpu_period = period;
+  return r;
+}
+
+policy::Resources spec150() {
+  policy::Resources r = quota(150000);
+  r.cpu_shares = 2;
+  r.cpuset_cpus = "0-1";
+  return r;
+}
+
+ReconcilerState makeState() {
+  return ReconcilerState({.all_cpus = "0-1", .max_batch = 4});
+}
+
+TEST(Reconciler, AnOverlayIsPlannedAndConvergesWhenApplied) {
+  auto st = makeState();
+  ASSERT_TRUE(st.setOverlay("be", "ns/p/be", quota(50000), spec150(), "rung 3", 0));
+  auto plan = st.plan(0);
+  ASSERT_EQ(plan.size(), 1U);
+  EXPECT_EQ(plan[0].values.cpu_quota, 50000);
+  EXPECT_EQ(plan[0].values.cpu_period, 100000U) << "the period travels with its quota";
+  st.onSent(plan, SendOutcome::Applied, "", 1 * kMs);
+  EXPECT_TRUE(st.plan(2 * kMs).empty());
+  const auto* e = st.find("be");
+  ASSERT_NE(e, nullptr);
+  EXPECT_FALSE(e->pending);
+  EXPECT_EQ(e->base.cpu_quota, 150000);
+  EXPECT_EQ(st.stats(2 * kMs).pending, 0U);
+}
+
+TEST(Reconciler, ReleaseReturnsToTheBaseAndForgetsTheContainer) {
+  auto st = makeState();
+  ASSERT_TRUE(st.setOverlay("be", "", quota(50000), spec150(), "", 0));
+  st.onSent(st.plan(0), SendOutcome::Applied, "", 0);
+  ASSERT_TRUE(st.setOverlay("be", "", {}, quota(50000), "", kMs));
+  auto plan = st.plan(kMs);
+  ASSERT_EQ(plan.size(), 1U);
+  EXPECT_EQ(plan[0].values.cpu_quota, 150000);
+  st.onSent(plan, SendOutcome::Applied, "", 2 * kMs);
+  EXPECT_EQ(st.find("be"), nullptr) << "released and confirmed: nothing left to track";
+}
+
+TEST(Reconciler, AKubeletResizeBecomesTheBaseAndTheOverlayIsKeptInTheReply) {
+  auto st = makeState();
+  ASSERT_TRUE(st.setOverlay("be", "", quota(42187), spec150(), "", 0));
+  st.onSent(st.plan(0), SendOutcome::Applied, "", 0);
+  // The kubelet asks for 130000: colod answers with its overlay, the base is the kubelet's.
+  auto adj = st.adjustUpdate("be", quota(130000), kMs);
+  EXPECT_EQ(adj.cpu_quota, 42187);
+  EXPECT_EQ(st.find("be")->base.cpu_quota, 130000);
+  // PostUpdateContainer reports the merged result: colod's value, recognised as colod's own.
+  st.observeSpec("be", quota(42187), 2 * kMs);
+  EXPECT_EQ(st.find("be")->base.cpu_quota, 130000);
+  EXPECT_TRUE(st.plan(2 * kMs).empty());
+  // The LS leaves: the release goes to the kubelet's value, never to the older 150000.
+  ASSERT_TRUE(st.setOverlay("be", "", {}, quota(42187), "", 3 * kMs));
+  auto plan = st.plan(3 * kMs);
+  ASSERT_EQ(plan.size(), 1U);
+  EXPECT_EQ(plan[0].values.cpu_quota, 130000);
+  EXPECT_FALSE(st.takeNotes().empty());
+}
+
+TEST(Reconciler, FieldsColodDoesNotOverlayPassUntouched) {
+  auto st = makeState();
+  policy::Resources shares;
+  shares.cpu_shares = 2;
+  ASSERT_TRUE(st.setOverlay("be", "", shares, spec150(), "", 0));
+  policy::Resources mem;
+  mem.memory_limit = 1 << 30;
+  EXPECT_EQ(st.adjustUpdate("be", mem, kMs), policy::Resources{});
+  EXPECT_EQ(st.adjustUpdate("other", quota(1), kMs), policy::Resources{});
+}
+
+TEST(Reconciler, AChangeMadeWhileColodWasAwayIsTakenAsTheNewBase) {
+  auto st = makeState();
+  ASSERT_TRUE(st.setOverlay("be", "", quota(50000), spec150(), "", 0));
+  st.onSent(st.plan(0), SendOutcome::Applied, "", 0);
+  // A resync shows 90000: neither the base nor a value colod set.
+  st.observeSpec("be", quota(90000), kMs);
+  EXPECT_EQ(st.find("be")->base.cpu_quota, 90000);
+  auto plan = st.plan(kMs);
+  ASSERT_EQ(plan.size(), 1U);
+  EXPECT_EQ(plan[0].values.cpu_quota, 50000) << "the overlay is re-applied on top";
+  EXPECT_EQ(st.stats(kMs).external_changes, 1U);
+}
+
+TEST(Reconciler, RefusalsBackOffAndAreRetriedForever) {
+  auto st = makeState();
+  ASSERT_TRUE(st.setOverlay("be", "", quota(50000), spec150(), "", 0));
+  int64_t now = 0;
+  int64_t last_gap = 0;
+  for (int i = 0; i < 20; ++i) {
+    auto plan = st.plan(now);
+    ASSERT_EQ(plan.size(), 1U) << "attempt " << i;
+    st.onSent(plan, SendOutcome::Refused, "NRI update of some containers failed", now);
+    const int64_t due = st.nextDueNs();
+    EXPECT_GE(due - now, last_gap);
+    EXPECT_LE(due - now, 5000 * kMs);
+    last_gap = due - now;
+    EXPECT_TRUE(st.plan(due - 1).empty());
+    now = due;
+  }
+  EXPECT_EQ(last_gap, 5000 * kMs) << "capped";
+  EXPECT_EQ(st.find("be")->attempts, 20U);
+  EXPECT_EQ(st.stats(now).failures.at("refused"), 20U);
+  st.onSent(st.plan(now), SendOutcome::Applied, "", now);
+  EXPECT_FALSE(st.find("be")->pending);
+  EXPECT_EQ(st.find("be")->attempts, 0U);
+}
+
+TEST(Reconciler, AnUnknownOutcomeIsReverifiedFromTheResync) {
+  auto st = makeState();
+  ASSERT_TRUE(st.setOverlay("be", "", quota(50000), spec150(), "", 0));
+  st.onSent(st.plan(0), SendOutcome::Unknown, "connection reset", 0);
+  // The reply was lost but the runtime applied it: the resync shows colod's value.
+  st.observeSpec("be", quota(50000), kMs);
+  EXPECT_FALSE(st.find("be")->pending);
+  EXPECT_EQ(st.find("be")->base.cpu_quota, 150000) << "colod's value is not a new base";
+}
+
+TEST(Reconciler, NotConnectedWaitsWithoutCountingAttempts) {
+  auto st = makeState();
+  ASSERT_TRUE(st.setOverlay("be", "", quota(50000), spec150(), "", 0));
+  st.onSent(st.plan(0), SendOutcome::NotConnected, "", 0);
+  EXPECT_EQ(st.find("be")->attempts, 0U);
+  EXPECT_TRUE(st.find("be")->pending);
+  st.resetBackoff();
+  EXPECT_EQ(st.plan(0).size(), 1U) << "a new session sends at once";
+}
+
+TEST(Reconciler, AFailedBatchIsRetriedOneContainerAtATime) {
+  auto st = makeState();
+  for (const char* id : {"a", "b", "c"}) {
+    ASSERT_TRUE(st.setOverlay(id, "", quota(50000), spec150(), "", 0));
+  }
+  auto plan = st.plan(0);
+  ASSERT_EQ(plan.size(), 3U);
+  st.onSent(plan, SendOutcome::Refused, "x", 0);
+  const int64_t later = st.nextDueNs();
+  auto first = st.plan(later);
+  ASSERT_EQ(first.size(), 1U);
+  st.onSent(first, SendOutcome::Applied, "", later);
+  EXPECT_EQ(st.plan(later).size(), 1U);
+}
+
+TEST(Reconciler, ABatchIsBoundedAndOldestFirst) {
+  auto st = makeState();
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_TRUE(st.setOverlay("c" + std::to_string(5 - i), "", quota(50000), spec150(), "",
+                              i * kMs));
+  }
+  auto plan = st.plan(10 * kMs);
+  ASSERT_EQ(plan.size(), 4U);
+  EXPECT_EQ(plan[0].id, "c5");
+  EXPECT_EQ(plan[3].id, "c2");
+}
+
+TEST(Reconciler, AnUnsetBaseIsReleasedToItsExplicitMeaning) {
+  auto st = makeState();
+  policy::Resources spec;  // no quota, no cpuset
+  policy::Resources ov = quota(20000);
+  ov.cpuset_cpus = "1";
+  ASSERT_TRUE(st.setOverlay("be", "", ov, spec, "", 0));
+  st.onSent(st.plan(0), SendOutcome::Applied, "", 0);
+  ASSERT_TRUE(st.setOverlay("be", "", {}, ov, "", kMs));
+  auto plan = st.plan(kMs);
+  ASSERT_EQ(plan.size(), 1U);
+  EXPECT_EQ(plan[0].values.cpu_quota, -1);
+  EXPECT_EQ(plan[0].values.cpuset_cpus, "0-1");
+  st.onSent(plan, SendOutcome::Applied, "", kMs);
+  EXPECT_EQ(st.find("be"), nullptr);
+}
+
+TEST(Reconciler, AContainerGoneMidUpdateIsDropped) {
+  auto st = makeState();
+  ASSERT_TRUE(st.setOverlay("be", "", quota(50000), spec150(), "", 0));
+  auto plan = st.plan(0);
+  st.containerGone("be");
+  st.onSent(plan, SendOutcome::Refused, "gone", 0);
+  EXPECT_EQ(st.find("be"), nullptr);
+  EXPECT_EQ(st.stats(0).pending, 0U);
+  EXPECT_EQ(st.takeNotes().size(), 1U);
+}
+
+TEST(Reconciler, JournalRestoreReleasesOnceTheRuntimeSaysWhatIsThere) {
+  ReconcileEntry e;
+  e.id = "be";
+  e.name = "ns/p/be";
+  e.base = quota(150000);
+  e.overlay = quota(56250);
+  auto st = makeState();
+  st.load({e}, /*keep_overlay=*/false);
+  EXPECT_TRUE(st.plan(0).empty()) << "nothing is sent before the resync";
+  st.observeSpec("be", quota(56250), kMs);  // the dead colod's value, recognised as colod's
+  auto plan = st.plan(kMs);
+  ASSERT_EQ(plan.size(), 1U);
+  EXPECT_EQ(plan[0].values.cpu_quota, 150000);
+  st.onSent(plan, SendOutcome::Applied, "", kMs);
+  EXPECT_EQ(st.find("be"), nullptr);
+}
+
+TEST(Reconciler, JournalReseedKeepsTheOverlay) {
+  ReconcileEntry e;
+  e.id = "be";
+  e.base = quota(150000);
+  e.overlay = quota(56250);
+  auto st = makeState();
+  st.load({e}, /*keep_overlay=*/true);
+  st.observeSpec("be", quota(56250), kMs);
+  EXPECT_TRUE(st.plan(kMs).empty());
+  EXPECT_EQ(st.overlays().at("be").cpu_quota, 56250);
+}
+
+TEST(Reconciler, BaseViewShowsTheRuntimesOwnValues) {
+  auto st = makeState();
+  ASSERT_TRUE(st.setOverlay("be", "", quota(50000), spec150(), "", 0));
+  policy::Resources now = spec150();
+  now.cpu_quota = 50000;
+  EXPECT_EQ(st.baseView("be", now), spec150());
+  EXPECT_EQ(st.baseView("other", now), now);
+}
+
+TEST(Reconciler, TheTrackedSetIsBounded) {
+  ReconcilerState st({.all_cpus = "0-1", .max_containers = 2});
+  EXPECT_TRUE(st.setOverlay("a", "", quota(1), spec150(), "", 0));
+  EXPECT_TRUE(st.setOverlay("b", "", quota(1), spec150(), "", 0));
+  EXPECT_FALSE(st.setOverlay("c", "", quota(1), spec150(), "", 0));
+  EXPECT_EQ(st.stats(0).dropped_full, 1U);
+}
+
+TEST(Reconciler, CanonicalValuesMeanWhatTheRuntimeMeans) {
+  policy::Resources a;
+  policy::Resources b;
+  b.cpu_quota = -1;
+  b.cpuset_cpus = "0,1";
+  EXPECT_EQ(canonicalField(a, Field::CpuQuota, "0-1"), canonicalField(b, Field::CpuQuota, "0-1"));
+  EXPECT_EQ(canonicalField(a, Field::CpusetCpus, "0-1"),
+            canonicalField(b, Field::CpusetCpus, "0-1"));
+  EXPECT_EQ(fieldName(Field::MemoryLimit), "memory_limit");
+}
+
+}  // namespace
+}  // namespace colod::daemon
