@@ -118,3 +118,40 @@ TEST(DaemonConfig, LoadMissingFile) {
 
 }  // namespace
 }  // namespace colod::daemon
+
+namespace colod::daemon {
+namespace {
+
+// A reload takes the file's reloadable settings, keeps restart-only ones, and the command line
+// still wins (issue #14: --mode observe-only became act after a reload).
+TEST(ConfigReload, CommandLineOverridesSurviveAReload) {
+  DaemonSettings running;
+  running.mode = Mode::ObserveOnly;  // from --mode
+  running.log_level = "debug";       // from --log-level
+  running.control_socket = "/run/a.sock";
+  DaemonSettings next;
+  next.mode = Mode::Act;
+  next.log_level = "info";
+  next.interval = std::chrono::milliseconds(250);
+  next.control_socket = "/run/b.sock";
+  next.stop_timeout = std::chrono::milliseconds(1234);
+  const SettingsOverrides cli{.mode = Mode::ObserveOnly, .log_level = "debug", .log_format = {}};
+  const DaemonSettings merged = mergeReload(running, next, cli);
+  EXPECT_EQ(merged.mode, Mode::ObserveOnly);
+  EXPECT_EQ(merged.log_level, "debug");
+  EXPECT_EQ(merged.interval, std::chrono::milliseconds(250));
+  EXPECT_EQ(merged.stop_timeout, std::chrono::milliseconds(1234));
+  EXPECT_EQ(merged.control_socket, "/run/a.sock") << "restart-only";
+  // Without overrides the file decides.
+  EXPECT_EQ(mergeReload(running, next, {}).mode, Mode::Act);
+}
+
+TEST(ConfigReload, StopTimeoutIsParsed) {
+  auto c = parseConfig("daemon:\n  stop_timeout_ms: 2500\n", "t.yaml");
+  ASSERT_TRUE(c.has_value()) << c.error().message();
+  EXPECT_EQ(c->daemon.stop_timeout, std::chrono::milliseconds(2500));
+  EXPECT_FALSE(parseConfig("daemon:\n  stop_timeout_ms: -1\n", "t.yaml").has_value());
+}
+
+}  // namespace
+}  // namespace colod::daemon

@@ -1,0 +1,277 @@
+// SPDX-License-Identifier: Apache-2.0
+// The actuator against the in-process fake runtime (nri/testing) through the real stub, without
+// root: the faults of issue #14 injected on the wire -- refusals, an undecodable reply, a
+// kubelet resize while restricted, the runtime away while colod changes its mind, a container
+// removed while restricted. Each test checks what the runtime was finally asked to hold.
+#include "colod/daemon/actuator.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <thread>
+
+#include "colod/daemon/convert.h"
+#include "colod/nri/stub.h"
+#include "colod/nri/testing/fake_runtime.h"
+#include "colod/nri/testing/realistic.h"
+#include "colod/testing/result_matchers.h"
+
+namespace colod::daemon {
+namespace {
+
+using namespace std::chrono_literals;
+namespace pb = ::nri::pkg::api::v1alpha1;
+using nri::testing::FakeRuntime;
+using nri::testing::FakeRuntimeListener;
+
+// Forwards the runtime's UpdateContainer to the actuator, as the daemon does.
+class Plugin : public nri::Plugin, public nri::UpdateContainerHandler {
+ public:
+  Result<std::vector<nri::ContainerUpdate>> updateContainer(
+      const nri::PodSandbox& /*pod*/,
+      const nri::Container& ctr,
+      const nri::LinuxResources& requested) override {
+    const auto adj = actuator->adjustUpdate(ctr.id, requested);
+    if (adj == policy::Resources{}) {
+      return std::vector<nri::ContainerUpdate>{};
+    }
+    return std::vector<nri::ContainerUpdate>{
+        {.container_id = ctr.id, .resources = toLinuxResources(adj, "0-1")}};
+  }
+  Actuator* actuator = nullptr;
+};
+
+pb::ConfigureRequest configureReq() {
+  pb::ConfigureRequest c;
+  c.set_runtime_name("containerd");
+  c.set_runtime_version("v2.1.0");
+  c.set_registration_timeout(5000);
+  c.set_request_timeout(2000);
+  c.set_nri_version("v0.12.0");
+  return c;
+}
+
+bool waitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) {
+      return true;
+    }
+    std::this_thread::sleep_for(5ms);
+  }
+  return pred();
+}
+
+policy::Resources quota(int64_t q) {
+  policy::Resources r;
+  r.cpu_quota = q;
+  r.cpu_period = 100000;
+  return r;
+}
+
+class ActuatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    listener_ = ASSERT_OK(FakeRuntimeListener::create());
+    stub_ = ASSERT_OK(nri::Stub::create(
+        plugin_, {.socket_path = listener_->path(),
+                  .plugin_name = "colod",
+                  .plugin_idx = "50",
+                  .use_environment = false,
+                  .backoff = {.initial = 10ms, .max = 50ms, .multiplier = 2.0, .jitter = 0.1},
+                  .update_timeout = 2000ms}));
+    ActuatorOptions o;
+    o.reconciler = {.all_cpus = "0-1",
+                    .max_batch = 64,
+                    .backoff_initial_ns = 10'000'000,
+                    .backoff_max_ns = 80'000'000};
+    o.send = [this](std::vector<nri::ContainerUpdate> u) {
+      return stub_->updateContainers(std::move(u));
+    };
+    o.registry = &stub_->registry();
+    o.session = [this] { return stub_->stats().connects; };
+    actuator_ = std::make_unique<Actuator>(std::move(o));
+    plugin_.actuator = actuator_.get();
+    actuator_->start();
+    ASSERT_OK(stub_->start());
+    nri::testing::realisticNode(1, 2, pods_, ctrs_);
+    for (auto& c : ctrs_) {
+      auto* cpu = c.mutable_linux()->mutable_resources()->mutable_cpu();
+      cpu->mutable_quota()->set_value(150000);
+      cpu->mutable_period()->set_value(100000);
+    }
+    be_ = ctrs_[1].id();
+    connect();
+  }
+  void TearDown() override {
+    actuator_->stop();
+    stub_->stop();
+    rt_.reset();
+  }
+
+  // The runtime (re)appears with the containers as they are in ctrs_.
+  void connect() {
+    auto fd = ASSERT_OK(listener_->accept(10s));
+    rt_ = std::make_unique<FakeRuntime>(std::move(fd));
+    ASSERT_OK(rt_->start());
+    ASSERT_OK(rt_->waitRegistered(10s));
+    ASSERT_OK(rt_->configure(configureReq()));
+    ASSERT_OK(rt_->synchronize(pods_, ctrs_));
+    ASSERT_TRUE(stub_->waitSynchronized(10s));
+    actuator_->kick();
+  }
+
+  // The quota the runtime was last asked to give `id` (0 = never).
+  int64_t lastQuotaSent(const std::string& id) {
+    int64_t q = 0;
+    for (const auto& req : rt_->receivedUpdates()) {
+      for (const auto& u : req.update()) {
+        if (u.container_id() == id && u.linux().resources().cpu().has_quota()) {
+          q = u.linux().resources().cpu().quota().value();
+        }
+      }
+    }
+    return q;
+  }
+  int64_t registryQuota(const std::string& id) {
+    const auto* c = stub_->registry().snapshot()->container(id);
+    return c != nullptr && c->resources.cpu.quota ? *c->resources.cpu.quota : 0;
+  }
+  bool settled() { return actuator_->stats().pending == 0; }
+
+  Plugin plugin_;
+  std::unique_ptr<FakeRuntimeListener> listener_;
+  std::unique_ptr<nri::Stub> stub_;
+  std::unique_ptr<Actuator> actuator_;
+  std::unique_ptr<FakeRuntime> rt_;
+  std::vector<pb::PodSandbox> pods_;
+  std::vector<pb::Container> ctrs_;
+  std::string be_;
+};
+
+TEST_F(ActuatorTest, AnOverlayIsAppliedAndReleasedToTheRuntimesOwnValue) {
+  actuator_->setOverlays({{be_, {.name = "be", .overlay = quota(50000), .why = "test"}}});
+  ASSERT_TRUE(waitFor([&] { return registryQuota(be_) == 50000 && settled(); }, 5s));
+  EXPECT_EQ(lastQuotaSent(be_), 50000);
+  actuator_->setOverlays({});
+  ASSERT_TRUE(waitFor([&] { return registryQuota(be_) == 150000 && settled(); }, 5s));
+  EXPECT_EQ(lastQuotaSent(be_), 150000);
+  EXPECT_TRUE(actuator_->entries().empty()) << "nothing of colod's is left";
+}
+
+TEST_F(ActuatorTest, ARefusedRestoreIsRetriedUntilTheRuntimeTakesIt) {
+  actuator_->setOverlays({{be_, {.name = "be", .overlay = quota(20000), .why = ""}}});
+  ASSERT_TRUE(waitFor([&] { return registryQuota(be_) == 20000 && settled(); }, 5s));
+  rt_->setUpdateStatus(2, "NRI update of some containers failed");
+  actuator_->setOverlays({});
+  // Far more refusals than the old three-attempt bound.
+  ASSERT_TRUE(waitFor([&] { return actuator_->stats().failures["refused"] >= 6; }, 10s));
+  EXPECT_EQ(registryQuota(be_), 20000);
+  ASSERT_EQ(actuator_->entries().size(), 1U) << "still tracked: colod has not given up";
+  EXPECT_TRUE(actuator_->entries()[0].pending);
+  rt_->setUpdateStatus(0, "");
+  ASSERT_TRUE(waitFor([&] { return registryQuota(be_) == 150000 && settled(); }, 5s));
+  EXPECT_TRUE(actuator_->entries().empty());
+}
+
+TEST_F(ActuatorTest, AnUndecodableReplyIsResentNotTakenAsSuccess) {
+  rt_->setUpdateReplyPayload(std::string("\x0a\xff\xff", 3));
+  actuator_->setOverlays({{be_, {.name = "be", .overlay = quota(50000), .why = ""}}});
+  ASSERT_TRUE(waitFor([&] { return actuator_->stats().failures["unknown"] >= 2; }, 5s));
+  EXPECT_TRUE(actuator_->entries()[0].pending);
+  rt_->setUpdateReplyPayload("");
+  ASSERT_TRUE(waitFor([&] { return registryQuota(be_) == 50000 && settled(); }, 5s));
+}
+
+TEST_F(ActuatorTest, AKubeletResizeIsKeptUnderTheOverlayAndReturnedToOnRelease) {
+  actuator_->setOverlays({{be_, {.name = "be", .overlay = quota(42187), .why = ""}}});
+  ASSERT_TRUE(waitFor([&] { return registryQuota(be_) == 42187 && settled(); }, 5s));
+  // The kubelet resizes the BE to 1.3 CPU while colod holds it.
+  pb::UpdateContainerRequest req;
+  *req.mutable_pod() = pods_[0];
+  *req.mutable_container() = ctrs_[1];
+  req.mutable_linux_resources()->mutable_cpu()->mutable_quota()->set_value(130000);
+  req.mutable_linux_resources()->mutable_cpu()->mutable_period()->set_value(100000);
+  auto reply = ASSERT_OK(rt_->call("UpdateContainer", req.SerializeAsString()));
+  ASSERT_EQ(reply.status.code, 0) << reply.status.message;
+  pb::UpdateContainerResponse resp;
+  ASSERT_TRUE(resp.ParseFromArray(reply.payload.data(), static_cast<int>(reply.payload.size())));
+  ASSERT_EQ(resp.update_size(), 1);
+  EXPECT_EQ(resp.update(0).container_id(), be_);
+  EXPECT_EQ(resp.update(0).linux().resources().cpu().quota().value(), 42187)
+      << "colod's overlay rides in the reply";
+  EXPECT_EQ(actuator_->entries()[0].base.cpu_quota, 130000) << "the kubelet's value is the base";
+  // The LS leaves: back to the kubelet's 130000, not the 150000 seen first.
+  actuator_->setOverlays({});
+  ASSERT_TRUE(waitFor([&] { return registryQuota(be_) == 130000 && settled(); }, 5s));
+  EXPECT_EQ(lastQuotaSent(be_), 130000);
+}
+
+TEST_F(ActuatorTest, ADecisionMadeWhileTheRuntimeIsAwayIsSentWhenItReturns) {
+  actuator_->setOverlays({{be_, {.name = "be", .overlay = quota(56250), .why = ""}}});
+  ASSERT_TRUE(waitFor([&] { return registryQuota(be_) == 56250 && settled(); }, 5s));
+  // The runtime goes away; colod escalates meanwhile.
+  listener_->shutdown();
+  rt_->close();
+  ASSERT_TRUE(waitFor([&] { return !stub_->stats().synchronized; }, 5s));
+  actuator_->setOverlays({{be_, {.name = "be", .overlay = quota(42187), .why = ""}}});
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(actuator_->entries().at(0).overlay.cpu_quota, 42187) << "kept, not dropped";
+  // It comes back with what it applied before (colod's 56250).
+  ctrs_[1].mutable_linux()->mutable_resources()->mutable_cpu()->mutable_quota()->set_value(56250);
+  ASSERT_OK(listener_->reopen());
+  const auto back = std::chrono::steady_clock::now();
+  connect();
+  ASSERT_TRUE(waitFor([&] { return lastQuotaSent(be_) == 42187 && settled(); }, 5s));
+  const auto took = std::chrono::steady_clock::now() - back;
+  EXPECT_LT(took, 5s);
+  EXPECT_EQ(actuator_->entries().at(0).base.cpu_quota, 150000)
+      << "colod's own 56250 in the resync is not taken for the runtime's value";
+  actuator_->setOverlays({});
+  ASSERT_TRUE(waitFor([&] { return lastQuotaSent(be_) == 150000 && settled(); }, 5s));
+}
+
+TEST_F(ActuatorTest, AChangeMadeWhileColodWasAwayBecomesTheBase) {
+  actuator_->setOverlays({{be_, {.name = "be", .overlay = quota(50000), .why = ""}}});
+  ASSERT_TRUE(waitFor([&] { return registryQuota(be_) == 50000 && settled(); }, 5s));
+  rt_->close();
+  ASSERT_TRUE(waitFor([&] { return !stub_->stats().synchronized; }, 5s));
+  // The kubelet resized it while the connection was down.
+  ctrs_[1].mutable_linux()->mutable_resources()->mutable_cpu()->mutable_quota()->set_value(90000);
+  connect();
+  ASSERT_TRUE(waitFor([&] { return registryQuota(be_) == 50000 && settled(); }, 5s))
+      << "the overlay is re-applied on top";
+  EXPECT_EQ(actuator_->entries().at(0).base.cpu_quota, 90000);
+  actuator_->setOverlays({});
+  ASSERT_TRUE(waitFor([&] { return registryQuota(be_) == 90000 && settled(); }, 5s));
+}
+
+TEST_F(ActuatorTest, AContainerRemovedWhileRestrictedDropsOut) {
+  actuator_->setOverlays({{be_, {.name = "be", .overlay = quota(50000), .why = ""}}});
+  ASSERT_TRUE(waitFor([&] { return registryQuota(be_) == 50000 && settled(); }, 5s));
+  rt_->setUpdateStatus(2, "refused");  // a release that cannot land...
+  actuator_->setOverlays({});
+  ASSERT_TRUE(waitFor([&] { return actuator_->stats().failures["refused"] >= 1; }, 5s));
+  // ...and the container goes away: nothing is left to converge.
+  rt_->close();
+  ASSERT_TRUE(waitFor([&] { return !stub_->stats().synchronized; }, 5s));
+  ctrs_.erase(ctrs_.begin() + 1);
+  connect();
+  ASSERT_TRUE(waitFor([&] { return actuator_->entries().empty(); }, 5s));
+  EXPECT_EQ(actuator_->stats().pending, 0U);
+}
+
+TEST(ActuatorErrors, SendResultsMapOntoOutcomes) {
+  EXPECT_EQ(classifySendError(0), SendOutcome::Applied);
+  EXPECT_EQ(classifySendError(ENOTCONN), SendOutcome::NotConnected);
+  EXPECT_EQ(classifySendError(EREMOTEIO), SendOutcome::Refused);
+  EXPECT_EQ(classifySendError(ETIMEDOUT), SendOutcome::Unknown);
+  EXPECT_EQ(classifySendError(EBADMSG), SendOutcome::Unknown);
+  EXPECT_EQ(classifySendError(ECONNRESET), SendOutcome::Unknown);
+}
+
+}  // namespace
+}  // namespace colod::daemon
