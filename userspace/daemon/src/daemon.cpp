@@ -37,6 +37,10 @@
 #include "colod/control/server.h"
 #include "colod/daemon/actuator.h"
 #include "colod/daemon/cgroup_path.h"
+#include "colod/daemon/control_backend.h"
+#include "colod/daemon/decision_log.h"
+#include "colod/daemon/recorder.h"
+#include "colod/daemon/view.h"
 #include "colod/daemon/convert.h"
 #include "colod/daemon/journal.h"
 #include "colod/daemon/self_stats.h"
@@ -76,38 +80,9 @@ std::shared_ptr<spdlog::logger> log() {
   return l ? l : spdlog::default_logger();
 }
 
-// One recent decision as served to coloctl, with the outcome updated by the sender.
-struct DecisionRecord {
-  v1::Decision proto;
-};
-
-// A coloctl record session: lines of the policy trace format, bounded.
-struct Recorder {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<std::string> lines;
-  std::size_t bytes = 0;
-  uint64_t snapshots = 0;
-  uint64_t dropped = 0;
-  bool closed = false;
-};
-constexpr std::size_t kRecorderMaxBytes = 16U << 20;
 // A registry change of at least this many containers (a (re)synchronize) is followed by
 // malloc_trim(): see syncRegistry().
 constexpr std::size_t kTrimAfterChanges = 64;
-
-// What the loop publishes at the end of a tick, read by gRPC and HTTP threads.
-struct View {
-  std::vector<v1::Container> containers;  // sorted by display name
-  // Per container, in the order of metrics.containers (the loop's table order, which also holds
-  // the cumulative histograms): source[i] is the position there of containers[i]. Vectors, not
-  // maps keyed by id: ~600 B less a container in every view.
-  std::vector<std::size_t> source;
-  std::vector<std::optional<std::array<uint32_t, collect::kHistSlots>>> last;  // last interval
-  metrics::MetricsView metrics;
-  v1::StatusReply status;
-  int64_t unix_ms = 0;
-};
 
 // Per-container state owned by the loop thread.
 struct Known {
@@ -156,8 +131,7 @@ std::string readSmallFile(const std::string& path) {
 
 }  // namespace
 
-class Daemon::Impl final : public control::Backend,
-                           public nri::Plugin,
+class Daemon::Impl final : public nri::Plugin,
                            public nri::CreateContainerHandler,
                            public nri::UpdateContainerHandler {
  public:
@@ -174,20 +148,6 @@ class Daemon::Impl final : public control::Backend,
 
   Result<void> init();
   int run();
-
-  // control::Backend (gRPC threads).
-  Result<v1::StatusReply> status() override;
-  Result<v1::ListContainersReply> listContainers() override;
-  Result<v1::DumpReply> dump() override;
-  Result<v1::HistogramReply> histogram(const std::string& query) override;
-  Result<v1::DecisionsReply> decisions(uint32_t limit) override;
-  Result<v1::ExplainReply> explain(const std::string& query) override;
-  Result<v1::ConfigShowReply> configShow() override;
-  Result<v1::ConfigCheckReply> configCheck(const v1::ConfigCheckRequest& req) override;
-  Result<v1::ConfigReloadReply> configReload() override;
-  Result<void> record(uint32_t seconds,
-                      const std::function<bool(const v1::RecordChunk&)>& write,
-                      const std::function<bool()>& cancelled) override;
 
   // NRI handlers (stub handler thread; quick, never send).
   Result<nri::CreateContainerResult> createContainer(const nri::PodSandbox& pod,
@@ -233,21 +193,17 @@ class Daemon::Impl final : public control::Backend,
   void commitOverlays(const policy::RoundResult* round);
   Result<void> writeJournalOf(const std::vector<ReconcileEntry>& entries);
   void onConverged(const std::string& id);
-  void publish(const policy::Snapshot* snap);
+  void publish();
   Result<void> reload(const std::string& why);
   void restoreOnStop();
   void post(std::function<void()> fn);
   void drainPosted();
-  void broadcastTrace(const std::string& line, bool is_snapshot);
-  void broadcastTraceLocked(const std::string& line, bool is_snapshot);  // rec_mu_ held
-  // Whether a recording is live (encode trace lines only then).
-  bool recording();
   Mode effectiveMode() const;
   void setupInotify();
   void onInotify();
 
   void shutdownThreads();
-  void setOutcome(uint64_t seq, const std::string& outcome);
+  void setOutcome(uint64_t seq, const std::string& outcome) { decisions_.setOutcome(seq, outcome); }
 
   mutable std::mutex config_mu_;
   std::shared_ptr<const Config> config_;
@@ -267,6 +223,10 @@ class Daemon::Impl final : public control::Backend,
   std::atomic<bool> nri_connected_{false};
   std::atomic<uint64_t> nri_reconnects_{0};
 
+  DecisionLog decisions_{1024};
+  TraceRecorders recorders_;
+  ViewStore views_;
+  std::unique_ptr<ControlBackend> backend_;
   std::unique_ptr<control::Server> control_;
   std::unique_ptr<metrics::HttpServer> http_;
 
@@ -308,19 +268,8 @@ class Daemon::Impl final : public control::Backend,
   std::atomic<uint64_t> journal_entries_{0};
   std::atomic<uint64_t> bpf_drops_{0};
 
-  std::mutex counts_mu_;
-  std::map<std::string, uint64_t> decisions_by_kind_;
-
-  std::mutex decisions_mu_;
-  std::deque<v1::Decision> recent_;
-
-  std::mutex view_mu_;
-  std::shared_ptr<const View> view_ = std::make_shared<View>();
-
-  std::mutex rec_mu_;
-  std::vector<std::shared_ptr<Recorder>> recorders_;
   // The current containers, for the upserts that open a new recording (encoded when one starts,
-  // not kept encoded: ~2 KB of JSON a container).
+  // not kept encoded: ~2 KB of JSON a container). Guarded by the recorders' lock.
   std::vector<
       std::pair<std::shared_ptr<const nri::PodSandbox>, std::shared_ptr<const nri::Container>>>
       trace_prefix_;
@@ -434,8 +383,47 @@ Result<void> Daemon::Impl::init() {
   }
   setupInotify();
 
+  decisions_.setKept(s.decisions_kept);
+  ControlHooks hooks;
+  hooks.config_path = options_.config_path;
+  hooks.config = [this] { return cfg(); };
+  hooks.describe = [this](const std::string& id) -> Result<policy::ContainerView> {
+    std::lock_guard lk(engine_mu_);
+    return engine_->describe(id);
+  };
+  hooks.applied = [this] {
+    std::lock_guard lk(engine_mu_);
+    return engine_->applied();
+  };
+  hooks.overlays = [this] { return actuator_->entries(); };
+  hooks.reload = [this]() -> Result<void> {
+    auto promise = std::make_shared<std::promise<Result<void>>>();
+    auto fut = promise->get_future();
+    post([this, promise] { promise->set_value(reload("coloctl config reload")); });
+    if (fut.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+      return COLOD_ERR(ETIMEDOUT, "the daemon loop did not answer within 10 s");
+    }
+    return fut.get();
+  };
+  hooks.trace_head = [this] {
+    policy::TraceHeader h;
+    // The running policy section, so a replay uses the same thresholds.
+    h.config_yaml = policySectionYaml(cfg()->text);
+    std::string head = policy::encodeTraceHeader(h) + "\n";
+    for (const auto& [pod, ctr] : trace_prefix_) {  // the recorders' lock is held
+      head += policy::encodeUpsert(engineInfo(pod.get(), *ctr)) + "\n";
+    }
+    return head;
+  };
+  hooks.self_stats = [this] { return readSelfStats(cfg()->daemon.proc_root); };
+  hooks.now_ns = [] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               Clock::now().time_since_epoch())
+        .count();
+  };
+  backend_ = std::make_unique<ControlBackend>(views_, decisions_, recorders_, std::move(hooks));
   auto control = control::Server::start(
-      {.socket_path = s.control_socket, .socket_mode = s.control_socket_mode}, *this);
+      {.socket_path = s.control_socket, .socket_mode = s.control_socket_mode}, *backend_);
   if (!control) {
     return std::move(control).error().wrap("starting the control API");
   }
@@ -447,11 +435,7 @@ Result<void> Daemon::Impl::init() {
       return std::move(addr).error();
     }
     auto http = metrics::HttpServer::start(*addr, [this] {
-      std::shared_ptr<const View> v;
-      {
-        std::lock_guard lk(view_mu_);
-        v = view_;
-      }
+      const std::shared_ptr<const View> v = views_.take();
       metrics::MetricsView mv = v->metrics;
       const auto self = readSelfStats(cfg()->daemon.proc_root);
       mv.daemon.cpu_seconds = self.cpu_seconds;
@@ -524,7 +508,7 @@ Result<void> Daemon::Impl::init() {
   actuator_->load(loaded, s.reconcile == Reconcile::Reseed);
   actuator_->start();
   COLOD_TRY_VOID(stub_->start(), "starting the NRI stub");
-  publish(nullptr);  // the loop has not started: safe to touch loop state here
+  publish();  // the loop has not started: safe to touch loop state here
   return {};
 }
 
@@ -585,7 +569,7 @@ int Daemon::Impl::run() {
   ::timerfd_settime(timer_fd_.get(), 0, &its, nullptr);
   last_tick_ = Clock::now();
   refreshNriState();
-  publish(nullptr);  // status and metrics answer from the first moment
+  publish();  // status and metrics answer from the first moment
   log()->info("colod running: mode {}, interval {} ms, control {}, {} CPUs",
               modeName(cfg()->daemon.mode), interval.count(), cfg()->daemon.control_socket,
               node_cpus_.size());
@@ -751,20 +735,21 @@ void Daemon::Impl::syncRegistry() {
     // One critical section for the lines and the prefix, so a recording that starts meanwhile
     // sees every change exactly once (in its prefix or as a line). Lines are encoded only for
     // live recordings: ~2 KB of JSON a container otherwise built for nobody.
-    std::lock_guard lk(rec_mu_);
-    if (!recorders_.empty()) {
-      for (const Known* k : upserted) {
-        broadcastTraceLocked(policy::encodeUpsert(fullInfo(*k)), false);
+    recorders_.withLock([&](bool active, const TraceRecorders::Broadcast& send) {
+      if (active) {
+        for (const Known* k : upserted) {
+          send(policy::encodeUpsert(fullInfo(*k)), false);
+        }
+        for (const auto& id : removed) {
+          send(policy::encodeRemove(id), false);
+        }
       }
-      for (const auto& id : removed) {
-        broadcastTraceLocked(policy::encodeRemove(id), false);
+      trace_prefix_.clear();
+      trace_prefix_.reserve(known_.size());
+      for (const auto& [id, k] : known_) {
+        trace_prefix_.emplace_back(k.pod, k.ctr);
       }
-    }
-    trace_prefix_.clear();
-    trace_prefix_.reserve(known_.size());
-    for (const auto& [id, k] : known_) {
-      trace_prefix_.emplace_back(k.pod, k.ctr);
-    }
+    });
   }
   if (changed >= kTrimAfterChanges) {
     // A (re)synchronize just replaced the registry and rebuilt the tables: hand the transient
@@ -846,15 +831,7 @@ void Daemon::Impl::reconcileJournal(int64_t now_ns) {
     d.set_reason("journal reconcile after restart");
     d.set_values(describeResources(e.base));
     d.set_outcome(conf->daemon.mode == Mode::Act ? "pending" : "pending (restores always run)");
-    {
-      std::lock_guard lk(decisions_mu_);
-      recent_.push_back(d);
-      while (recent_.size() > conf->daemon.decisions_kept) {
-        recent_.pop_front();
-      }
-    }
-    std::lock_guard lk(counts_mu_);
-    ++decisions_by_kind_["restore"];
+    decisions_.add(std::move(d), "restore");
   }
   if (!reseed.empty()) {
     Result<void> r;
@@ -1052,7 +1029,7 @@ void Daemon::Impl::tick() {
       log()->warn("collector snapshot failed ({} so far): {}", snapshot_errors_.load(),
                   snap.error().message());
     }
-    publish(nullptr);
+    publish();
     return;
   }
   bpf_drops_ = snap->stats.map_drops;
@@ -1107,8 +1084,8 @@ void Daemon::Impl::tick() {
       ps.containers.push_back(std::move(idle));
     }
   }
-  if (recording()) {
-    broadcastTrace(policy::encodeSnapshot(ps), true);
+  if (recorders_.active()) {
+    recorders_.broadcast(policy::encodeSnapshot(ps), true);
   }
 
   policy::RoundResult round;
@@ -1120,7 +1097,7 @@ void Daemon::Impl::tick() {
   // Publishing copies every container's view: once a second is enough for coloctl and scrapes
   // (the default 15 s scrape interval), and right away when something was decided.
   if (!round.decisions.empty() || tick_no_ % 10 == 0) {
-    publish(&ps);
+    publish();
   }
   const auto took = Clock::now() - t0;
   if (took > cfg()->daemon.interval) {
@@ -1177,17 +1154,7 @@ void Daemon::Impl::handleDecisions(const policy::RoundResult& round) {
     p.set_reason(d.explanation.empty() ? d.rule : d.explanation);
     p.set_values(values);
     p.set_outcome(outcome);
-    {
-      std::lock_guard lk(decisions_mu_);
-      recent_.push_back(p);
-      while (recent_.size() > conf->daemon.decisions_kept) {
-        recent_.pop_front();
-      }
-    }
-    {
-      std::lock_guard lk(counts_mu_);
-      ++decisions_by_kind_[kind];
-    }
+    decisions_.add(std::move(p), kind);
     if (outcome == "observe-only") {
       // Not applied: the engine must not believe it is in force.
       std::lock_guard lk(engine_mu_);
@@ -1201,19 +1168,6 @@ void Daemon::Impl::handleDecisions(const policy::RoundResult& round) {
     }
   }
   commitOverlays(&round);
-}
-
-void Daemon::Impl::setOutcome(uint64_t seq, const std::string& outcome) {
-  if (seq == 0) {
-    return;
-  }
-  std::lock_guard lk(decisions_mu_);
-  for (auto it = recent_.rbegin(); it != recent_.rend(); ++it) {
-    if (it->seq() == seq) {
-      it->set_outcome(outcome);
-      break;
-    }
-  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1301,14 +1255,7 @@ void Daemon::Impl::shutdownThreads() {
   if (actuator_) {
     actuator_->stop();
   }
-  {
-    std::lock_guard lk(rec_mu_);
-    for (auto& r : recorders_) {
-      std::lock_guard rl(r->mu);
-      r->closed = true;
-      r->cv.notify_all();
-    }
-  }
+  recorders_.closeAll();
   if (control_) {
     control_->stop();
   }
@@ -1391,115 +1338,66 @@ Result<void> Daemon::Impl::reload(const std::string& why) {
 // ---------------------------------------------------------------------------------------------
 // Publishing (end of tick) and the control API
 
-void Daemon::Impl::publish(const policy::Snapshot* /*snap*/) {
-  auto v = std::make_shared<View>();
-  v->unix_ms = unixMs();
-  std::map<std::string, std::string> tiers;
-  std::map<std::string, bool> managed;
+void Daemon::Impl::publish() {
+  const auto conf = cfg();
+  ViewInputs in;
+  in.unix_ms = unixMs();
+  in.node_cpus = node_cpus_.size();
+  in.interval_ms = conf->daemon.interval.count();
+  std::set<std::string> managed;
   for (const auto& e : actuator_->entries()) {
-    managed[e.id] = true;
+    managed.insert(e.id);
   }
   const ReconcileStats rs = actuator_->stats();
+  in.rows.reserve(known_.size());
   for (const auto& [id, k] : known_) {
-    tiers[id] = k.tier;
-  }
-  for (const auto& [id, k] : known_) {
-    v1::Container c;
-    c.set_id(id);
-    c.set_name(k.containerName());
-    c.set_pod(std::string(k.podName()));
-    c.set_namespace_(std::string(k.podNamespace()));
-    c.set_pod_uid(std::string(k.podUid()));
-    c.set_tier(tiers[id]);
-    c.set_cgroup_id(k.cgroup_id);
-    c.set_cgroup_path(k.cgroup_id != 0 ? k.rel : "");
-    const auto& r = k.resources;
-    c.set_cpuset(r.cpuset_cpus.value_or(""));
-    c.set_quota_us(r.cpu_quota.value_or(-1));
-    c.set_period_us(r.cpu_period.value_or(0));
-    c.set_shares(r.cpu_shares.value_or(0));
-    c.set_managed(managed.count(id) != 0);
-    std::optional<std::array<uint32_t, collect::kHistSlots>> last;
+    ViewRow row;
+    row.id = id;
+    row.name = k.containerName();
+    row.pod = std::string(k.podName());
+    row.pod_namespace = std::string(k.podNamespace());
+    row.pod_uid = std::string(k.podUid());
+    row.tier = k.tier;
+    row.cgroup_id = k.cgroup_id;
+    row.cgroup_rel = k.rel;
+    // What the runtime has now (colod's overlay included), not the engine's base view.
+    row.resources = toPolicyResources(k.ctr->resources);
+    if (!row.resources.cpu_quota) {
+      row.resources.cpu_quota = -1;
+    }
+    if (row.resources.cpuset_cpus) {
+      if (auto cpus = policy::parseCpuList(*row.resources.cpuset_cpus)) {
+        row.cpuset_cpus = cpus->size();
+      }
+    }
+    row.managed = managed.count(id) != 0;
+    row.runq_slots = k.runq_slots;
+    row.runq_sum_ns = k.runq_sum_ns;
+    row.preemptions = k.preemptions;
+    row.throttled_periods = k.throttled_periods;
+    row.throttled_ns = k.throttled_ns;
+    row.reclaim_ns = k.reclaim_ns;
     if (k.has_last) {
-      const auto& s = k.last;
-      c.set_runq_count(s.runq.count);
-      c.set_runq_p50_us(s.runq.p50_us);
-      c.set_runq_p90_us(s.runq.p90_us);
-      c.set_runq_p99_us(s.runq.p99_us);
-      c.set_runq_max_us(s.runq.max_us);
-      c.set_preemptions(s.involuntary_switches);
-      for (const auto& a : s.preempted_by) {
-        if (c.preempted_by_size() >= 3) {
+      row.last = &k.last;
+      for (const auto& a : k.last.preempted_by) {
+        if (row.preempted_by.size() >= 3) {
           break;
         }
-        auto* ag = c.add_preempted_by();
         auto it = by_cgroup_.find(a.cgroup_id);
-        ag->set_container(it != by_cgroup_.end() ? known_.at(it->second).display
-                                                 : (a.path.empty() ? "host" : a.path));
-        ag->set_preemptions(a.preemptions);
+        row.preempted_by.emplace_back(
+            it != by_cgroup_.end() ? known_.at(it->second).display
+                                   : (a.path.empty() ? "host" : a.path),
+            a.preemptions);
       }
-      if (s.throttling) {
-        c.set_nr_throttled(s.throttling->nr_throttled);
-        c.set_throttled_ns(s.throttling->throttled_ns);
-      }
-      c.set_reclaim_stall_ns(s.reclaim_stall_ns);
-      const double interval_ns = static_cast<double>(cfg()->daemon.interval.count()) * 1e6;
-      c.set_cpu_util(interval_ns > 0 ? static_cast<double>(s.oncpu_ns) / interval_ns : 0);
-      last = s.runq_hist;
     }
-    v->last.push_back(last);
-    v->containers.push_back(std::move(c));
-
-    metrics::ContainerMetrics m;
-    m.pod = k.podName();
-    m.namespace_ = k.podNamespace();
-    m.container = k.containerName();
-    m.tier = tiers[id];
-    m.runq_slots = k.runq_slots;
-    m.runq_sum_seconds = static_cast<double>(k.runq_sum_ns) / 1e9;
-    m.preemptions = k.preemptions;
-    m.throttled_periods = k.throttled_periods;
-    m.throttled_seconds = static_cast<double>(k.throttled_ns) / 1e9;
-    m.reclaim_stall_seconds = static_cast<double>(k.reclaim_ns) / 1e9;
-    if (!k.cpuset.empty()) {
-      m.cpuset_cpus = static_cast<uint32_t>(k.cpuset.size());
-    } else {
-      m.cpuset_cpus = static_cast<uint32_t>(node_cpus_.size());
-    }
-    if (r.cpu_quota && *r.cpu_quota > 0 && r.cpu_period && *r.cpu_period > 0) {
-      m.quota_cpus = static_cast<double>(*r.cpu_quota) / static_cast<double>(*r.cpu_period);
-    }
-    m.cpu_shares = r.cpu_shares;
-    v->metrics.containers.push_back(std::move(m));
-  }
-  // Sort the protos by display name, remembering where each came from (see View::source).
-  {
-    std::vector<std::size_t> order(v->containers.size());
-    std::iota(order.begin(), order.end(), std::size_t{0});
-    std::vector<std::string> names;
-    names.reserve(v->containers.size());
-    for (const auto& c : v->containers) {
-      names.push_back(control::displayName(c));
-    }
-    std::sort(order.begin(), order.end(),
-              [&](std::size_t a, std::size_t b) { return names[a] < names[b]; });
-    std::vector<v1::Container> sorted;
-    sorted.reserve(order.size());
-    for (auto i : order) {
-      sorted.push_back(std::move(v->containers[i]));
-    }
-    v->containers = std::move(sorted);
-    v->source = std::move(order);
+    in.rows.push_back(std::move(row));
   }
   uint64_t unresolved = 0;
   for (const auto& [id, k] : known_) {
     unresolved += k.cgroup_id == 0 ? 1 : 0;
   }
-  auto& d = v->metrics.daemon;
-  {
-    std::lock_guard lk(counts_mu_);
-    d.decisions_by_kind = decisions_by_kind_;
-  }
+  auto& d = in.daemon;
+  d.decisions_by_kind = decisions_.countsByKind();
   d.nri_connected = nri_connected_;
   d.nri_reconnects = nri_reconnects_;
   d.updates_sent = rs.updates_applied;
@@ -1526,7 +1424,7 @@ void Daemon::Impl::publish(const policy::Snapshot* /*snap*/) {
   d.containers = known_.size();
   d.mode = std::string(modeName(effectiveMode()));
 
-  auto& st = v->status;
+  auto& st = in.status;
   st.set_version("0.1.0");
   st.set_mode(d.mode);
   st.set_nri_connected(d.nri_connected);
@@ -1539,377 +1437,13 @@ void Daemon::Impl::publish(const policy::Snapshot* /*snap*/) {
   st.set_updates_sent(d.updates_sent);
   st.set_update_failures(d.update_failures);
   st.set_journal_entries(journal_entries_);
-  st.set_interval_ms(cfg()->daemon.interval.count());
-  std::shared_ptr<const View> old;
-  {
-    std::lock_guard lk(view_mu_);
-    old = std::move(view_);
-    view_ = std::move(v);
-  }
-  old.reset();  // outside the lock (unless a reader still holds it)
+  st.set_interval_ms(conf->daemon.interval.count());
+  views_.publish(buildView(in));
   // Once a second: the previous view and the collector's per-tick map dumps (~1.5 MB with 1000
   // containers) are free heap now; without a trim glibc keeps those pages resident for the life
   // of the process (1000 containers: RSS 35.2 -> 33.4 MiB). Costs well under a millisecond on
   // the loop thread; the pages fault back in as the next tick reuses them.
   ::malloc_trim(0);
-}
-
-namespace {
-std::shared_ptr<const View> takeView(std::mutex& mu, const std::shared_ptr<const View>& v) {
-  std::lock_guard lk(mu);
-  return v;
-}
-}  // namespace
-
-Result<v1::StatusReply> Daemon::Impl::status() {
-  auto v = takeView(view_mu_, view_);
-  v1::StatusReply st = v->status;
-  const auto self = readSelfStats(cfg()->daemon.proc_root);
-  st.set_rss_bytes(self.rss_bytes);
-  st.set_cpu_seconds(self.cpu_seconds);
-  return st;
-}
-
-Result<v1::ListContainersReply> Daemon::Impl::listContainers() {
-  auto v = takeView(view_mu_, view_);
-  v1::ListContainersReply out;
-  for (const auto& c : v->containers) {
-    *out.add_containers() = c;
-  }
-  out.set_unix_ms(v->unix_ms);
-  out.set_interval_ms(v->status.interval_ms());
-  return out;
-}
-
-Result<v1::DumpReply> Daemon::Impl::dump() {
-  using nlohmann::json;
-  auto v = takeView(view_mu_, view_);
-  json doc;
-  const auto self = readSelfStats(cfg()->daemon.proc_root);
-  doc["status"] = {{"mode", v->status.mode()},
-                   {"nri_connected", v->status.nri_connected()},
-                   {"nri_reconnects", v->status.nri_reconnects()},
-                   {"containers", v->status.containers()},
-                   {"ticks", v->status.ticks()},
-                   {"interval_ms", v->status.interval_ms()},
-                   {"cgroup_mode", v->status.cgroup_mode()},
-                   {"updates_sent", v->status.updates_sent()},
-                   {"update_failures", v->status.update_failures()},
-                   {"journal_entries", v->status.journal_entries()},
-                   {"rss_bytes", self.rss_bytes},
-                   {"cpu_seconds", self.cpu_seconds}};
-  json ctrs = json::array();
-  for (const auto& c : v->containers) {
-    json agg = json::array();
-    for (const auto& a : c.preempted_by()) {
-      agg.push_back({{"container", a.container()}, {"preemptions", a.preemptions()}});
-    }
-    ctrs.push_back({{"id", c.id()},
-                    {"namespace", c.namespace_()},
-                    {"pod", c.pod()},
-                    {"name", c.name()},
-                    {"tier", c.tier()},
-                    {"cgroup_id", c.cgroup_id()},
-                    {"cgroup_path", c.cgroup_path()},
-                    {"runq", {{"count", c.runq_count()},
-                              {"p50_us", c.runq_p50_us()},
-                              {"p90_us", c.runq_p90_us()},
-                              {"p99_us", c.runq_p99_us()},
-                              {"max_us", c.runq_max_us()}}},
-                    {"preemptions", c.preemptions()},
-                    {"preempted_by", agg},
-                    {"nr_throttled", c.nr_throttled()},
-                    {"throttled_ns", c.throttled_ns()},
-                    {"reclaim_stall_ns", c.reclaim_stall_ns()},
-                    {"cpuset", c.cpuset()},
-                    {"quota_us", c.quota_us()},
-                    {"period_us", c.period_us()},
-                    {"shares", c.shares()},
-                    {"managed", c.managed()},
-                    {"cpu_util", c.cpu_util()}});
-  }
-  doc["containers"] = ctrs;
-  json applied = json::array();
-  {
-    std::lock_guard lk(engine_mu_);
-    for (const auto& a : engine_->applied()) {
-      applied.push_back({{"target_id", a.target_id},
-                         {"victim_id", a.victim_id},
-                         {"lever", std::string(policy::leverName(a.lever))},
-                         {"rung", a.rung},
-                         {"applied", describeResources(a.applied_values)}});
-    }
-  }
-  doc["applied"] = applied;
-  json overlays = json::array();
-  for (const auto& e : actuator_->entries()) {
-    overlays.push_back({{"id", e.id},
-                        {"name", e.name},
-                        {"overlay", describeResources(e.overlay)},
-                        {"base", describeResources(e.base)},
-                        {"spec", describeResources(e.spec)},
-                        {"pending", e.pending},
-                        {"attempts", e.attempts},
-                        {"last_error", e.last_error},
-                        {"why", e.why}});
-  }
-  doc["overlays"] = overlays;
-  json decs = json::array();
-  {
-    std::lock_guard lk(decisions_mu_);
-    for (const auto& d : recent_) {
-      decs.push_back({{"seq", d.seq()},
-                      {"unix_ms", d.unix_ms()},
-                      {"container", d.container()},
-                      {"kind", d.kind()},
-                      {"values", d.values()},
-                      {"outcome", d.outcome()},
-                      {"reason", d.reason()}});
-    }
-  }
-  doc["decisions"] = decs;
-  v1::DumpReply out;
-  out.set_json(doc.dump(2));
-  return out;
-}
-
-Result<v1::HistogramReply> Daemon::Impl::histogram(const std::string& query) {
-  auto v = takeView(view_mu_, view_);
-  auto idx = control::resolveContainer(v->containers, query);
-  if (!idx) {
-    return std::move(idx).error();
-  }
-  const auto& c = v->containers[*idx];
-  v1::HistogramReply out;
-  *out.mutable_container() = c;
-  const std::size_t src = v->source[*idx];
-  for (auto s : v->metrics.containers[src].runq_slots) {
-    out.add_runq_slots(s);
-  }
-  if (const auto& last = v->last[src]) {
-    for (auto s : *last) {
-      out.add_last_slots(s);
-    }
-  }
-  return out;
-}
-
-Result<v1::DecisionsReply> Daemon::Impl::decisions(uint32_t limit) {
-  v1::DecisionsReply out;
-  std::lock_guard lk(decisions_mu_);
-  const std::size_t n = limit == 0 ? recent_.size() : std::min<std::size_t>(limit, recent_.size());
-  for (std::size_t i = recent_.size() - n; i < recent_.size(); ++i) {
-    *out.add_decisions() = recent_[i];
-  }
-  return out;
-}
-
-Result<v1::ExplainReply> Daemon::Impl::explain(const std::string& query) {
-  auto v = takeView(view_mu_, view_);
-  auto idx = control::resolveContainer(v->containers, query);
-  if (!idx) {
-    return std::move(idx).error();
-  }
-  const auto& c = v->containers[*idx];
-  v1::ExplainReply out;
-  *out.mutable_container() = c;
-  std::ostringstream text;
-  Result<policy::ContainerView> view = COLOD_ERR(ENOENT, "unknown");
-  {
-    std::lock_guard lk(engine_mu_);
-    view = engine_->describe(c.id());
-  }
-  text << control::displayName(c) << " (" << c.id().substr(0, 12) << ")\n";
-  if (!view) {
-    text << "  the engine does not track it: " << view.error().message() << "\n";
-  } else {
-    const auto& cv = *view;
-    text << "  tier: " << policy::tierName(cv.tier) << " (from " << cv.tier_source << ")\n";
-    text << "  thresholds: run-queue p99 > " << cv.thresholds.runq_p99_us << " us or > "
-         << cv.thresholds.baseline_factor << " x baseline (floor "
-         << cv.thresholds.baseline_floor_us << " us)\n";
-    text << "  baseline p99: " << cv.baseline_p99_us << " us; hits in window: "
-         << cv.hits_in_window << "\n";
-    text << "  victim now: " << (cv.victim ? "yes" : "no") << "\n";
-    for (const auto& a : cv.restrictions) {
-      text << "  engine restriction: " << policy::leverName(a.lever) << " rung " << a.rung + 1
-           << " for victim " << a.victim_id.substr(0, 12) << ": "
-           << describeResources(a.applied_values) << "\n";
-    }
-    if (!cv.last_explanation.empty()) {
-      text << "  last: " << cv.last_explanation << "\n";
-    }
-  }
-  // What colod holds on the container, from the actuator (the only writer): this is what the
-  // runtime has or is being asked to have, whatever the engine believes.
-  {
-    const auto entries = actuator_->entries();
-    auto e = std::find_if(entries.begin(), entries.end(),
-                          [&](const ReconcileEntry& x) { return x.id == c.id(); });
-    if (e == entries.end()) {
-      text << "  held by colod: nothing (the runtime's own values are in force)\n";
-    } else {
-      const bool releasing = e->overlay == policy::Resources{};
-      text << "  held by colod: "
-           << (releasing ? std::string("nothing; releasing to the runtime's own values")
-                         : describeResources(e->overlay))
-           << " (runtime's own: " << describeResources(e->base) << ")";
-      if (!e->why.empty() && !releasing) {
-        text << " because " << e->why;
-      }
-      text << "\n";
-      if (e->pending) {
-        const auto age_ms = (std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                 Clock::now().time_since_epoch())
-                                 .count() -
-                             e->pending_since_ns) /
-                            1000000;
-        text << "  not yet confirmed by the runtime: pending " << age_ms << " ms, "
-             << e->attempts << " failed attempts"
-             << (e->last_error.empty() ? std::string() : ", last: " + e->last_error) << "\n";
-      } else {
-        text << "  confirmed by the runtime: " << describeResources(e->spec) << "\n";
-      }
-    }
-  }
-  text << "  cgroup: " << (c.cgroup_id() != 0 ? c.cgroup_path() : "unresolved") << "\n";
-  text << "  last interval: run-queue p50 " << c.runq_p50_us() << " us, p99 " << c.runq_p99_us()
-       << " us over " << c.runq_count() << " wake-ups, " << c.preemptions() << " preemptions\n";
-  {
-    std::lock_guard lk(decisions_mu_);
-    for (const auto& d : recent_) {
-      if (d.container_id() == c.id() || d.reason().find(c.id()) != std::string::npos) {
-        *out.add_decisions() = d;
-      }
-    }
-  }
-  out.set_text(text.str());
-  return out;
-}
-
-Result<v1::ConfigShowReply> Daemon::Impl::configShow() {
-  v1::ConfigShowReply out;
-  const auto conf = cfg();
-  out.set_path(options_.config_path);
-  if (conf->text.empty()) {
-    std::string yaml = "# built-in defaults (colod started without --config)\ndaemon: {}\npolicy:\n";
-    std::istringstream in{std::string(policy::defaultConfigYaml())};
-    std::string line;
-    while (std::getline(in, line)) {
-      yaml += line.empty() ? "\n" : "  " + line + "\n";
-    }
-    out.set_yaml(yaml);
-  } else {
-    out.set_yaml(conf->text);
-  }
-  return out;
-}
-
-Result<v1::ConfigCheckReply> Daemon::Impl::configCheck(const v1::ConfigCheckRequest& req) {
-  v1::ConfigCheckReply out;
-  auto r = parseConfig(req.yaml(), req.path().empty() ? "<config>" : req.path());
-  out.set_ok(r.has_value());
-  if (!r) {
-    out.set_error(r.error().message());
-  }
-  return out;
-}
-
-Result<v1::ConfigReloadReply> Daemon::Impl::configReload() {
-  auto promise = std::make_shared<std::promise<Result<void>>>();
-  auto fut = promise->get_future();
-  post([this, promise] { promise->set_value(reload("coloctl config reload")); });
-  if (fut.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
-    return COLOD_ERR(ETIMEDOUT, "the daemon loop did not answer within 10 s");
-  }
-  auto r = fut.get();
-  v1::ConfigReloadReply out;
-  out.set_ok(r.has_value());
-  if (!r) {
-    out.set_error(r.error().message());
-  }
-  return out;
-}
-
-void Daemon::Impl::broadcastTrace(const std::string& line, bool is_snapshot) {
-  std::lock_guard lk(rec_mu_);
-  broadcastTraceLocked(line, is_snapshot);
-}
-
-bool Daemon::Impl::recording() {
-  std::lock_guard lk(rec_mu_);
-  return !recorders_.empty();
-}
-
-void Daemon::Impl::broadcastTraceLocked(const std::string& line, bool is_snapshot) {
-  for (auto& r : recorders_) {
-    std::lock_guard rl(r->mu);
-    if (r->bytes + line.size() > kRecorderMaxBytes) {
-      ++r->dropped;  // a slow client loses lines rather than growing the daemon
-      continue;
-    }
-    r->bytes += line.size() + 1;
-    r->lines.push_back(line + "\n");
-    if (is_snapshot) {
-      ++r->snapshots;
-    }
-    r->cv.notify_one();
-  }
-}
-
-Result<void> Daemon::Impl::record(uint32_t seconds,
-                                  const std::function<bool(const v1::RecordChunk&)>& write,
-                                  const std::function<bool()>& cancelled) {
-  auto rec = std::make_shared<Recorder>();
-  {
-    std::lock_guard lk(rec_mu_);
-    std::string head;
-    {
-      policy::TraceHeader h;
-      // The running policy section, so a replay uses the same thresholds.
-      h.config_yaml = policySectionYaml(cfg()->text);
-      head = policy::encodeTraceHeader(h) + "\n";
-    }
-    for (const auto& [pod, ctr] : trace_prefix_) {
-      head += policy::encodeUpsert(engineInfo(pod.get(), *ctr)) + "\n";
-    }
-    rec->lines.push_back(std::move(head));
-    recorders_.push_back(rec);
-  }
-  const auto deadline = Clock::now() + std::chrono::seconds(seconds);
-  Result<void> result;
-  while (true) {
-    std::deque<std::string> lines;
-    uint64_t snapshots = 0;
-    bool closed = false;
-    {
-      std::unique_lock lk(rec->mu);
-      rec->cv.wait_for(lk, std::chrono::milliseconds(200),
-                       [&] { return !rec->lines.empty() || rec->closed; });
-      lines.swap(rec->lines);
-      rec->bytes = 0;
-      snapshots = rec->snapshots;
-      closed = rec->closed;
-    }
-    if (!lines.empty()) {
-      v1::RecordChunk chunk;
-      std::string data;
-      for (auto& l : lines) {
-        data += l;
-      }
-      chunk.set_data(std::move(data));
-      chunk.set_snapshots(snapshots);
-      if (!write(chunk)) {
-        break;
-      }
-    }
-    if (closed || cancelled() || (seconds > 0 && Clock::now() >= deadline)) {
-      break;
-    }
-  }
-  std::lock_guard lk(rec_mu_);
-  std::erase(recorders_, rec);
-  return result;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,0 +1,85 @@
+// SPDX-License-Identifier: Apache-2.0
+// What the daemon loop publishes for the other threads (gRPC control API, /metrics): an
+// immutable View built once a second (and after every decision) from plain rows, swapped whole
+// in a ViewStore. Building is pure, so its sorting and conversions are tested from data.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "colod/collect/collector.h"
+#include "colod/metrics/colod_metrics.h"
+#include "colod/policy/types.h"
+#include "control.pb.h"
+
+namespace colod::daemon {
+
+struct View {
+  std::vector<control::v1::Container> containers;  // sorted by display name
+  // Per container, in the order of metrics.containers (the rows' order, which also holds the
+  // cumulative histograms): source[i] is the position there of containers[i]. Vectors, not maps
+  // keyed by id: ~600 B less a container in every view.
+  std::vector<std::size_t> source;
+  std::vector<std::optional<std::array<uint32_t, collect::kHistSlots>>> last;  // last interval
+  metrics::MetricsView metrics;
+  control::v1::StatusReply status;
+  int64_t unix_ms = 0;
+};
+
+// One container as the loop knows it.
+struct ViewRow {
+  std::string id;
+  std::string name;
+  std::string pod;
+  std::string pod_namespace;
+  std::string pod_uid;
+  std::string tier;
+  uint64_t cgroup_id = 0;  // 0 = unresolved
+  std::string cgroup_rel;
+  policy::Resources resources;  // as the runtime has them now (colod's overlay included)
+  std::size_t cpuset_cpus = 0;  // CPUs in its cpuset (0 = all of the node's)
+  bool managed = false;         // colod holds or is releasing an overlay on it
+  // Cumulative, for Prometheus.
+  std::array<uint64_t, collect::kHistSlots> runq_slots{};
+  uint64_t runq_sum_ns = 0;
+  uint64_t preemptions = 0;
+  uint64_t throttled_periods = 0;
+  uint64_t throttled_ns = 0;
+  uint64_t reclaim_ns = 0;
+  // The last interval, for coloctl top; aggressors already named (display name or "host").
+  const collect::CgroupSample* last = nullptr;  // borrowed for buildView() only
+  std::vector<std::pair<std::string, uint64_t>> preempted_by;
+};
+
+struct ViewInputs {
+  std::vector<ViewRow> rows;
+  metrics::DaemonMetrics daemon;
+  control::v1::StatusReply status;  // filled by the loop except what buildView derives
+  std::size_t node_cpus = 0;
+  int64_t interval_ms = 100;
+  int64_t unix_ms = 0;
+};
+
+// Pure: protos sorted by display name with their source positions, metrics per row.
+std::shared_ptr<const View> buildView(const ViewInputs& in);
+
+// The published view: one writer (the loop), any number of readers, none blocks the other for
+// longer than a pointer swap.
+class ViewStore {
+ public:
+  ViewStore() : view_(std::make_shared<View>()) {}
+  void publish(std::shared_ptr<const View> view);
+  [[nodiscard]] std::shared_ptr<const View> take() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::shared_ptr<const View> view_;
+};
+
+}  // namespace colod::daemon
