@@ -47,6 +47,25 @@ std::set<std::string> pendingIds(const ReconcilerState& state) {
 
 }  // namespace
 
+Wishes wishesFromRestrictions(const std::vector<policy::AppliedAction>& applied,
+                              const std::function<std::string(const std::string& id)>& name_of) {
+  Wishes wishes;
+  for (const auto& a : applied) {
+    auto& w = wishes[a.target_id];
+    if (w.name.empty()) {
+      w.name = name_of(a.target_id);
+    }
+    for (Field f : kAllFields) {
+      if (hasField(a.applied_values, f)) {
+        copyField(w.overlay, a.applied_values, f);
+      }
+    }
+    w.why += (w.why.empty() ? "" : "; ") + std::string(policy::leverName(a.lever)) + " rung " +
+             std::to_string(a.rung + 1) + " for victim " + a.victim_id.substr(0, 12);
+  }
+  return wishes;
+}
+
 SendOutcome classifySendError(int errno_value) {
   switch (errno_value) {
     case 0:

@@ -275,3 +275,31 @@ TEST(ActuatorErrors, SendResultsMapOntoOutcomes) {
 
 }  // namespace
 }  // namespace colod::daemon
+
+namespace colod::daemon {
+namespace {
+
+TEST(Wishes, EveryLeverOnATargetMakesOneOverlay) {
+  policy::AppliedAction shares{.target_id = "be", .victim_id = "victim-0123456789", .lever =
+                               policy::Lever::CpuShares, .rung = 0, .applied_values = {},
+                               .original_values = {}};
+  shares.applied_values.cpu_shares = 2;
+  policy::AppliedAction q = shares;
+  q.lever = policy::Lever::CpuQuota;
+  q.rung = 2;
+  q.applied_values = quota(40000);
+  const Wishes w = wishesFromRestrictions({shares, q}, [](const std::string& id) {
+    return "jobs/b/" + id;
+  });
+  ASSERT_EQ(w.size(), 1U);
+  const auto& be = w.at("be");
+  EXPECT_EQ(be.name, "jobs/b/be");
+  EXPECT_EQ(be.overlay.cpu_shares, 2U);
+  EXPECT_EQ(be.overlay.cpu_quota, 40000);
+  EXPECT_EQ(be.why, "cpu_shares rung 1 for victim victim-01234; cpu_quota rung 3 for victim "
+                    "victim-01234");
+  EXPECT_TRUE(wishesFromRestrictions({}, [](const std::string&) { return ""; }).empty());
+}
+
+}  // namespace
+}  // namespace colod::daemon

@@ -54,6 +54,26 @@ void mergeSet(policy::Resources& into, const policy::Resources& from) {
 
 }  // namespace
 
+Journal journalOf(const std::vector<ReconcileEntry>& entries,
+                  const std::vector<policy::AppliedAction>& applied) {
+  Journal j;
+  for (const auto& e : entries) {
+    JournalContainer c;
+    c.state.id = e.id;
+    c.state.name = e.name;
+    c.state.base = e.base;
+    c.state.overlay = e.overlay;
+    c.state.why = e.why;
+    for (const auto& a : applied) {
+      if (a.target_id == e.id) {
+        c.actions.push_back(a);
+      }
+    }
+    j.containers.push_back(std::move(c));
+  }
+  return j;
+}
+
 std::string encodeJournal(const Journal& journal) {
   json ctrs = json::array();
   for (const auto& c : journal.containers) {

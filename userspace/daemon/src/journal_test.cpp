@@ -164,3 +164,33 @@ TEST(JournalLockPid, ParsesWhatTheHolderWrote) {
 
 }  // namespace
 }  // namespace colod::daemon
+
+namespace colod::daemon {
+namespace {
+
+TEST(JournalOf, KeepsDesiredStateAndTheRestrictionsBehindIt) {
+  ReconcileEntry e;
+  e.id = "be";
+  e.name = "jobs/b/be";
+  e.base.cpu_quota = 150000;
+  e.overlay.cpu_quota = 50000;
+  e.spec.cpu_quota = 50000;  // runtime-side: not journaled
+  e.pending = true;
+  e.attempts = 3;
+  policy::AppliedAction mine{.target_id = "be", .victim_id = "v", .lever = policy::Lever::CpuQuota,
+                             .rung = 2, .applied_values = {}, .original_values = {}};
+  policy::AppliedAction other = mine;
+  other.target_id = "other";
+  const Journal j = journalOf({e}, {mine, other});
+  ASSERT_EQ(j.containers.size(), 1U);
+  EXPECT_EQ(j.containers[0].state.overlay.cpu_quota, 50000);
+  EXPECT_EQ(j.containers[0].state.base.cpu_quota, 150000);
+  EXPECT_FALSE(j.containers[0].state.spec.cpu_quota);
+  EXPECT_FALSE(j.containers[0].state.pending);
+  EXPECT_EQ(j.containers[0].state.attempts, 0U);
+  ASSERT_EQ(j.containers[0].actions.size(), 1U);
+  EXPECT_EQ(j.containers[0].actions[0].target_id, "be");
+}
+
+}  // namespace
+}  // namespace colod::daemon

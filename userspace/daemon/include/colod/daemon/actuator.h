@@ -24,6 +24,7 @@
 #include "colod/daemon/reconciler.h"
 #include "colod/nri/registry.h"
 #include "colod/nri/types.h"
+#include "colod/policy/decision.h"
 
 namespace colod::daemon {
 
@@ -35,6 +36,12 @@ struct OverlayWish {
   friend bool operator==(const OverlayWish&, const OverlayWish&) = default;
 };
 using Wishes = std::map<std::string, OverlayWish>;
+
+// The overlays the engine's restrictions call for: per target, the applied values of every
+// lever it holds, with one line saying why. `name_of` gives a container's display name ("" when
+// unknown). Pure.
+Wishes wishesFromRestrictions(const std::vector<policy::AppliedAction>& applied,
+                              const std::function<std::string(const std::string& id)>& name_of);
 
 struct ActuatorOptions {
   ReconcilerOptions reconciler;

@@ -40,6 +40,11 @@ struct Journal {
   friend bool operator==(const Journal&, const Journal&) = default;
 };
 
+// The journal of the actuator's entries, each with the engine's restrictions on it (for
+// `reconcile: reseed`). Runtime-side fields (spec, pending, attempts) are not journaled. Pure.
+Journal journalOf(const std::vector<ReconcileEntry>& entries,
+                  const std::vector<policy::AppliedAction>& applied);
+
 std::string encodeJournal(const Journal& journal);
 // EINVAL "<what>" on bad JSON, a wrong version or a malformed entry. Never throws.
 Result<Journal> decodeJournal(std::string_view text);

@@ -1,0 +1,279 @@
+// SPDX-License-Identifier: Apache-2.0
+// From the engine's restrictions to the actuator: overlays, the write-ahead journal, the
+// journal reconcile at start, the NRI handlers and the clean stop.
+#include "daemon_impl.h"
+
+namespace colod::daemon {
+
+void Daemon::Impl::reconcileJournal(int64_t now_ns) {
+  reconciled_ = true;
+  if (journal_corrupt_) {
+    checkUnprovenRestrictions();
+  }
+  if (journal_loaded_.containers.empty()) {
+    return;
+  }
+  const auto conf = cfg();
+  std::vector<policy::AppliedAction> reseed;
+  for (const auto& c : journal_loaded_.containers) {
+    const auto& e = c.state;
+    const std::string name = e.name.empty() ? e.id : e.name;
+    if (known_.count(e.id) == 0) {
+      log()->info("journal: {} ({}) is gone, nothing to restore", name, e.id.substr(0, 12));
+      continue;
+    }
+    if (conf->daemon.reconcile == Reconcile::Reseed && !c.actions.empty()) {
+      for (auto a : c.actions) {
+        a.original_values = e.base;  // the runtime's own values, never colod's
+        reseed.push_back(std::move(a));
+      }
+      continue;
+    }
+    log()->info("decision kind=restore target={} values=\"{}\" reason=\"journal reconcile after "
+                "restart: returning to the runtime's own values\"",
+                name, describeResources(e.base));
+    v1::Decision d;
+    d.set_unix_ms(unixMs());
+    d.set_container_id(e.id);
+    d.set_container(name);
+    d.set_kind("restore");
+    d.set_reason("journal reconcile after restart");
+    d.set_values(describeResources(e.base));
+    d.set_outcome(conf->daemon.mode == Mode::Act ? "pending" : "pending (restores always run)");
+    decisions_.add(std::move(d), "restore");
+  }
+  if (!reseed.empty()) {
+    Result<void> r;
+    {
+      std::lock_guard lk(engine_mu_);
+      r = engine_->seedApplied(reseed, now_ns);
+    }
+    if (r) {
+      log()->info("journal: {} restrictions handed back to the engine", reseed.size());
+    } else {
+      // The overlays the engine does not hold are released at the next commit.
+      log()->warn("journal: engine refused the restrictions ({}); releasing them instead",
+                  r.error().message());
+    }
+  }
+  journal_loaded_ = {};
+  commitOverlays(nullptr);
+}
+
+// After a corrupt journal colod cannot prove what it changed. What it can say: where the
+// runtime's spec and the cgroup disagree, something outside the runtime's knowledge (maybe an
+// earlier colod) changed the cgroup. Those containers are named for the operator.
+void Daemon::Impl::checkUnprovenRestrictions() {
+  std::size_t suspects = 0;
+  for (const auto& [id, k] : known_) {
+    if (k.cgroup_id == 0) {
+      continue;
+    }
+    const std::string dir = hierarchy_root_ + k.rel;
+    const auto& spec = k.ctr->resources.cpu;
+    std::string why;
+    // cgroup v2 cpu.max "quota|max period"; v1 cpu.cfs_quota_us.
+    std::string quota = readSmallFile(dir + "/cpu.max");
+    if (!quota.empty()) {
+      const std::string q = quota.substr(0, quota.find(' '));
+      const std::string want = spec.quota && *spec.quota > 0 ? std::to_string(*spec.quota) : "max";
+      if (q != want) {
+        why += "cpu.max " + q + " (runtime spec " + want + ")";
+      }
+    } else if (auto v1 = readSmallFile(dir + "/cpu.cfs_quota_us"); !v1.empty()) {
+      const std::string q = v1.substr(0, v1.find('\n'));
+      const std::string want = spec.quota && *spec.quota > 0 ? std::to_string(*spec.quota) : "-1";
+      if (q != want) {
+        why += "cpu.cfs_quota_us " + q + " (runtime spec " + want + ")";
+      }
+    }
+    if (!why.empty()) {
+      ++suspects;
+      log()->warn("journal was corrupt: {} ({}) may still carry a restriction colod can no longer "
+                  "prove it made: {}",
+                  k.display, id.substr(0, 12), why);
+    }
+  }
+  log()->warn("journal was corrupt: {} containers whose cgroup differs from the runtime's spec; "
+              "colod reconciles from the runtime's truth from now on",
+              suspects);
+}
+
+void Daemon::Impl::onConverged(const std::string& id) {
+  auto it = awaiting_.find(id);
+  if (it != awaiting_.end()) {
+    for (uint64_t seq : it->second) {
+      setOutcome(seq, "applied");
+    }
+    awaiting_.erase(it);
+  }
+  // Confirmed releases leave the journal; base changes are recorded.
+  commitOverlays(nullptr);
+}
+
+Result<void> Daemon::Impl::writeJournalOf(const std::vector<ReconcileEntry>& entries) {
+  const auto conf = cfg();
+  std::vector<policy::AppliedAction> applied;
+  {
+    std::lock_guard lk(engine_mu_);
+    applied = engine_->applied();
+  }
+  const Journal j = journalOf(entries, applied);
+  journal_entries_ = j.containers.size();
+  auto r = writeJournal(conf->daemon.journal_path, j, conf->daemon.journal_max_entries);
+  if (!r) {
+    if (journal_errors_++ % 100 == 0) {
+      log()->error("journal write failed ({} so far): {}", journal_errors_.load(),
+                   r.error().message());
+    }
+    return r;
+  }
+  return {};
+}
+
+void Daemon::Impl::commitOverlays(const policy::RoundResult* round) {
+  if (!reconciled_) {
+    return;  // the journal's containers are not known yet: nothing may be decided about them
+  }
+  const auto conf = cfg();
+  Wishes wishes;
+  if (conf->daemon.mode == Mode::Act) {
+    std::vector<policy::AppliedAction> applied;
+    {
+      std::lock_guard lk(engine_mu_);
+      applied = engine_->applied();
+    }
+    wishes = wishesFromRestrictions(applied, [this](const std::string& id) {
+      auto kt = known_.find(id);
+      return kt != known_.end() ? kt->second.display : std::string();
+    });
+  }
+  if (wishes == committed_) {
+    if (actuator_->version() != journaled_version_) {
+      const uint64_t v = actuator_->version();
+      if (writeJournalOf(actuator_->entries())) {
+        journaled_version_ = v;
+      }
+    }
+    return;
+  }
+  // Write-ahead: the journal holds the new overlays before the actuator may send them.
+  const bool journaled = writeJournalOf(actuator_->preview(wishes)).has_value();
+  if (!journaled) {
+    // Nothing new may be sent that no journal knows: keep what is journaled, let releases go
+    // (the journal still lists them, which is safe), and tell the engine its new restrictions
+    // did not land so it does not believe in them.
+    Wishes safe;
+    for (const auto& [id, w] : committed_) {
+      if (wishes.count(id) != 0) {
+        safe.emplace(id, w);
+      }
+    }
+    if (round != nullptr) {
+      std::lock_guard lk(engine_mu_);
+      for (const auto& d : round->decisions) {
+        if (d.kind == policy::DecisionKind::Engage || d.kind == policy::DecisionKind::Escalate) {
+          engine_->reportApplyFailure(d);
+          setOutcome(d.seq, "failed: journal not writable");
+        }
+      }
+    }
+    wishes = std::move(safe);
+    if (wishes == committed_) {
+      return;
+    }
+  }
+  for (const auto& id : actuator_->setOverlays(wishes)) {
+    log()->warn("overlay for {} not taken (container unknown to the runtime or the bound of {} "
+                "tracked containers reached)",
+                id.substr(0, 12), conf->daemon.journal_max_entries);
+    ++updates_dropped_;
+  }
+  committed_ = std::move(wishes);
+  if (journaled) {
+    journaled_version_ = actuator_->version();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// NRI handlers (stub handler thread: the runtime waits for these, so they only read and update
+// state; nothing is sent from here)
+
+Result<nri::CreateContainerResult> Daemon::Impl::createContainer(const nri::PodSandbox& pod,
+                                                                 const nri::Container& ctr) {
+  // For now only learned (the registry records the container at PostCreateContainer); admission
+  // placement (#8) will answer here.
+  log()->debug("create container {}/{}/{} ({})", pod.namespace_name, pod.name, ctr.name,
+               ctr.id.substr(0, 12));
+  return nri::CreateContainerResult{};
+}
+
+Result<std::vector<nri::ContainerUpdate>> Daemon::Impl::updateContainer(
+    const nri::PodSandbox& pod,
+    const nri::Container& ctr,
+    const nri::LinuxResources& requested) {
+  // The kubelet (or anyone) resizes the container: its values become the runtime's own, and
+  // colod's overlay rides in the reply so the restriction is not lost either.
+  const policy::Resources adj = actuator_->adjustUpdate(ctr.id, requested);
+  if (adj == policy::Resources{}) {
+    return std::vector<nri::ContainerUpdate>{};
+  }
+  log()->info("runtime update of {}/{}/{} ({}) asks {}; colod keeps its overlay {} in the reply",
+              pod.namespace_name, pod.name, ctr.name, ctr.id.substr(0, 12),
+              describeResources(toPolicyResources(requested)), describeResources(adj));
+  return std::vector<nri::ContainerUpdate>{
+      {.container_id = ctr.id, .resources = toLinuxResources(adj, all_cpus_)}};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stop
+
+void Daemon::Impl::restoreOnStop() {
+  const auto conf = cfg();
+  if (!conf->daemon.restore_on_stop || conf->daemon.mode != Mode::Act) {
+    log()->info("leaving current values in place (restore_on_stop={}, mode={}); the journal keeps "
+                "{} containers for the next start",
+                conf->daemon.restore_on_stop, modeName(conf->daemon.mode),
+                actuator_->entries().size());
+    return;
+  }
+  std::vector<policy::Decision> restores;
+  {
+    std::lock_guard lk(engine_mu_);
+    restores = engine_->restoreAll(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+            .count());
+  }
+  for (const auto& d : restores) {
+    log()->info("decision seq={} kind=restore target={} values=\"{}\" reason=\"colod is stopping: "
+                "{}\"",
+                d.seq, d.target_name.empty() ? d.target_id : d.target_name,
+                describeResources(d.new_values), d.explanation);
+  }
+  // Every overlay is released through the reconciler (the only writer), to the runtime's own
+  // current values; the journal keeps each container until the runtime confirmed it.
+  reconciled_ = true;  // a stop before the first resync still releases what the journal lists
+  commitOverlays(nullptr);
+  const auto tracked = actuator_->entries().size();
+  if (tracked == 0) {
+    (void)writeJournalOf({});
+    return;
+  }
+  log()->info("releasing {} containers (waiting up to {} ms for the runtime to confirm)", tracked,
+              conf->daemon.stop_timeout.count());
+  const bool done = actuator_->waitConverged(conf->daemon.stop_timeout);
+  actuator_->stop();
+  const auto left = actuator_->entries();
+  if (auto r = writeJournalOf(left); !r) {
+    log()->error("journal not updated on stop: {}", r.error().message());
+  }
+  if (done && left.empty()) {
+    log()->info("every container is back to the runtime's own values");
+  } else {
+    log()->warn("{} containers not confirmed released (runtime {}); the journal keeps them and the "
+                "next colod releases them",
+                left.size(), nri_connected_ ? "refusing or slow" : "away");
+  }
+}
+
+}  // namespace colod::daemon
