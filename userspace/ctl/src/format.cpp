@@ -103,17 +103,25 @@ std::string formatDecisions(const control::v1::DecisionsReply& decisions) {
 }
 
 std::string formatStatus(const control::v1::StatusReply& s) {
+  // Updates are retried until the runtime confirms them: what matters is what is still pending,
+  // not how many attempts failed on the way (those are in /metrics by reason).
+  std::string pending = s.reconcile_pending() == 0
+                            ? std::string("none")
+                            : fmt("%" PRIu64 " containers (oldest %" PRId64 " ms)",
+                                  s.reconcile_pending(), s.reconcile_oldest_pending_ms());
   return fmt("version:        %s\nmode:           %s\nnri:            %s (reconnects %" PRIu64
              ")\ncontainers:     %" PRIu64 "\nticks:          %" PRIu64
              "\ninterval:       %" PRId64 " ms\ncgroup mode:    %s\nconfig:         %s\n"
-             "updates sent:   %" PRIu64 " (failed %" PRIu64 ")\njournal:        %" PRIu64
-             " entries\nrss:            %.1f MiB\ncpu:            %.2f s\n",
+             "held by colod:  %" PRIu64 " containers\nupdates:        %" PRIu64
+             " confirmed, %" PRIu64 " failed attempts (all retried); pending: %s\n"
+             "journal:        %" PRIu64 " entries\nrss:            %.1f MiB\ncpu:            %.2f s\n",
              s.version().c_str(), s.mode().c_str(),
              s.nri_connected() ? "connected" : "disconnected", s.nri_reconnects(), s.containers(),
              s.ticks(), s.interval_ms(), s.cgroup_mode().c_str(),
              s.config_path().empty() ? "(built-in defaults)" : s.config_path().c_str(),
-             s.updates_sent(), s.update_failures(), s.journal_entries(),
-             static_cast<double>(s.rss_bytes()) / (1 << 20), s.cpu_seconds());
+             s.reconcile_tracked(), s.updates_sent(), s.update_failures(), pending.c_str(),
+             s.journal_entries(), static_cast<double>(s.rss_bytes()) / (1 << 20),
+             s.cpu_seconds());
 }
 
 }  // namespace colod::ctl

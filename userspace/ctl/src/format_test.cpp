@@ -70,5 +70,23 @@ TEST(CtlFormat, Decisions) {
   EXPECT_NE(t.find("victim prod/web-0/nginx"), std::string::npos);
 }
 
+// Failed attempts that were retried are not failures of the update: status says what is still
+// pending (issue #14: "updates sent: 8 (failed 1)" for a failure whose retry succeeded).
+TEST(CtlFormat, StatusSaysWhatIsPendingNotJustWhatFailed) {
+  control::v1::StatusReply s;
+  s.set_mode("act");
+  s.set_updates_sent(8);
+  s.set_update_failures(1);
+  s.set_reconcile_tracked(2);
+  const std::string settled = formatStatus(s);
+  EXPECT_NE(settled.find("8 confirmed, 1 failed attempts (all retried); pending: none"),
+            std::string::npos)
+      << settled;
+  EXPECT_NE(settled.find("held by colod:  2 containers"), std::string::npos) << settled;
+  s.set_reconcile_pending(1);
+  s.set_reconcile_oldest_pending_ms(1500);
+  EXPECT_NE(formatStatus(s).find("pending: 1 containers (oldest 1500 ms)"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace colod::ctl

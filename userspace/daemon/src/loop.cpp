@@ -406,6 +406,9 @@ void Daemon::Impl::publish() {
   st.set_updates_sent(d.updates_sent);
   st.set_update_failures(d.update_failures);
   st.set_journal_entries(journal_entries_);
+  st.set_reconcile_pending(rs.pending);
+  st.set_reconcile_oldest_pending_ms(rs.oldest_pending_ns / 1000000);
+  st.set_reconcile_tracked(rs.tracked);
   st.set_interval_ms(conf->daemon.interval.count());
   views_.publish(buildView(in));
   // Once a second: the previous view and the collector's per-tick map dumps (~1.5 MB with 1000
