@@ -79,6 +79,26 @@ TEST(ColodMetrics, FormatsPerContainerFamiliesWithEscapedLabels) {
   EXPECT_TRUE(contains(text, "colod_mode{mode=\"dry-run\"} 0"));
 }
 
+// The actuator's convergence: what is pending, since when, and why attempts failed.
+TEST(ColodMetrics, ReconcileFamilies) {
+  MetricsView v = sampleView();
+  v.daemon.reconcile_tracked = 3;
+  v.daemon.reconcile_pending = 1;
+  v.daemon.reconcile_oldest_pending_seconds = 2.5;
+  v.daemon.reconcile_failures = {{"refused", 7}};
+  v.daemon.reconcile_external_changes = 2;
+  v.daemon.journal_errors = 1;
+  const std::string text = formatColodMetrics(v);
+  EXPECT_TRUE(contains(text, "colod_reconcile_tracked 3"));
+  EXPECT_TRUE(contains(text, "colod_reconcile_pending 1"));
+  EXPECT_TRUE(contains(text, "colod_reconcile_oldest_pending_seconds 2.5"));
+  EXPECT_TRUE(contains(text, "colod_reconcile_failures_total{reason=\"refused\"} 7"));
+  EXPECT_TRUE(contains(text, "colod_reconcile_failures_total{reason=\"unknown\"} 0"))
+      << "every reason is exported, zero included";
+  EXPECT_TRUE(contains(text, "colod_reconcile_external_changes_total 2"));
+  EXPECT_TRUE(contains(text, "colod_journal_errors_total 1"));
+}
+
 TEST(ColodMetrics, EveryFamilyDeclaredOnceAndSamplesContiguous) {
   const std::string text = formatColodMetrics(sampleView());
   std::istringstream in(text);
