@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "colod/nri/testing/fake_runtime.h"
 
+#include <thread>
+
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -64,14 +66,21 @@ FakeRuntime::FakeRuntime(UniqueFd fd) {
                             int32_t code = 0;
                             std::string msg;
                             std::string payload;
+                            std::chrono::milliseconds delay{0};
                             {
                               std::lock_guard lock(mu_);
                               updates_.push_back(req);
                               code = update_code_;
                               msg = update_message_;
                               payload = update_payload_;
+                              delay = update_delay_;
                             }
                             cv_.notify_all();
+                            if (delay.count() > 0) {
+                              // A slow runtime: the reply comes late (or never, if the test
+                              // closes the connection meanwhile: a reset mid-call).
+                              std::this_thread::sleep_for(delay);
+                            }
                             if (code != 0) {
                               return COLOD_ERR(EIO, msg);  // -> status UNKNOWN, like containerd
                             }
@@ -166,6 +175,11 @@ Result<pb::SynchronizeResponse> FakeRuntime::synchronize(const std::vector<pb::P
 std::vector<pb::UpdateContainersRequest> FakeRuntime::receivedUpdates() {
   std::lock_guard lock(mu_);
   return updates_;
+}
+
+void FakeRuntime::setUpdateDelay(std::chrono::milliseconds delay) {
+  std::lock_guard lock(mu_);
+  update_delay_ = delay;
 }
 
 void FakeRuntime::setUpdateReplyPayload(std::string payload) {

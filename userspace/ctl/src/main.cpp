@@ -289,7 +289,7 @@ int main(int argc, char** argv) {
                    r->error().c_str());
       return kExitInvalid;
     }
-    std::puts("reloaded");
+    std::puts(r->changed() ? "reloaded" : "unchanged: the file is what is already running");
     return 0;
   }
   if (record->parsed()) {

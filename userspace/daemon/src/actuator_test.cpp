@@ -264,6 +264,43 @@ TEST_F(ActuatorTest, AContainerRemovedWhileRestrictedDropsOut) {
   EXPECT_EQ(actuator_->stats().pending, 0U);
 }
 
+TEST_F(ActuatorTest, AResetMidCallIsReverifiedAfterTheResync) {
+  rt_->setUpdateDelay(1000ms);
+  actuator_->setOverlays({{be_, {.name = "be", .overlay = quota(50000), .why = ""}}});
+  ASSERT_TRUE(rt_->waitUpdates(1, 5s));
+  // The connection drops while the call is in flight; the runtime had applied it.
+  rt_->close();
+  ASSERT_TRUE(waitFor([&] { return !stub_->stats().synchronized; }, 5s));
+  ctrs_[1].mutable_linux()->mutable_resources()->mutable_cpu()->mutable_quota()->set_value(50000);
+  connect();
+  ASSERT_TRUE(waitFor([&] { return settled() && registryQuota(be_) == 50000; }, 5s));
+  EXPECT_TRUE(rt_->receivedUpdates().empty()) << "the resync showed it landed: nothing resent";
+  EXPECT_EQ(actuator_->entries().at(0).base.cpu_quota, 150000);
+  // Same fault, but this time the runtime had not applied it: it is resent.
+  rt_->setUpdateDelay(1000ms);
+  actuator_->setOverlays({{be_, {.name = "be", .overlay = quota(30000), .why = ""}}});
+  ASSERT_TRUE(rt_->waitUpdates(1, 5s));
+  rt_->close();
+  ASSERT_TRUE(waitFor([&] { return !stub_->stats().synchronized; }, 5s));
+  connect();  // ctrs_ still says 50000
+  ASSERT_TRUE(waitFor([&] { return settled() && lastQuotaSent(be_) == 30000; }, 5s));
+}
+
+TEST_F(ActuatorTest, AStaleEventDoesNotUndoTheOverlayNorBecomeTheBase) {
+  actuator_->setOverlays({{be_, {.name = "be", .overlay = quota(50000), .why = ""}}});
+  ASSERT_TRUE(waitFor([&] { return registryQuota(be_) == 50000 && settled(); }, 5s));
+  // A PostUpdateContainer from before colod's update arrives late with the old 150000.
+  pb::StateChangeEvent sc;
+  sc.set_event(pb::POST_UPDATE_CONTAINER);
+  *sc.mutable_pod() = pods_[0];
+  *sc.mutable_container() = ctrs_[1];  // still quota 150000
+  ASSERT_TRUE(ASSERT_OK(rt_->call("StateChange", sc.SerializeAsString())).status.ok());
+  ASSERT_TRUE(waitFor([&] { return rt_->receivedUpdates().size() >= 2 && settled(); }, 5s));
+  EXPECT_EQ(lastQuotaSent(be_), 50000) << "the overlay is sent again";
+  EXPECT_EQ(registryQuota(be_), 50000);
+  EXPECT_EQ(actuator_->entries().at(0).base.cpu_quota, 150000) << "the base it already was";
+}
+
 TEST(ActuatorErrors, SendResultsMapOntoOutcomes) {
   EXPECT_EQ(classifySendError(0), SendOutcome::Applied);
   EXPECT_EQ(classifySendError(ENOTCONN), SendOutcome::NotConnected);

@@ -267,10 +267,11 @@ Result<v1::ConfigReloadReply> ControlBackend::configReload() {
   out.set_ok(r.has_value());
   if (!r) {
     out.set_error(r.error().message());
+  } else {
+    out.set_changed(*r);
   }
   return out;
 }
-
 
 Result<void> ControlBackend::record(uint32_t seconds,
                                     const std::function<bool(const v1::RecordChunk&)>& write,

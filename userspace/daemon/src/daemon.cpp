@@ -134,8 +134,8 @@ Result<void> Daemon::Impl::init() {
     return engine_->applied();
   };
   hooks.overlays = [this] { return actuator_->entries(); };
-  hooks.reload = [this]() -> Result<void> {
-    auto promise = std::make_shared<std::promise<Result<void>>>();
+  hooks.reload = [this]() -> Result<bool> {
+    auto promise = std::make_shared<std::promise<Result<bool>>>();
     auto fut = promise->get_future();
     post([this, promise] { promise->set_value(reload("coloctl config reload")); });
     if (fut.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
@@ -172,14 +172,30 @@ Result<void> Daemon::Impl::init() {
     if (!addr) {
       return std::move(addr).error();
     }
-    auto http = metrics::HttpServer::start(*addr, [this] {
+    metrics::HttpHandlers handlers;
+    handlers.render = [this] {
       const std::shared_ptr<const View> v = views_.take();
       metrics::MetricsView mv = v->metrics;
       const auto self = readSelfStats(cfg()->daemon.proc_root);
       mv.daemon.cpu_seconds = self.cpu_seconds;
       mv.daemon.rss_bytes = self.rss_bytes;
       return metrics::formatColodMetrics(mv);
-    });
+    };
+    // Liveness: the loop turns (a wedged loop decides nothing and releases nothing).
+    handlers.live = [this] { return liveness(); };
+    // Readiness: the programs are attached (init got this far) and colod can act, or was told
+    // not to.
+    handlers.ready = [this] {
+      const Mode mode = cfg()->daemon.mode;
+      if (mode != Mode::Act) {
+        return metrics::ProbeResult{.ok = true, .why = std::string(modeName(mode))};
+      }
+      if (!nri_connected_) {
+        return metrics::ProbeResult{.ok = false, .why = "runtime not synchronized over NRI"};
+      }
+      return metrics::ProbeResult{.ok = true, .why = "synchronized with the runtime"};
+    };
+    auto http = metrics::HttpServer::start(*addr, std::move(handlers));
     if (!http) {
       return std::move(http).error().wrap("starting the metrics server");
     }
@@ -248,6 +264,22 @@ Result<void> Daemon::Impl::init() {
   COLOD_TRY_VOID(stub_->start(), "starting the NRI stub");
   publish();  // the loop has not started: safe to touch loop state here
   return {};
+}
+
+metrics::ProbeResult Daemon::Impl::liveness() const {
+  const int64_t last = last_tick_ns_.load();
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          Clock::now().time_since_epoch())
+                          .count();
+  const auto interval = cfg()->daemon.interval;
+  // Before the first tick the loop is starting; afterwards ten intervals (at least 5 s) without
+  // one means it is stuck.
+  const int64_t bound = std::max<int64_t>(5'000'000'000, 10 * interval.count() * 1'000'000);
+  if (last == 0 || now - last <= bound) {
+    return {.ok = true, .why = last == 0 ? "starting" : "ticking"};
+  }
+  return {.ok = false,
+          .why = "no tick for " + std::to_string((now - last) / 1'000'000) + " ms"};
 }
 
 void Daemon::Impl::setupInotify() {
@@ -413,7 +445,7 @@ void Daemon::Impl::shutdownThreads() {
 // ---------------------------------------------------------------------------------------------
 // Config reload
 
-Result<void> Daemon::Impl::reload(const std::string& why) {
+Result<bool> Daemon::Impl::reload(const std::string& why) {
   if (options_.config_path.empty()) {
     return COLOD_ERR(ENOENT, "colod runs with the built-in defaults (no --config): nothing to "
                              "reload");
@@ -426,8 +458,8 @@ Result<void> Daemon::Impl::reload(const std::string& why) {
     return std::move(next).error();
   }
   if (next->text == cfg()->text) {
-    log()->debug("config reload ({}): unchanged", why);
-    return {};
+    log()->info("config reload ({}): unchanged, nothing to do", why);
+    return false;
   }
   auto policy_cfg = next->policy;
   if ((options_.overrides.mode ? *options_.overrides.mode : next->daemon.mode) == Mode::DryRun) {
@@ -441,7 +473,7 @@ Result<void> Daemon::Impl::reload(const std::string& why) {
       log()->error("config reload ({}) rejected by the policy, keeping the running "
                    "configuration: {}",
                    why, r.error().message());
-      return r;
+      return std::move(r).error();
     }
   }
   const auto running = cfg();
@@ -475,7 +507,7 @@ Result<void> Daemon::Impl::reload(const std::string& why) {
   ++reloads_;
   log()->info("config reloaded ({}): mode {}, interval {} ms", why, modeName(cfg()->daemon.mode),
               cfg()->daemon.interval.count());
-  return {};
+  return true;
 }
 
 // ---------------------------------------------------------------------------------------------

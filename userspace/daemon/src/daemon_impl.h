@@ -191,11 +191,13 @@ class Daemon::Impl final : public nri::Plugin,
   Result<void> writeJournalOf(const std::vector<ReconcileEntry>& entries);
   void onConverged(const std::string& id);
   void publish();
-  Result<void> reload(const std::string& why);
+  // Reloads the config file: whether it differed from the running configuration.
+  Result<bool> reload(const std::string& why);
   void restoreOnStop();
   void post(std::function<void()> fn);
   void drainPosted();
   Mode effectiveMode() const;
+  [[nodiscard]] metrics::ProbeResult liveness() const;
   void setupInotify();
   void onInotify();
 
@@ -256,6 +258,7 @@ class Daemon::Impl final : public nri::Plugin,
 
   // Counters (written by several threads).
   std::atomic<uint64_t> ticks_{0};
+  std::atomic<int64_t> last_tick_ns_{0};  // steady clock, for /healthz
   std::atomic<uint64_t> tick_overruns_{0};
   std::atomic<uint64_t> updates_dropped_{0};
   std::atomic<uint64_t> reloads_{0};

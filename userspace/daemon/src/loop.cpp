@@ -148,6 +148,8 @@ void Daemon::Impl::tick() {
   const auto t0 = Clock::now();
   ++tick_no_;
   ++ticks_;
+  last_tick_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(t0.time_since_epoch())
+                      .count();
   if (t0 - last_tick_ > cfg()->daemon.interval * 3) {
     ++tick_overruns_;
   }

@@ -186,7 +186,7 @@ class ControlBackendTest : public ::testing::Test {
     };
     hooks_.applied = [] { return std::vector<policy::AppliedAction>{}; };
     hooks_.overlays = [this] { return overlays_; };
-    hooks_.reload = []() -> Result<void> { return COLOD_ERR(EINVAL, "bad file"); };
+    hooks_.reload = []() -> Result<bool> { return COLOD_ERR(EINVAL, "bad file"); };
     hooks_.trace_head = [] { return std::string("head\n"); };
     hooks_.self_stats = [] { return SelfStats{.cpu_seconds = 1.5, .rss_bytes = 4096}; };
     hooks_.now_ns = [] { return int64_t{5'000'000'000}; };

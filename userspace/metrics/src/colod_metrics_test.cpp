@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <atomic>
 #include <set>
 #include <sstream>
 
@@ -138,6 +139,33 @@ TEST(HttpServer, ServesMetricsOnLoopback) {
   auto missing = cli.Get("/nothing");
   ASSERT_TRUE(missing);
   EXPECT_EQ(missing->status, 404);
+  server->stop();
+}
+
+TEST(HttpServer, LivenessAndReadinessProbes) {
+  std::atomic<bool> ready{false};
+  auto server = ASSERT_OK(HttpServer::start(
+      {.host = "127.0.0.1", .port = 0},
+      HttpHandlers{.render = [] { return std::string(); },
+                   .live = [] { return ProbeResult{.ok = true, .why = "last tick 40 ms ago"}; },
+                   .ready = [&ready] {
+                     return ready ? ProbeResult{.ok = true, .why = "synchronized"}
+                                  : ProbeResult{.ok = false, .why = "runtime not synchronized"};
+                   }}));
+  httplib::Client cli("127.0.0.1", server->port());
+  cli.set_connection_timeout(10, 0);
+  auto live = cli.Get("/healthz");
+  ASSERT_TRUE(live);
+  EXPECT_EQ(live->status, 200);
+  EXPECT_EQ(live->body, "ok: last tick 40 ms ago\n");
+  auto notyet = cli.Get("/readyz");
+  ASSERT_TRUE(notyet);
+  EXPECT_EQ(notyet->status, 503);
+  EXPECT_EQ(notyet->body, "not ok: runtime not synchronized\n");
+  ready = true;
+  auto now = cli.Get("/readyz");
+  ASSERT_TRUE(now);
+  EXPECT_EQ(now->status, 200);
   server->stop();
 }
 

@@ -43,7 +43,7 @@ Result<ListenAddress> parseListenAddress(std::string_view text) {
 }
 
 Result<std::unique_ptr<HttpServer>> HttpServer::start(const ListenAddress& address,
-                                                      std::function<std::string()> render) {
+                                                      HttpHandlers handlers) {
   std::unique_ptr<HttpServer> self(new HttpServer());
   self->server_ = std::make_unique<httplib::Server>();
   auto& srv = *self->server_;
@@ -58,13 +58,20 @@ Result<std::unique_ptr<HttpServer>> HttpServer::start(const ListenAddress& addre
   srv.set_keep_alive_max_count(4);
   srv.set_read_timeout(5, 0);
   srv.set_write_timeout(5, 0);
-  srv.Get("/metrics", [render = std::move(render)](const httplib::Request& /*req*/,
-                                                   httplib::Response& res) {
+  srv.Get("/metrics", [render = std::move(handlers.render)](const httplib::Request& /*req*/,
+                                                            httplib::Response& res) {
     res.set_content(render(), "text/plain; version=0.0.4; charset=utf-8");
   });
-  srv.Get("/healthz", [](const httplib::Request& /*req*/, httplib::Response& res) {
-    res.set_content("ok\n", "text/plain");
-  });
+  auto probe = [](std::function<ProbeResult()> check) {
+    return [check = std::move(check)](const httplib::Request& /*req*/, httplib::Response& res) {
+      const ProbeResult r = check ? check() : ProbeResult{};
+      res.status = r.ok ? 200 : 503;
+      res.set_content((r.ok ? "ok" : "not ok") + (r.why.empty() ? "" : ": " + r.why) + "\n",
+                      "text/plain");
+    };
+  };
+  srv.Get("/healthz", probe(std::move(handlers.live)));
+  srv.Get("/readyz", probe(std::move(handlers.ready)));
   errno = 0;
   int port = 0;
   if (address.port == 0) {

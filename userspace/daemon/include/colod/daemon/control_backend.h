@@ -32,8 +32,9 @@ struct ControlHooks {
   std::function<std::vector<policy::AppliedAction>()> applied;
   // What the actuator holds (overlays, releases in flight).
   std::function<std::vector<ReconcileEntry>()> overlays;
-  // Reloads the configuration on the loop thread and waits for the answer.
-  std::function<Result<void>()> reload;
+  // Reloads the configuration on the loop thread and waits for the answer: whether the file
+  // differed from the running configuration.
+  std::function<Result<bool>()> reload;
   // The first chunk of a recording (trace header + the current containers); called with the
   // recorders locked, so it must not broadcast.
   std::function<std::string()> trace_head;

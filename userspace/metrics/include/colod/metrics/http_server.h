@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// A minimal HTTP server for /metrics on cpp-httplib, running one worker thread.
+// A minimal HTTP server for /metrics, /healthz and /readyz on cpp-httplib, one worker thread.
 //
 // The render callback is called on the server thread for each GET /metrics; it must be
 // thread-safe with respect to the daemon (the daemon hands it a mutex-guarded snapshot).
@@ -27,12 +27,31 @@ struct ListenAddress {
 // Parses "host:port", "[v6]:port" or ":port" (host defaults to 127.0.0.1). EINVAL on bad input.
 Result<ListenAddress> parseListenAddress(std::string_view text);
 
+// A probe's answer: 200 with `why` when ok, else 503 with `why`.
+struct ProbeResult {
+  bool ok = true;
+  std::string why;
+};
+
+struct HttpHandlers {
+  std::function<std::string()> render;  // GET /metrics
+  // GET /healthz (liveness: the daemon's loop is turning) and GET /readyz (readiness: the BPF
+  // programs are attached and the runtime is synchronized, or colod was told not to act). Unset
+  // = always ok. Called on the server thread: thread-safe, quick.
+  std::function<ProbeResult()> live;
+  std::function<ProbeResult()> ready;
+};
+
 class HttpServer {
  public:
   // Binds (EADDRINUSE/EACCES/EADDRNOTAVAIL from the bind as errors) and starts serving.
   // A port of 0 picks a free port; see port().
   static Result<std::unique_ptr<HttpServer>> start(const ListenAddress& address,
-                                                   std::function<std::string()> render);
+                                                   HttpHandlers handlers);
+  static Result<std::unique_ptr<HttpServer>> start(const ListenAddress& address,
+                                                   std::function<std::string()> render) {
+    return start(address, HttpHandlers{.render = std::move(render), .live = {}, .ready = {}});
+  }
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;

@@ -53,6 +53,8 @@ class FakeRuntime {
   void setUpdateStatus(int32_t code, std::string message);
   // Makes the next successful UpdateContainers replies carry these payload bytes ("" = empty).
   void setUpdateReplyPayload(std::string payload);
+  // Holds every UpdateContainers reply this long (the update is recorded at once).
+  void setUpdateDelay(std::chrono::milliseconds delay);
   bool waitUpdates(std::size_t n, std::chrono::milliseconds timeout);
 
  private:
@@ -66,6 +68,7 @@ class FakeRuntime {
   int32_t update_code_ = 0;
   std::string update_message_;
   std::string update_payload_;
+  std::chrono::milliseconds update_delay_{0};
 };
 
 // A listening Unix socket in a fresh temp dir (removed on destruction).
