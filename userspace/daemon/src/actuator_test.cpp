@@ -137,7 +137,8 @@ class ActuatorTest : public ::testing::Test {
     return q;
   }
   int64_t registryQuota(const std::string& id) {
-    const auto* c = stub_->registry().snapshot()->container(id);
+    const auto snap = stub_->registry().snapshot();  // keeps the container alive while read
+    const auto* c = snap->container(id);
     return c != nullptr && c->resources.cpu.quota ? *c->resources.cpu.quota : 0;
   }
   bool settled() { return actuator_->stats().pending == 0; }
