@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Regenerates deploy/colod.yaml (the daemon config) and deploy/configmap.yaml (the same file as a
-# ConfigMap) from deploy/colod-daemon.yaml (daemon settings) and policy/config/default.yaml (the
+# Regenerates deploy/config.yaml (the daemon config; installed as /etc/colod/config.yaml, the path
+# colod reads by default) and deploy/configmap.yaml (the same file as the ConfigMap key
+# config.yaml) from deploy/colod-daemon.yaml (daemon settings) and policy/config/default.yaml (the
 # policy defaults, placed under `policy:`). deploy_test fails when they are out of date.
 #   deploy/gen-config.sh          # rewrite both
 #   deploy/gen-config.sh --check  # exit 1 if either differs from what would be generated
@@ -31,16 +32,16 @@ configmap() {
   echo "  name: colod-config"
   echo "  namespace: colod-system"
   echo "data:"
-  echo "  colod.yaml: |"
+  echo "  config.yaml: |"
   config | grep -v -e '^# SPDX' | sed -e 's/^\(.\)/    \1/'
 }
 
 if [[ ${1:-} == --check ]]; then
   rc=0
-  cmp -s <(config) "$here/colod.yaml" || { echo "deploy/colod.yaml is stale: run deploy/gen-config.sh" >&2; rc=1; }
+  cmp -s <(config) "$here/config.yaml" || { echo "deploy/config.yaml is stale: run deploy/gen-config.sh" >&2; rc=1; }
   cmp -s <(configmap) "$here/configmap.yaml" || { echo "deploy/configmap.yaml is stale: run deploy/gen-config.sh" >&2; rc=1; }
   exit $rc
 fi
-config >"$here/colod.yaml"
+config >"$here/config.yaml"
 configmap >"$here/configmap.yaml"
-echo "wrote deploy/colod.yaml and deploy/configmap.yaml"
+echo "wrote deploy/config.yaml and deploy/configmap.yaml"

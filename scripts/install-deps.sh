@@ -23,6 +23,8 @@ packages=(
   # The Go runtime-side NRI test peer (GOPATH mode, Debian's Go sources only).
   golang-go golang-github-containerd-ttrpc-dev golang-github-gogo-protobuf-dev
   golang-google-protobuf-dev golang-github-sirupsen-logrus-dev
+  # The deploy tests (systemd-analyze verify of the unit).
+  systemd
   # vmtests and the demo plot.
   qemu-system-x86 linux-image-amd64 busybox-static cpio gnuplot-nox
 )

@@ -272,6 +272,15 @@ Result<void> parseDaemon(std::string_view file, const YAML::Node& d, DaemonSetti
        }},
       {"update_retries", u32(s.update_retries, 1, 100)},
       {"max_batch", u32(s.max_batch, 1, 4096)},
+      {"drop_capabilities",
+       [&](const YAML::Node& n, const std::string& k) -> Result<void> {
+         auto v = parseBool(file, n, k);
+         if (!v) {
+           return std::move(v).error();
+         }
+         s.drop_capabilities = *v;
+         return {};
+       }},
       {"stop_timeout_ms",
        [&](const YAML::Node& n, const std::string& k) -> Result<void> {
          uint32_t ms = 0;
@@ -396,6 +405,7 @@ std::string restartOnlyChanges(const DaemonSettings& a, const DaemonSettings& b)
   check(a.log_format != b.log_format, "log_format");
   check(a.decisions_kept != b.decisions_kept, "decisions_kept");
   check(a.max_batch != b.max_batch, "max_batch");
+  check(a.drop_capabilities != b.drop_capabilities, "drop_capabilities");
   return out;
 }
 

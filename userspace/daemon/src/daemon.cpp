@@ -262,6 +262,17 @@ Result<void> Daemon::Impl::init() {
   actuator_->load(loaded, s.reconcile == Reconcile::Reseed);
   actuator_->start();
   COLOD_TRY_VOID(stub_->start(), "starting the NRI stub");
+  if (s.drop_capabilities) {
+    // Everything privileged is done: programs attached, sockets bound, journal locked.
+    const auto before = parseCapEff(readSmallFile(s.proc_root + "/self/status"));
+    if (auto r = dropAllCapabilities(); !r) {
+      log()->warn("could not drop capabilities ({}); running with {}", r.error().message(),
+                  before ? capabilityNames(*before) : std::string("unknown"));
+    } else {
+      log()->info("dropped every capability ({}): BPF programs attached, sockets bound",
+                  before ? capabilityNames(*before) : std::string("unknown"));
+    }
+  }
   publish();  // the loop has not started: safe to touch loop state here
   return {};
 }

@@ -50,6 +50,7 @@
 #include "colod/daemon/convert.h"
 #include "colod/daemon/decision_log.h"
 #include "colod/daemon/journal.h"
+#include "colod/daemon/privileges.h"
 #include "colod/daemon/recorder.h"
 #include "colod/daemon/self_stats.h"
 #include "colod/daemon/view.h"

@@ -54,6 +54,8 @@ struct DaemonSettings {
   // How long a clean stop waits for the runtime to confirm the release of every overlay; what
   // is not confirmed by then stays in the journal for the next colod.
   std::chrono::milliseconds stop_timeout{5000};
+  // Drop every capability once the BPF programs are attached and the sockets bound.
+  bool drop_capabilities = true;
   uint32_t max_batch = 64;         // container updates per UpdateContainers call
   uint32_t max_cgroups = 4096;     // collector map bound
   uint32_t decisions_kept = 1024;  // ring of recent decisions served to coloctl
