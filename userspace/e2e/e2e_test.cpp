@@ -5,9 +5,8 @@
 //
 // Every wait is a bounded poll with a wide margin (the machine is shared and noisy); nothing
 // sleeps as an assertion. Cgroups live under the peer's unique prefix and are removed by it.
-#include <signal.h>
-
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -31,7 +30,6 @@ using colod::e2e::run;
 using colod::e2e::slurp;
 using colod::e2e::str;
 using colod::e2e::waitFor;
-using colod::nri::interop::PeerProcess;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 
@@ -184,8 +182,7 @@ TEST_F(ColodE2E, DetectsVictimRestrictsAntagonistAndReleases) {
   ASSERT_FALSE(m.empty());
   EXPECT_EQ(metricValue(m, "colod_nri_connected"), 1);
   EXPECT_GE(metricValue(m, "colod_decisions_total"), 1);
-  EXPECT_GT(metricValue(m, "colod_runqueue_latency_seconds_count", "container=\"server\""), 0)
-      << m;
+  EXPECT_GT(metricValue(m, "colod_runqueue_latency_seconds_count", "container=\"server\""), 0) << m;
   EXPECT_GT(metricValue(m, "colod_runqueue_latency_seconds_bucket",
                         "container=\"server\",tier=\"ls\",le=\"+Inf\""),
             0);
@@ -352,8 +349,7 @@ TEST_F(ColodE2E, ObserveOnlyUntilTheRuntimeAppears) {
   EXPECT_EQ(st->mode(), "observe-only");
   EXPECT_FALSE(st->nri_connected());
   EXPECT_EQ(metricValue(colod_->scrape(), "colod_mode", "mode=\"observe-only\""), 1);
-  EXPECT_TRUE(
-      waitFor([&] { return metricValue(colod_->scrape(), "colod_ticks_total") > 5; }, 20s));
+  EXPECT_TRUE(waitFor([&] { return metricValue(colod_->scrape(), "colod_ticks_total") > 5; }, 20s));
 
   auto dup = run(std::string(colod::e2e::colodBin()) + " --config " + colod_->configPath());
   EXPECT_EQ(dup.exit_code, 3) << dup.out;
@@ -371,7 +367,8 @@ TEST_F(ColodE2E, ObserveOnlyUntilTheRuntimeAppears) {
       60s))
       << diagnostics();
   EXPECT_EQ(colod_->kill(SIGTERM), 0);
-  auto dead = run(std::string(colod::e2e::coloctlBin()) + " --socket " + dir_ + "/colod.sock status");
+  auto dead =
+      run(std::string(colod::e2e::coloctlBin()) + " --socket " + dir_ + "/colod.sock status");
   EXPECT_EQ(dead.exit_code, 1);
   EXPECT_NE(dead.out.find("cannot reach colod at " + dir_ +
                           "/colod.sock: is the daemon running? (connect: No such file or "

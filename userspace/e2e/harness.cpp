@@ -1,19 +1,21 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "harness.h"
 
-#include <httplib.h>
-#include <signal.h>
-#include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
 #include <thread>
+
+#include <httplib.h>
 
 #ifndef COLOD_BIN
 #error "COLOD_BIN, COLOCTL_BIN and COLOD_PROBE_BIN must be defined by the build"
@@ -62,10 +64,10 @@ CmdResult run(const std::string& cmd) {
   if (p == nullptr) {
     return r;
   }
-  char buf[4096];
+  std::array<char, 4096> buf{};
   size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) {
-    r.out.append(buf, n);
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) {
+    r.out.append(buf.data(), n);
   }
   const int st = ::pclose(p);
   r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;

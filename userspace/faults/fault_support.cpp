@@ -262,18 +262,30 @@ ContainerState queryState(colod::nri::interop::PeerProcess& peer, const std::str
   return st;
 }
 
-std::optional<json> journalOverlay(const std::string& journal_path,
-                                   const std::string& id,
-                                   std::string* why) {
+std::optional<json> journalEntry(const std::string& journal_path,
+                                 const std::string& id,
+                                 std::string* why) {
   auto doc = colod::e2e::readJournal(journal_path, why);
   if (!doc) {
     return std::nullopt;
   }
   for (const auto& c : (*doc)["containers"]) {
-    if (c.is_object() && c.value("id", "") == id && c.contains("overlay") &&
-        c["overlay"].is_object()) {
-      return c["overlay"];
+    if (c.is_object() && c.value("id", "") == id) {
+      return c;
     }
+  }
+  return json(nullptr);
+}
+
+std::optional<json> journalOverlay(const std::string& journal_path,
+                                   const std::string& id,
+                                   std::string* why) {
+  auto entry = journalEntry(journal_path, id, why);
+  if (!entry) {
+    return std::nullopt;
+  }
+  if (entry->is_object() && entry->contains("overlay") && (*entry)["overlay"].is_object()) {
+    return (*entry)["overlay"];
   }
   return json::object();
 }
@@ -285,8 +297,8 @@ int64_t realtimeNs() {
 }
 
 json ScenarioRecord::toJson() const {
-  json j = {{"scenario", scenario}, {"test", test},         {"passed", passed},
-            {"skipped", skipped},   {"leaked", leaked},     {"clobbered", clobbered},
+  json j = {{"scenario", scenario}, {"test", test},     {"passed", passed},
+            {"skipped", skipped},   {"leaked", leaked}, {"clobbered", clobbered},
             {"ts_ns", realtimeNs()}};
   j["converge_ms"] = converge_ms.empty()
                          ? json(nullptr)

@@ -40,7 +40,7 @@ std::string describe(const Res& r);
 Res resFromState(const nlohmann::json& j);
 // From a v2 journal "overlay"/"base" object (colod's names: cpu_quota, cpuset_cpus, ...).
 Res resFromJournal(const nlohmann::json& j);
-// The field names an overlay object sets (in the `state` names).
+// The field names a journal "overlay" or "base" object sets (in the `state` names).
 std::vector<std::string> overlayFields(const nlohmann::json& overlay);
 // `base` with every field `overlay` sets replaced.
 Res overlayOnto(Res base, const Res& overlay);
@@ -61,6 +61,11 @@ struct ContainerState {
 };
 ContainerState queryState(colod::nri::interop::PeerProcess& peer, const std::string& container);
 
+// The v2 journal's entry for container `id` ({"id","name","base","overlay","actions"}; null
+// json when it has none); nullopt when the journal is not v2 (why says so).
+std::optional<nlohmann::json> journalEntry(const std::string& journal_path,
+                                           const std::string& id,
+                                           std::string* why = nullptr);
 // The overlay colod's journal holds for container `id` ({} when none); nullopt when the journal
 // is not v2 (why says so).
 std::optional<nlohmann::json> journalOverlay(const std::string& journal_path,

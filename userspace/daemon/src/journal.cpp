@@ -64,6 +64,7 @@ Journal journalOf(const std::vector<ReconcileEntry>& entries,
     c.state.base = e.base;
     c.state.overlay = e.overlay;
     c.state.why = e.why;
+    c.state.sent = e.sent;
     for (const auto& a : applied) {
       if (a.target_id == e.id) {
         c.actions.push_back(a);
@@ -89,6 +90,7 @@ std::string encodeJournal(const Journal& journal) {
                     {"base", policy::encodeResourcesJson(c.state.base)},
                     {"overlay", policy::encodeResourcesJson(c.state.overlay)},
                     {"why", c.state.why},
+                    {"sent", c.state.sent},
                     {"actions", actions}});
   }
   json doc = {{"version", kJournalVersion}, {"containers", ctrs}};
@@ -185,6 +187,19 @@ Result<Journal> decodeJournal(std::string_view text) {
       }
       jc.state.base = std::move(base).value();
       jc.state.overlay = std::move(overlay).value();
+      if (auto it = c.find("sent"); it != c.end()) {
+        if (!it->is_object()) {
+          return COLOD_ERR(EINVAL, "journal: sent: not an object");
+        }
+        for (const auto& [field, values] : it->items()) {
+          if (!values.is_array() || values.size() > 64) {
+            return COLOD_ERR(EINVAL, "journal: sent.", field, ": not a short array");
+          }
+          for (const auto& v : values) {
+            jc.state.sent[field].push_back(v.get<std::string>());
+          }
+        }
+      }
       for (const auto& a : c.value("actions", json::array())) {
         auto lever = leverOf(a.at("lever").get<std::string>());
         if (!lever) {

@@ -26,6 +26,7 @@ JournalContainer container(const std::string& id) {
   c.state.overlay.cpu_period = 100000;
   c.state.overlay.cpuset_cpus = "1";
   c.state.why = "rung 3 for prod/web/probe";
+  c.state.sent = {{"cpu_quota", {"60000", "50000"}}, {"cpuset_cpus", {"1"}}};
   c.actions.push_back({.target_id = id,
                        .victim_id = "victim-1",
                        .lever = policy::Lever::CpuQuota,
@@ -177,6 +178,7 @@ TEST(JournalOf, KeepsDesiredStateAndTheRestrictionsBehindIt) {
   e.spec.cpu_quota = 50000;  // runtime-side: not journaled
   e.pending = true;
   e.attempts = 3;
+  e.sent = {{"cpu_quota", {"60000"}}};
   policy::AppliedAction mine{.target_id = "be", .victim_id = "v", .lever = policy::Lever::CpuQuota,
                              .rung = 2, .applied_values = {}, .original_values = {}};
   policy::AppliedAction other = mine;
@@ -188,6 +190,8 @@ TEST(JournalOf, KeepsDesiredStateAndTheRestrictionsBehindIt) {
   EXPECT_FALSE(j.containers[0].state.spec.cpu_quota);
   EXPECT_FALSE(j.containers[0].state.pending);
   EXPECT_EQ(j.containers[0].state.attempts, 0U);
+  EXPECT_EQ(j.containers[0].state.sent.at("cpu_quota"), std::vector<std::string>{"60000"})
+      << "colod's own past values are journaled, so a restart recognises them";
   ASSERT_EQ(j.containers[0].actions.size(), 1U);
   EXPECT_EQ(j.containers[0].actions[0].target_id, "be");
 }

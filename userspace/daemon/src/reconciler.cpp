@@ -182,7 +182,7 @@ void ReconcilerState::note(const Tracked& t, std::string text) {
 }
 
 void ReconcilerState::remember(Tracked& t, Field f, const std::string& canon) {
-  auto& v = t.ours[f];
+  auto& v = t.e.sent[std::string(fieldName(f))];
   if (std::find(v.begin(), v.end(), canon) != v.end()) {
     return;
   }
@@ -271,7 +271,7 @@ void ReconcilerState::observeSpec(const std::string& id,
     if (now_value == base_value) {
       continue;
     }
-    const auto& ours = t.ours[f];
+    const auto& ours = t.e.sent[std::string(fieldName(f))];
     if (std::find(ours.begin(), ours.end(), now_value) != ours.end()) {
       continue;  // a value colod set (maybe before a restart, or a reply it never saw)
     }
@@ -573,6 +573,7 @@ void ReconcilerState::load(const std::vector<ReconcileEntry>& entries, bool keep
     t.spec_known = false;  // the resync says what the runtime has
     for (Field f : kAllFields) {
       if (hasField(e.overlay, f)) {
+        // The overlay was journaled before it was sent: it may be in the runtime already.
         remember(t, f, canonicalField(e.overlay, f, options_.all_cpus));
         if (!hasField(t.e.base, f)) {
           // An entry without the base of a field it overlays cannot be released to a known

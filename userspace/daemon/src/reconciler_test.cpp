@@ -215,6 +215,31 @@ TEST(Reconciler, JournalRestoreReleasesOnceTheRuntimeSaysWhatIsThere) {
   EXPECT_EQ(st.find("be"), nullptr);
 }
 
+// SIGTERM with the runtime away left a release in the journal (empty overlay): the value colod
+// had set is still in the runtime, and the next colod must know it is colod's.
+TEST(Reconciler, ARestartRecognisesEveryValueColodSent) {
+  auto st = makeState();
+  ASSERT_TRUE(st.setOverlay("be", "", quota(100000), quota(-1), "", 0));
+  st.onSent(st.plan(0), SendOutcome::Applied, "", 0);
+  ASSERT_TRUE(st.setOverlay("be", "", quota(81346), quota(100000), "", kMs));
+  st.onSent(st.plan(kMs), SendOutcome::Applied, "", kMs);
+  ASSERT_TRUE(st.setOverlay("be", "", {}, quota(81346), "", 2 * kMs));
+  st.onSent(st.plan(2 * kMs), SendOutcome::NotConnected, "", 2 * kMs);
+  const auto journaled = st.entries();
+  ASSERT_EQ(journaled.size(), 1U);
+  EXPECT_EQ(journaled[0].sent.at("cpu_quota"),
+            (std::vector<std::string>{"100000", "81346", "max"}));
+  for (const int64_t left : {100000, 81346}) {
+    auto next = makeState();
+    next.load(journaled, /*keep_overlay=*/false);
+    next.observeSpec("be", quota(left), 3 * kMs);
+    EXPECT_EQ(next.find("be")->base.cpu_quota, -1) << left << " is colod's, not the runtime's";
+    auto plan = next.plan(3 * kMs);
+    ASSERT_EQ(plan.size(), 1U);
+    EXPECT_EQ(plan[0].values.cpu_quota, -1);
+  }
+}
+
 TEST(Reconciler, JournalReseedKeepsTheOverlay) {
   ReconcileEntry e;
   e.id = "be";

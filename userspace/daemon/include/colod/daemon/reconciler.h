@@ -63,6 +63,9 @@ struct ReconcileEntry {
   policy::Resources overlay;   // colod's wish; empty = release everything tracked
   policy::Resources spec;      // the runtime's current values of the tracked fields
   std::string why;             // the reason of the overlay, one line
+  // Values colod has sent, per field (canonical text, newest last, bounded): a resync or a
+  // restart must recognise them as colod's own, never take them for the runtime's. Journaled.
+  std::map<std::string, std::vector<std::string>> sent;
   bool pending = false;        // desired != spec
   int64_t pending_since_ns = 0;
   uint32_t attempts = 0;       // failed attempts since the last success
@@ -161,8 +164,7 @@ class ReconcilerState {
 
  private:
   struct Tracked {
-    ReconcileEntry e;
-    std::map<Field, std::vector<std::string>> ours;  // canonical values colod has sent
+    ReconcileEntry e;  // e.sent: the canonical values colod has sent, by field name
     bool solo = false;
     int64_t next_try_ns = 0;
     bool spec_known = false;
