@@ -118,21 +118,50 @@ struct {
  * rare, so a shared counter is fine; the switch handler only reads it (one .bss load). */
 __u64 attach_gen = 0;
 
-/* "was preempted while runnable" flag per task (tp_btf path). */
+/* A pending preemption travels with the task, not with the CPU it was preempted on: the
+ * balancer (or a setaffinity) can move a preempted task while it is queued, and it then resumes
+ * elsewhere. `at`: this rq's clock at the preemption, so the wait is measured from there to
+ * the switch-in wherever it happens (the kernel restarts sched_info.last_queued at a
+ * migration, so next's last_queued alone would lose the wait before the move). `slot`: the
+ * cg_sched slot whose cg_pending count this mark holds. `pending`: set at an involuntary
+ * switch-out, cleared at the next switch-in. */
+struct preempt_mark {
+	__u64 at;
+	__u32 slot;
+	__u32 pending;
+};
+
+/* The mark per task (tp_btf path). */
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, int);
-	__type(value, __u32);
+	__type(value, struct preempt_mark);
 } preempted SEC(".maps");
 
-/* Same flag keyed by pid for the raw_tp path, whose `next` is not a BTF pointer. */
+/* The same mark keyed by pid for the raw_tp path, whose `next` is not a BTF pointer. An LRU
+ * eviction loses a mark: its wait goes uncounted and its cgroup's cg_pending count stays one
+ * too high (the flag lookup then runs for that cgroup when it need not: cost, not error). */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, COLOD_DEFAULT_MAX_PIDS);
 	__type(key, __u32);
-	__type(value, __u32);
+	__type(value, struct preempt_mark);
 } preempted_pids SEC(".maps");
+
+/* Per slot, the tasks with a pending mark that holds this slot: the gate of the mark lookup at
+ * switch-in, so cgroups whose tasks are not waiting after a preemption do not pay for it. Not
+ * per-CPU: a per-CPU count read 0 on the CPU a migrated victim resumed on (its wait was lost
+ * and its mark left set for a later, unrelated wait) and stayed too high on the CPU it left.
+ * The price is an atomic add at a preemption and an atomic sub at the resume on a line shared
+ * by the cgroup's CPUs (the pairs count already takes one per cross-cgroup preemption).
+ * Userspace zeroes a slot's count with the slot. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, COLOD_DEFAULT_MAX_CGROUPS);
+	__type(key, __u32);
+	__type(value, struct colod_cg_pending);
+} cg_pending SEC(".maps");
 
 static __always_inline void count_drop(__u32 idx)
 {
@@ -207,6 +236,81 @@ static __always_inline void count_pair(__u64 victim, __u64 aggressor)
 	}
 }
 
+/* The preemption mark of a task; created when `create` (the mark is zeroed then). */
+static __always_inline struct preempt_mark *mark_of(struct task_struct *t, const bool create,
+						    const bool btf)
+{
+	struct preempt_mark *m;
+	__u32 pid;
+
+	if (btf)
+		return bpf_task_storage_get(&preempted, t, 0,
+					    create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+	pid = BPF_CORE_READ(t, pid);
+	m = bpf_map_lookup_elem(&preempted_pids, &pid);
+	if (m || !create)
+		return m;
+	{
+		struct preempt_mark zero = {};
+
+		bpf_map_update_elem(&preempted_pids, &pid, &zero, BPF_NOEXIST);
+	}
+	return bpf_map_lookup_elem(&preempted_pids, &pid);
+}
+
+/* One task fewer holds a mark on g's slot. A count already 0 was zeroed by userspace with a
+ * recycled slot after the mark took it (the task left that cgroup while queued): not taken
+ * below 0. */
+static __always_inline void unpend(struct colod_cg_pending *g)
+{
+	if (g && g->tasks)
+		__sync_fetch_and_add(&g->tasks, -1);
+}
+
+/* prev (cgroup slot `slot`) was switched out while runnable: mark it with this rq's clock. */
+static __always_inline void mark_preempted(struct task_struct *prev, __u32 slot, __u64 clock,
+					   const bool btf)
+{
+	struct colod_cg_pending *g = bpf_map_lookup_elem(&cg_pending, &slot);
+	struct preempt_mark *m;
+
+	if (!g)
+		return;
+	m = mark_of(prev, true, btf);
+	if (!m) {
+		count_drop(COLOD_DROP_STORAGE);
+		return;
+	}
+	m->at = clock;
+	if (m->pending) {
+		if (m->slot == slot)
+			return;
+		/* Still pending from a preemption whose switch-in went unseen (the task changed
+		 * cgroup while queued and its new cgroup's count was 0, or the program was not run
+		 * for that switch: bpf/README.md). That wait is lost; the count moves here. */
+		unpend(bpf_map_lookup_elem(&cg_pending, &m->slot));
+	}
+	m->slot = slot;
+	m->pending = 1;
+	__sync_fetch_and_add(&g->tasks, 1);
+}
+
+/* next is being switched in and its cgroup (slot `slot`, count g) has tasks waiting after a
+ * preemption: if next is one, clear its mark, store when it was preempted in *at and return
+ * true. */
+static __always_inline bool take_mark(struct task_struct *next, __u32 slot,
+				      struct colod_cg_pending *g, __u64 *at, const bool btf)
+{
+	struct preempt_mark *m = mark_of(next, false, btf);
+
+	if (!m || !m->pending)
+		return false;
+	m->pending = 0;
+	unpend(m->slot == slot ? g : bpf_map_lookup_elem(&cg_pending, &m->slot));
+	*at = m->at;
+	return true;
+}
+
 /* Field reads: direct CO-RE-relocated loads on BTF pointers (tp_btf), BPF_CORE_READ otherwise
  * (raw_tp, whose arguments are plain u64). `btf` is a compile-time constant at every call. */
 #define TASK_READ(btf, t, field) ((btf) ? (t)->field : BPF_CORE_READ(t, field))
@@ -237,9 +341,9 @@ static __always_inline int on_switch(struct task_struct *prev, struct task_struc
 	struct cpu_state *cs;
 	struct cfs_rq *cfs_rq;
 	__u64 gen = attach_gen; /* before any cgroup read: a later bump only forces a re-walk */
-	__u64 prev_id = 0, next_id, sum, start, queued, clock, grp, wait = 0;
+	__u64 prev_id = 0, next_id, sum, start, queued, clock, grp, wait = 0, from = 0;
 	__u32 zero = 0, prev_slot = COLOD_NO_SLOT, next_slot;
-	bool known, cached = false, prev_idle, invol;
+	bool known, cached = false, prev_idle, invol, resumed = false;
 
 	cs = bpf_map_lookup_elem(&cpu_state, &zero);
 	if (!cs)
@@ -318,6 +422,8 @@ static __always_inline int on_switch(struct task_struct *prev, struct task_struc
 		ne = slot_entry(next_slot);
 	}
 	cs->grp = grp;
+	/* This rq's clock: the end of next's wait, and the start of prev's if it was preempted. */
+	clock = btf ? cfs_rq->rq->clock : BPF_CORE_READ(cfs_rq, rq, clock);
 	if (invol) {
 		/* Preempted by its own cgroup: a per-CPU counter in the slot (userspace reports it as
 		 * the pair victim == aggressor), not a pairs hash lookup + atomic (measured in
@@ -328,52 +434,38 @@ static __always_inline int on_switch(struct task_struct *prev, struct task_struc
 		} else {
 			count_pair(prev_id, next_id);
 		}
-		if (pe)
-			pe->preempt_pending += 1;
-		if (track_preempt_wait) {
-			if (btf) {
-				__u32 *f = bpf_task_storage_get(&preempted, prev, 0,
-								BPF_LOCAL_STORAGE_GET_F_CREATE);
-				if (f)
-					*f = 1;
-				else
-					count_drop(COLOD_DROP_STORAGE);
-			} else {
-				__u32 one = 1, prev_pid = BPF_CORE_READ(prev, pid);
-
-				if (bpf_map_update_elem(&preempted_pids, &prev_pid, &one, BPF_ANY))
-					count_drop(COLOD_DROP_STORAGE);
-			}
-		}
+		if (track_preempt_wait && pe)
+			mark_preempted(prev, prev_slot, clock, btf);
 	}
-	/* No sched_info enqueue stamp: no wait to record. */
-	if (queued == 0 || !ne)
+	if (!ne)
 		return 0;
-	clock = btf ? cfs_rq->rq->clock : BPF_CORE_READ(cfs_rq, rq, clock);
-	if (clock > queued)
+	/* Only cgroups with a task waiting after a preemption pay for the mark lookup. */
+	if (track_preempt_wait) {
+		struct colod_cg_pending *g = bpf_map_lookup_elem(&cg_pending, &next_slot);
+
+		if (g && g->tasks)
+			resumed = take_mark(next, next_slot, g, &from, btf);
+	}
+	if (resumed) {
+		/* Resumed after a preemption, here or on another CPU: the wait runs from the
+		 * preemption (rq clocks are one sched_clock; a skewed pair reads as the wait on
+		 * this rq, the one last_queued gives). */
+		if (clock > from)
+			wait = clock - from;
+		if (queued && clock > queued && clock - queued > wait)
+			wait = clock - queued;
+		ne->preempt_waits += 1;
+		ne->preempt_wait_ns += wait;
+	} else if (queued == 0) {
+		return 0; /* no sched_info enqueue stamp: no wait to record */
+	} else if (clock > queued) {
 		wait = clock - queued;
-	else
+	}
+	if (wait == 0)
 		ne->stale += 1;
 	ne->hist[colod_ns_us_slot(wait)] += 1;
 	ne->count += 1;
 	ne->total_ns += wait;
-	/* Only cgroups with a preempted task pending pay for the per-task flag lookup. */
-	if (track_preempt_wait && ne->preempt_pending) {
-		__u32 *f;
-
-		if (btf) {
-			f = bpf_task_storage_get(&preempted, next, 0, 0);
-		} else {
-			__u32 next_pid = BPF_CORE_READ(next, pid);
-
-			f = bpf_map_lookup_elem(&preempted_pids, &next_pid);
-		}
-		if (f && *f) {
-			*f = 0;
-			ne->preempt_pending -= 1;
-			ne->preempt_wait_ns += wait;
-		}
-	}
 	return 0;
 }
 

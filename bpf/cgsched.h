@@ -6,24 +6,34 @@
 #include "colod_common.h"
 
 /* Value of the per-CPU array cg_sched, indexed by the slot cg_slots maps a cgroup id (__u64)
- * to. 176 bytes. */
+ * to. 184 bytes. The histogram buckets are __u32 and wrap; userspace takes their deltas modulo
+ * 2^32, which is exact (userspace/collect/src/entry_delta.h says why they are not __u64). */
 struct colod_cg_sched {
 	/* Written at (nearly) every switch, so first: with the low hist slots (the common short
 	 * waits) they share one or two cache lines of the per-CPU value, not three. */
 	__u64 count;                  /* run-queue waits recorded */
 	__u64 total_ns;               /* sum of those waits */
 	__u64 oncpu_ns;               /* CPU time (sum_exec_runtime slices) */
-	__u64 preempt_pending;        /* hint: tasks of this cgroup preempted on this CPU and not
-				       * yet back on it; gates the task storage lookup */
 	__u64 invol;                  /* involuntary switches (preempted while runnable) */
 	__u64 self_preempt;           /* those where next was of the same cgroup: the diagonal of
 				       * the pairs matrix, counted here (no hash lookup, no atomic;
 				       * it was half the handler's cost on a preempting ping-pong) */
 	__u32 hist[COLOD_HIST_SLOTS]; /* run-queue latency, log2 microsecond slots */
 	__u64 stale;                  /* waits that read exactly 0: rq clock update skipped */
-	__u64 preempt_wait_ns;        /* wait after those preemptions */
+	__u64 preempt_wait_ns;        /* wait after those preemptions, from the preemption to the
+				       * task's next switch-in, on whichever CPU that is */
+	__u64 preempt_waits;          /* the waits summed in preempt_wait_ns: one per involuntary
+				       * switch whose task came back (it always does, if only to exit) */
 	__u64 wakeups;                /* wakeups seen by handle_sched_wakeup */
 	__u64 depth_sum;              /* sum of rq->nr_running at those wakeups */
+};
+
+/* Value of the array cg_pending (not per-CPU), indexed like cg_sched: how many tasks preempted
+ * while in this cgroup have not been switched back in yet, on any CPU. One cache line per slot,
+ * so that the atomic updates of one cgroup do not bounce the line other cgroups read. */
+struct colod_cg_pending {
+	__u64 tasks;
+	__u64 pad[7];
 };
 
 /* cg_slots value meaning "no slot" (all max_cgroups slots taken; counted in drops). */

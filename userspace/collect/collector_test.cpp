@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -21,9 +22,12 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -753,6 +757,240 @@ TEST_F(CollectorTest, SlotsOfVanishedCgroupsAreReusedFromZero) {
   }
   EXPECT_EQ(ASSERT_OK(col.snapshot()).stats.map_drops, drops_before)
       << "slots of removed cgroups were not recycled";
+}
+
+// A BPF map deletion can fail (the kernel returns ENOMEM/EBUSY under pressure); the collector
+// must count it, keep the entry's id out of the reports, retry at every snapshot, and finish the
+// job once the kernel lets it: the entry deleted and the cgroup's slot handed back. The
+// failures are injected through CollectorOptions::cleanup_fault, in front of the real maps.
+TEST_F(CollectorTest, FailedMapDeletionsAreCountedAndRetriedUntilDone) {
+  struct Fault {
+    std::atomic<int> err{0};             // errno to fail with; 0: no fault
+    std::atomic<bool> only_free{false};  // fail only the slot's hand-back (free_slots)
+    std::mutex mu;
+    std::set<std::string> seen;  // maps the collector wrote to while faults were on
+  };
+  auto fault = std::make_shared<Fault>();
+  CollectorOptions opts;
+  opts.cleanup_fault = [fault](std::string_view map) {
+    const int err = fault->err.load();
+    if (err == 0 || (fault->only_free.load() && map != "free_slots")) {
+      return 0;
+    }
+    std::lock_guard<std::mutex> lock(fault->mu);
+    fault->seen.emplace(map);
+    return err;
+  };
+  MAKE_COLLECTOR_OR_SKIP(col, opts);
+  const std::string root = col.hierarchyRoot();
+  auto cg = std::make_unique<TestCgroup>(std::vector<std::string>{root}, uniqueName("undeletable"));
+  const uint64_t id = ASSERT_OK(cgroup::cgroupId(cg->dirIn(root)));
+  {
+    Child c(*cg, -1, [] { spinFor(100ms); });
+    ASSERT_EQ(c.wait(), 0);
+  }
+  std::this_thread::sleep_for(50ms);
+  const Snapshot before = ASSERT_OK(col.snapshot());
+  ASSERT_NE(find(before, id), nullptr);
+  const uint64_t drops_before = before.stats.map_drops;
+  auto tracked = [&col](uint64_t want) {
+    auto ids = col.trackedCgroupIds();
+    return ids.has_value() && std::binary_search(ids->begin(), ids->end(), want);
+  };
+  ASSERT_TRUE(tracked(id));
+
+  // Every cleanup write fails: the pruning (within kVerifyEveryTicks snapshots) fails.
+  fault->err = EBUSY;
+  cg->removeNow();
+  Snapshot s = ASSERT_OK(col.snapshot());
+  for (int i = 0; i < 20 && s.stats.map_delete_errors == before.stats.map_delete_errors; ++i) {
+    std::this_thread::sleep_for(20ms);
+    s = ASSERT_OK(col.snapshot());
+    EXPECT_EQ(find(s, id), nullptr) << "a removed cgroup must not be reported";
+  }
+  ASSERT_GT(s.stats.map_delete_errors, before.stats.map_delete_errors)
+      << "the removed cgroup was never pruned";
+  EXPECT_GE(s.stats.map_deletes_pending, 1u);
+  EXPECT_TRUE(tracked(id)) << "the entry is still in the map (its deletion failed)";
+  // Retried at every snapshot, still failing: counted each time, still pending, not reported,
+  // and not counted as pruned.
+  for (int i = 0; i < 3; ++i) {
+    const Snapshot again = ASSERT_OK(col.snapshot());
+    EXPECT_GT(again.stats.map_delete_errors, s.stats.map_delete_errors) << "not retried";
+    EXPECT_GE(again.stats.map_deletes_pending, 1u);
+    EXPECT_EQ(again.stats.pruned_cgroups, s.stats.pruned_cgroups);
+    EXPECT_EQ(find(again, id), nullptr);
+    s = again;
+  }
+  EXPECT_TRUE(tracked(id));
+  {
+    std::lock_guard<std::mutex> lock(fault->mu);
+    EXPECT_TRUE(fault->seen.contains("cg_slots"));
+  }
+
+  // The kernel lets go, except for the slot's hand-back: the deletion lands at the next
+  // snapshot (the id leaves the map) and the slot goes to quarantine; the snapshot after that
+  // tries to hand it back and fails, and keeps trying.
+  fault->only_free = true;
+  s = ASSERT_OK(col.snapshot());
+  EXPECT_FALSE(tracked(id)) << "the retried deletion did not land";
+  EXPECT_GT(s.stats.pruned_cgroups, before.stats.pruned_cgroups);
+  uint64_t errors = s.stats.map_delete_errors;
+  for (int i = 0; i < 2; ++i) {
+    s = ASSERT_OK(col.snapshot());
+    EXPECT_GT(s.stats.map_delete_errors, errors) << "the slot's hand-back was not retried";
+    EXPECT_GE(s.stats.map_deletes_pending, 1u);
+    errors = s.stats.map_delete_errors;
+  }
+  {
+    std::lock_guard<std::mutex> lock(fault->mu);
+    EXPECT_TRUE(fault->seen.contains("free_slots"));
+  }
+
+  // All clear: the slot goes back, nothing is pending, and the error count stops growing.
+  fault->err = 0;
+  s = ASSERT_OK(col.snapshot());
+  EXPECT_EQ(s.stats.map_deletes_pending, 0u);
+  errors = s.stats.map_delete_errors;
+  for (int i = 0; i < 2; ++i) {
+    std::this_thread::sleep_for(20ms);
+    s = ASSERT_OK(col.snapshot());
+  }
+  EXPECT_EQ(s.stats.map_delete_errors, errors);
+  EXPECT_EQ(s.stats.map_deletes_pending, 0u);
+  EXPECT_EQ(s.stats.map_drops, drops_before);
+}
+
+// A preempted task can resume on another CPU: the balancer (or a setaffinity, here) moves it
+// while it waits. Its wait after the preemption must be counted once, in full (from the
+// preemption, not from its arrival on the new CPU's queue, where the kernel restarts
+// sched_info.last_queued), and in its own cgroup. The victim spins behind a hog of 256x its
+// weight on CPU 1 and is moved to CPU 0 and back, 10 times; the kernel's own sum of its
+// run-queue waits (/proc/<pid>/schedstat run_delay, which does add the part before each move)
+// is the reference.
+TEST_F(CollectorTest, PreemptedVictimMigratedToAnotherCpuKeepsItsWait) {
+  if (v2() ? !v2Controller("cpu") : hier_.cpu.empty()) {
+    GTEST_SKIP() << (v2() ? "cgroup2 root does not delegate the cpu controller"
+                          : "no v1 cpu controller on this host");
+  }
+  cpu_set_t mine;
+  CPU_ZERO(&mine);
+  if (::sched_getaffinity(0, sizeof(mine), &mine) != 0 || !CPU_ISSET(0, &mine) ||
+      !CPU_ISSET(kCpu, &mine)) {
+    GTEST_SKIP() << "needs CPUs 0 and " << kCpu << " to move the victim between them";
+  }
+  if (::access("/proc/self/schedstat", R_OK) != 0) {
+    GTEST_SKIP() << "no /proc/<pid>/schedstat (CONFIG_SCHED_INFO): no reference to compare with";
+  }
+  MAKE_COLLECTOR_OR_SKIP(col);
+  const std::string cpu_root = cpuRoot();
+  TestCgroup v(cpuRoots(), uniqueName("migrated-victim"));
+  TestCgroup h(cpuRoots(), uniqueName("migrated-hog"));
+  ASSERT_TRUE(setWeight(h.dirIn(cpu_root), 262144));
+  if (v2() ? v2Controller("cpuset") : !hier_.cpuset.empty()) {
+    // The victim's cpuset must allow both CPUs (v1: a new cpuset is empty).
+    const std::string vdir = v.dirIn(cpusetRoot());
+    ASSERT_TRUE(writeFile(vdir + "/cpuset.cpus", "0," + std::to_string(kCpu)));
+    ASSERT_TRUE(v2() ||
+                writeFile(vdir + "/cpuset.mems", readFirstLine(hier_.cpuset + "/cpuset.mems")));
+    ASSERT_TRUE(pinCpuset(h.dirIn(cpusetRoot()), kCpu));
+  }
+  const uint64_t v_id = ASSERT_OK(cgroup::cgroupId(v.dirIn(cpu_root)));
+  auto schedstat = [](pid_t pid) {
+    uint64_t exec_ns = 0, run_delay_ns = 0;
+    std::ifstream in("/proc/" + std::to_string(pid) + "/schedstat");
+    in >> exec_ns >> run_delay_ns;
+    return std::pair<uint64_t, uint64_t>{exec_ns, run_delay_ns};
+  };
+  auto affinity = [](pid_t pid) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (::sched_getaffinity(pid, sizeof(set), &set) != 0) {
+      return -1;
+    }
+    return CPU_COUNT(&set) == 1 && CPU_ISSET(kCpu, &set) ? kCpu : -1;
+  };
+
+  // The victim first, alone: it joins its cgroup and pins itself to CPU 1, and what it waited
+  // before that (in the parent's cgroup) is taken out of the reference (rd0).
+  Child victim(v, kCpu, [] { hog(); });
+  for (int i = 0; i < 200 && affinity(victim.pid()) != kCpu; ++i) {
+    std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_EQ(affinity(victim.pid()), kCpu) << "the victim did not set itself up";
+  std::this_thread::sleep_for(20ms);
+  const uint64_t rd0 = schedstat(victim.pid()).second;
+  ASSERT_OK(col.snapshot());
+
+  uint64_t invol = 0, waits = 0, preempted_wait_ns = 0, total_ns = 0, drops = 0;
+  auto add = [&](const Snapshot& snap) {
+    drops = snap.stats.map_drops;
+    if (const CgroupSample* c = find(snap, v_id); c != nullptr) {
+      invol += c->involuntary_switches;
+      waits += c->preempted_waits;
+      preempted_wait_ns += c->preempted_wait_ns;
+      total_ns += c->runq.total_ns;
+    }
+  };
+  add(ASSERT_OK(col.snapshot()));
+  const uint64_t drops_before = drops;
+  invol = waits = preempted_wait_ns = total_ns = 0;  // from here on, compared with rd - rd0
+  Child hogger(h, kCpu, [] { hog(); });
+  auto moveTo = [&victim](int cpu) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    return ::sched_setaffinity(victim.pid(), sizeof(set), &set) == 0;
+  };
+  constexpr int kMoves = 10;
+  for (int i = 0; i < kMoves; ++i) {
+    std::this_thread::sleep_for(250ms);  // on CPU 1, mostly queued behind the hog
+    add(ASSERT_OK(col.snapshot()));
+    ASSERT_TRUE(moveTo(0)) << std::strerror(errno);
+    std::this_thread::sleep_for(100ms);
+    add(ASSERT_OK(col.snapshot()));
+    ASSERT_TRUE(moveTo(kCpu)) << std::strerror(errno);
+  }
+  // The victim dies where it is (behind the hog, or still on CPU 0): the hog is stopped so
+  // that it gets the CPU to exit. Its schedstat is read from the zombie, before the reap.
+  hogger.signal(SIGSTOP);
+  victim.signal(SIGKILL);
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(victim.pid()), &info, WEXITED | WNOWAIT), 0);
+  const auto [exec_ns, rd1] = schedstat(victim.pid());
+  const uint64_t kernel_invol = nonvoluntarySwitches(victim.pid());
+  hogger.signal(SIGCONT);
+  std::this_thread::sleep_for(50ms);
+  add(ASSERT_OK(col.snapshot()));
+  const uint64_t ref_ns = rd1 - rd0;
+  std::printf(
+      "victim: involuntary=%llu (kernel %llu) preempted_waits=%llu "
+      "preempted_wait=%.1fms runq_total=%.1fms | kernel run_delay=%.1fms "
+      "(%.1fms before the test) on-cpu=%.1fms\n",
+      static_cast<unsigned long long>(invol), static_cast<unsigned long long>(kernel_invol),
+      static_cast<unsigned long long>(waits), static_cast<double>(preempted_wait_ns) / 1e6,
+      static_cast<double>(total_ns) / 1e6, static_cast<double>(ref_ns) / 1e6,
+      static_cast<double>(rd0) / 1e6, static_cast<double>(exec_ns) / 1e6);
+  ASSERT_GT(ref_ns, 1'000'000'000u) << "the victim hardly waited: no contention on CPU 1";
+  ASSERT_GT(invol, 2u * kMoves);
+  // Each preemption's wait is counted once, whichever CPU the victim resumed on. Not exactly:
+  // on this host the program is, now and then, not run for a switch at all (seen: a handful of
+  // consecutive switches on one CPU missing from a log of every switch, while the kernel's own
+  // counters have them; no recursion miss counted), and a switch-in it did not see leaves that
+  // preemption's wait uncounted. Counted per CPU instead (the design before), a victim that
+  // resumed on the other CPU was missed each time that CPU's count of its cgroup read 0.
+  // (+1: a preemption just before the first counted snapshot is resumed just after it.)
+  EXPECT_LE(waits, invol + 1);
+  EXPECT_LE(invol, waits + std::max<uint64_t>(3, invol / 20));
+  // In full: all of the victim's waiting here followed a preemption (it never sleeps), so the
+  // sums agree with the kernel's (the same rq clocks; what differs is the moves' own µs, clock
+  // skew between CPUs, and the odd missed switch). Counted from the arrival on the new CPU
+  // instead, the wait before each move to CPU 0 (most of the 250 ms) is lost: about 0.6 of it.
+  EXPECT_GE(static_cast<double>(preempted_wait_ns), 0.85 * static_cast<double>(ref_ns));
+  EXPECT_LE(preempted_wait_ns, total_ns);
+  EXPECT_GE(static_cast<double>(total_ns), 0.85 * static_cast<double>(ref_ns));
+  EXPECT_LE(static_cast<double>(total_ns), 1.05 * static_cast<double>(ref_ns) + 5e6);
+  EXPECT_EQ(drops, drops_before);
 }
 
 TEST_F(CollectorTest, RawTpFallbackLoadsAndMeasures) {

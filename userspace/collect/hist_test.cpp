@@ -47,19 +47,33 @@ TEST(Log2Percentile, LastSlotSaturates) {
   EXPECT_EQ(log2Percentile(h, 0.99), uint64_t{1} << kHistSlots);
 }
 
-TEST(HistDelta, SubtractsAndDetectsReset) {
+TEST(HistDelta, Subtracts) {
   Log2Hist prev{}, cur{};
   prev[2] = 5;
   cur[2] = 8;
   cur[5] = 1;
-  auto d = histDelta(cur, prev);
+  const auto d = histDelta(cur, prev);
   EXPECT_EQ(d[2], 3u);
   EXPECT_EQ(d[5], 1u);
-  // The entry was deleted and re-created: counts went down, so the whole cur is new.
-  prev[5] = 4;
-  d = histDelta(cur, prev);
-  EXPECT_EQ(d[2], 8u);
-  EXPECT_EQ(d[5], 1u);
+  EXPECT_EQ(d[0], 0u);
+}
+
+// A bucket that passed 2^32 is lower than before: that is a wrap, and the delta is what was
+// added (the old rule took any decrease for a reset and returned the whole cumulative count:
+// ~4e9 waits in one interval, a false latency spike). Resets are the caller's to say
+// (entry_delta_test.cpp).
+TEST(HistDelta, IsModuloTwoToThe32) {
+  Log2Hist prev{}, cur{};
+  prev[3] = 0xFFFFFF00u;
+  cur[3] = 0x00000010u;  // 0x100 + 0x10 more waits, across the wrap
+  prev[4] = 7;
+  cur[4] = 7;
+  const auto d = histDelta(cur, prev);
+  EXPECT_EQ(d[3], 0x110u);
+  EXPECT_EQ(d[4], 0u);
+  const auto s = summarize(d, 0);
+  EXPECT_EQ(s.count, 0x110u);
+  EXPECT_EQ(s.max_us, 16u);  // slot 3's upper bound, not a spike
 }
 
 TEST(EnumNames, AreStable) {

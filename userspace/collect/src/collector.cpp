@@ -13,6 +13,7 @@
 #include <unordered_set>
 
 #include "bpf_util.h"
+#include "entry_delta.h"
 #include "colod/cgroup/cgroup.h"
 #include "colod/cgroup/parse.h"
 #include "cgsched.h"
@@ -24,6 +25,8 @@
 static_assert(sizeof(colod_cg_sched) == 184);
 static_assert(sizeof(colod_cg_reclaim) == 128);
 static_assert(sizeof(colod_pair_key) == 16);
+static_assert(sizeof(colod_cg_pending) == 64);
+static_assert(std::is_trivially_copyable_v<colod_cg_pending>);
 static_assert(std::is_trivially_copyable_v<colod_cg_sched>);
 static_assert(std::is_trivially_copyable_v<colod_cg_reclaim>);
 static_assert(colod::collect::kHistSlots == COLOD_HIST_SLOTS);
@@ -53,60 +56,12 @@ struct PairKeyEq {
   }
 };
 
-// Per-CPU values are laid out value_size rounded up to 8, once per possible CPU.
-constexpr std::size_t roundUp8(std::size_t n) {
-  return (n + 7) & ~std::size_t{7};
-}
+using detail::roundUp8;
 
-template <typename V>
-V sumPerCpu(const uint8_t* base, int ncpu);
-
-template <>
-colod_cg_sched sumPerCpu<colod_cg_sched>(const uint8_t* base, int ncpu) {
-  colod_cg_sched s{};
-  for (int c = 0; c < ncpu; ++c) {
-    colod_cg_sched v{};
-    std::memcpy(&v, base + static_cast<std::size_t>(c) * roundUp8(sizeof(v)), sizeof(v));
-    for (std::size_t i = 0; i < kHistSlots; ++i) {
-      s.hist[i] += v.hist[i];
-    }
-    s.count += v.count;
-    s.total_ns += v.total_ns;
-    s.stale += v.stale;
-    s.invol += v.invol;
-    s.self_preempt += v.self_preempt;
-    s.preempt_wait_ns += v.preempt_wait_ns;
-    s.oncpu_ns += v.oncpu_ns;
-    s.wakeups += v.wakeups;
-    s.depth_sum += v.depth_sum;
-  }
-  return s;
-}
-
-template <>
-colod_cg_reclaim sumPerCpu<colod_cg_reclaim>(const uint8_t* base, int ncpu) {
-  colod_cg_reclaim s{};
-  for (int c = 0; c < ncpu; ++c) {
-    colod_cg_reclaim v{};
-    std::memcpy(&v, base + static_cast<std::size_t>(c) * roundUp8(sizeof(v)), sizeof(v));
-    for (std::size_t i = 0; i < kHistSlots; ++i) {
-      s.hist[i] += v.hist[i];
-    }
-    s.count += v.count;
-    s.total_ns += v.total_ns;
-    s.pages += v.pages;
-  }
-  return s;
-}
-
+// u64 counters (pairs, cpu.stat) never wrap: a decrease means the entry (or the cgroup) was
+// re-created.
 uint64_t sub(uint64_t cur, uint64_t prev) {
-  return cur >= prev ? cur - prev : cur;  // a decrease means the entry was re-created
-}
-
-Log2Hist toHist(const uint32_t (&h)[COLOD_HIST_SLOTS]) {
-  Log2Hist out{};
-  std::copy(std::begin(h), std::end(h), out.begin());
-  return out;
+  return cur >= prev ? cur - prev : cur;
 }
 
 Psi toPsi(const cgroup::Psi& p) {
@@ -141,12 +96,20 @@ class Collector::Impl {
   SchedSkel sched_skel;
   ReclaimSkel reclaim_skel;
 
-  std::unordered_map<uint64_t, colod_cg_sched> prev_sched;
+  std::unordered_map<uint64_t, detail::SchedEntry> prev_sched;
   // cg_sched slots of cgroups pruned at the previous snapshot: zeroed and handed back to the
   // BPF side (free_slots) one interval later, when no program run can still be using them.
   std::vector<uint32_t> quarantined_slots;
+  std::size_t unreleased_slots = 0;  // of those, how many failed to go back last time
   std::unordered_map<uint64_t, colod_cg_reclaim> prev_reclaim;
   std::unordered_map<colod_pair_key, uint64_t, PairKeyHash, PairKeyEq> prev_pairs;
+  // Entries of vanished cgroups whose deletion failed (rule 15b: counted, and retried at every
+  // snapshot until it succeeds). Each is a key still present in its map, so each set is bounded
+  // by that map's max_entries (enforced in prune*()). Their ids are known dead: they are
+  // not reported and do not trigger rescans meanwhile.
+  std::unordered_map<uint64_t, uint32_t> undeleted_slots;  // cg_slots id -> its slot
+  std::unordered_set<uint64_t> undeleted_reclaim;          // cg_reclaim ids
+  std::unordered_set<colod_pair_key, PairKeyHash, PairKeyEq> undeleted_pairs;
   struct FileState {
     cgroup::CpuStat cpu_stat;
     bool have = false;
@@ -161,8 +124,14 @@ class Collector::Impl {
   Result<void> load(AttachKind kind);
   Result<void> rescan();
   Result<bpf::MapDump> readSchedSlots() const;
-  Result<std::unordered_map<uint64_t, colod_cg_sched>> readSched() const;
+  Result<std::unordered_map<uint64_t, detail::SchedEntry>> readSched() const;
   void releaseSlots();
+  bool cleanupWrite(std::string_view map, const std::function<int()>& write);
+  bool deleteKey(std::string_view map, int fd, const void* key);
+  void pruneSlot(uint64_t id, uint32_t slot, bool& released);
+  void pruneReclaim(uint64_t id);
+  void prunePair(const colod_pair_key& key);
+  void retryDeletes();
   void readFiles(CgroupSample& s);
   Result<Snapshot> snapshot();
 };
@@ -177,8 +146,9 @@ Result<void> Collector::Impl::load(AttachKind kind) {
   }
   // rodata knobs and map sizes: between open() and load() (style rule 24).
   (*s)->rodata->cg_mode = cg_mode;
-  // cg_sched is an array of slots, cg_slots maps ids to them, free_slots recycles them: all
-  // three hold max_cgroups (bpf/cgsched.bpf.c).
+  // cg_sched is an array of slots, cg_slots maps ids to them, free_slots recycles them,
+  // cg_pending counts each slot's preempted tasks: all four hold max_cgroups
+  // (bpf/cgsched.bpf.c).
   (*s)->rodata->max_slots = opts.max_cgroups;
   COLOD_TRY_VOID(bpf::check(bpf_map__set_max_entries((*s)->maps.cg_sched, opts.max_cgroups),
                             "sizing cg_sched"), "sched");
@@ -186,6 +156,8 @@ Result<void> Collector::Impl::load(AttachKind kind) {
                             "sizing cg_slots"), "sched");
   COLOD_TRY_VOID(bpf::check(bpf_map__set_max_entries((*s)->maps.free_slots, opts.max_cgroups),
                             "sizing free_slots"), "sched");
+  COLOD_TRY_VOID(bpf::check(bpf_map__set_max_entries((*s)->maps.cg_pending, opts.max_cgroups),
+                            "sizing cg_pending"), "sched");
   COLOD_TRY_VOID(bpf::check(bpf_map__set_max_entries((*s)->maps.pairs, opts.max_pairs),
                             "sizing pairs"), "sched");
   auto set = [](bpf_program* p, bool on) { bpf_program__set_autoload(p, on); };
@@ -238,8 +210,8 @@ Result<bpf::MapDump> Collector::Impl::readSchedSlots() const {
 
 // Per-cgroup scheduler aggregates: ids and slots from cg_slots, values from the slots of the
 // per-CPU array cg_sched, read in one pass up to the highest slot ever handed out.
-Result<std::unordered_map<uint64_t, colod_cg_sched>> Collector::Impl::readSched() const {
-  std::unordered_map<uint64_t, colod_cg_sched> out;
+Result<std::unordered_map<uint64_t, detail::SchedEntry>> Collector::Impl::readSched() const {
+  std::unordered_map<uint64_t, detail::SchedEntry> out;
   auto slots = readSchedSlots();
   if (!slots) {
     return std::move(slots).error().wrap("reading cg_slots");
@@ -269,29 +241,126 @@ Result<std::unordered_map<uint64_t, colod_cg_sched>> Collector::Impl::readSched(
     std::memcpy(&slot, slots->values.data() + i * sizeof(slot), sizeof(slot));
     // A slot above `top` was handed out after slots_used was read: next snapshot.
     if (slot < top && at[slot] != nullptr) {
-      out[id] = sumPerCpu<colod_cg_sched>(at[slot], ncpu);
+      out[id] = detail::SchedEntry{slot, detail::sumSchedPerCpu(at[slot], ncpu)};
     }
   }
   return out;
 }
 
-// Slots quarantined at the previous snapshot: zero them on every CPU and return them to the
-// BPF side. A failure leaks the slot (counted nowhere else), so it is retried next time.
+// Slots quarantined at the previous snapshot: zero them (on every CPU, and their count of
+// pending preemption marks) and return them to the BPF side. A failure would leak the slot, so
+// it is counted and retried next time.
 void Collector::Impl::releaseSlots() {
+  unreleased_slots = 0;
   if (quarantined_slots.empty()) {
     return;
   }
   const std::size_t stride = roundUp8(sizeof(colod_cg_sched)) * static_cast<std::size_t>(ncpu);
-  const std::vector<uint8_t> zeros(stride, 0);
+  const std::vector<uint8_t> zeros(std::max(stride, sizeof(colod_cg_pending)), 0);
+  const int sched_fd = bpf_map__fd(sched_skel->maps.cg_sched);
+  const int pending_fd = bpf_map__fd(sched_skel->maps.cg_pending);
+  const int free_fd = bpf_map__fd(sched_skel->maps.free_slots);
   std::vector<uint32_t> keep;
   for (const uint32_t slot : quarantined_slots) {
-    if (bpf_map_update_elem(bpf_map__fd(sched_skel->maps.cg_sched), &slot, zeros.data(),
-                            BPF_ANY) < 0 ||
-        bpf_map_update_elem(bpf_map__fd(sched_skel->maps.free_slots), nullptr, &slot, 0) < 0) {
+    // Zeroing twice is harmless, so a retry redoes all three; a slot must reach free_slots
+    // once only (twice, two cgroups would share it), and it is the last write.
+    const bool ok =
+        cleanupWrite("cg_sched",
+                     [&] { return bpf_map_update_elem(sched_fd, &slot, zeros.data(), BPF_ANY); }) &&
+        cleanupWrite(
+            "cg_pending",
+            [&] { return bpf_map_update_elem(pending_fd, &slot, zeros.data(), BPF_ANY); }) &&
+        cleanupWrite("free_slots", [&] { return bpf_map_update_elem(free_fd, nullptr, &slot, 0); });
+    if (!ok) {
       keep.push_back(slot);
     }
   }
   quarantined_slots = std::move(keep);
+  unreleased_slots = quarantined_slots.size();
+}
+
+// One map write of the cleanup of a vanished cgroup (write() returns 0 or -errno, libbpf
+// style), through the test fault hook. ENOENT is success (the entry is already gone); any
+// other failure is counted.
+bool Collector::Impl::cleanupWrite(std::string_view map, const std::function<int()>& write) {
+  int rc = 0;
+  if (opts.cleanup_fault) {
+    if (const int err = opts.cleanup_fault(map); err != 0) {
+      rc = -err;
+    }
+  }
+  if (rc == 0) {
+    rc = write();
+  }
+  if (rc < 0 && rc != -ENOENT) {
+    ++stats.map_delete_errors;
+    return false;
+  }
+  return true;
+}
+
+bool Collector::Impl::deleteKey(std::string_view map, int fd, const void* key) {
+  return cleanupWrite(map, [&] {
+    auto r = bpf::deleteKey(fd, key);
+    return r ? 0 : -r.error().errnoValue();
+  });
+}
+
+// Deleting a vanished cgroup's key from cg_slots. Its slot may still be cached per CPU: on
+// success it is quarantined for one snapshot and `released` says attach_gen must be bumped
+// (every CPU then looks its running cgroup up again). On failure it is kept for a retry.
+void Collector::Impl::pruneSlot(uint64_t id, uint32_t slot, bool& released) {
+  if (deleteKey("cg_slots", bpf_map__fd(sched_skel->maps.cg_slots), &id)) {
+    undeleted_slots.erase(id);
+    quarantined_slots.push_back(slot);
+    released = true;
+    ++stats.pruned_cgroups;
+  } else if (undeleted_slots.size() < opts.max_cgroups) {
+    undeleted_slots.emplace(id, slot);
+  }
+  // Else the set is full, which needs more failed keys than the map holds (cannot happen while
+  // the collector is the only deleter): the entry stays in the map, is seen again at the next
+  // rescan as a dead id and pruned then. Counted above either way.
+}
+
+void Collector::Impl::pruneReclaim(uint64_t id) {
+  if (deleteKey("cg_reclaim", bpf_map__fd(reclaim_skel->maps.cg_reclaim), &id)) {
+    undeleted_reclaim.erase(id);
+    ++stats.pruned_cgroups;
+  } else if (undeleted_reclaim.size() < opts.max_cgroups) {
+    undeleted_reclaim.insert(id);
+  }
+}
+
+void Collector::Impl::prunePair(const colod_pair_key& key) {
+  if (deleteKey("pairs", bpf_map__fd(sched_skel->maps.pairs), &key)) {
+    undeleted_pairs.erase(key);
+  } else if (undeleted_pairs.size() < opts.max_pairs) {
+    undeleted_pairs.insert(key);
+  }
+}
+
+// The deletions that failed before, once per snapshot (after releaseSlots, so a slot freed
+// here is quarantined for a full interval like any other).
+void Collector::Impl::retryDeletes() {
+  bool released = false;
+  for (const auto& [id, slot] :
+       std::vector<std::pair<uint64_t, uint32_t>>(undeleted_slots.begin(), undeleted_slots.end())) {
+    pruneSlot(id, slot, released);
+  }
+  if (released) {
+    __atomic_fetch_add(&sched_skel->bss->attach_gen, 1, __ATOMIC_SEQ_CST);
+  }
+  if (reclaim_skel) {
+    for (const uint64_t id :
+         std::vector<uint64_t>(undeleted_reclaim.begin(), undeleted_reclaim.end())) {
+      pruneReclaim(id);
+    }
+  }
+  for (const auto& key :
+       std::vector<colod_pair_key>(undeleted_pairs.begin(), undeleted_pairs.end())) {
+    prunePair(key);
+  }
 }
 
 Result<void> Collector::Impl::rescan() {
@@ -377,7 +446,7 @@ Result<Snapshot> Collector::Impl::snapshot() {
   snap.mode = mode;
 
   releaseSlots();
-  const int slots_fd = bpf_map__fd(sched_skel->maps.cg_slots);
+  retryDeletes();
   const int pairs_fd = bpf_map__fd(sched_skel->maps.pairs);
   auto sched = readSched();
   if (!sched) {
@@ -398,12 +467,20 @@ Result<Snapshot> Collector::Impl::snapshot() {
     rd = std::move(*r);
   }
 
-  std::unordered_map<uint64_t, colod_cg_sched>& cur_sched = *sched;
+  // Entries whose deletion failed (and failed again just now) belong to dead cgroups: not
+  // reported, and not unknown ids that would trigger a rescan.
+  std::unordered_map<uint64_t, detail::SchedEntry>& cur_sched = *sched;
+  for (const auto& [id, slot] : undeleted_slots) {
+    cur_sched.erase(id);
+  }
   std::unordered_map<uint64_t, colod_cg_reclaim> cur_reclaim;
   for (std::size_t i = 0; i < rd.count; ++i) {
     uint64_t id = 0;
     std::memcpy(&id, rd.keys.data() + i * sizeof(id), sizeof(id));
-    cur_reclaim[id] = sumPerCpu<colod_cg_reclaim>(
+    if (undeleted_reclaim.contains(id)) {
+      continue;
+    }
+    cur_reclaim[id] = detail::sumReclaimPerCpu(
         rd.values.data() +
             i * roundUp8(sizeof(colod_cg_reclaim)) * static_cast<std::size_t>(ncpu),
         ncpu);
@@ -414,7 +491,9 @@ Result<Snapshot> Collector::Impl::snapshot() {
     uint64_t v = 0;
     std::memcpy(&k, pd->keys.data() + i * sizeof(k), sizeof(k));
     std::memcpy(&v, pd->values.data() + i * sizeof(v), sizeof(v));
-    cur_pairs[k] = v;
+    if (!undeleted_pairs.contains(k)) {
+      cur_pairs[k] = v;
+    }
   }
 
   // Resolve ids to paths; an unknown id means a new cgroup (rescan) or a dead one (prune).
@@ -453,30 +532,12 @@ Result<Snapshot> Collector::Impl::snapshot() {
   }
   if (fresh) {
     // Only ids absent from a rescan done after the map read are dead: delete their entries
-    // so deleted cgroups leave nothing behind in the kernel.
-    // A pruned id's slot may still be cached per CPU: bump attach_gen so that every CPU
-    // looks its running cgroup up again, and recycle the slot only at the next snapshot.
-    auto slots = readSchedSlots();
-    std::unordered_map<uint64_t, uint32_t> slot_of;
-    if (slots) {
-      for (std::size_t i = 0; i < slots->count; ++i) {
-        uint64_t id = 0;
-        uint32_t slot = 0;
-        std::memcpy(&id, slots->keys.data() + i * sizeof(id), sizeof(id));
-        std::memcpy(&slot, slots->values.data() + i * sizeof(slot), sizeof(slot));
-        slot_of.emplace(id, slot);
-      }
-    }
+    // so deleted cgroups leave nothing behind in the kernel (failed deletions are retried at
+    // the next snapshot: retryDeletes).
     bool released = false;
     for (auto it = cur_sched.begin(); it != cur_sched.end();) {
       if (!paths.contains(it->first)) {
-        if (auto sl = slot_of.find(it->first); sl != slot_of.end()) {
-          if (bpf::deleteKey(slots_fd, &it->first)) {
-            quarantined_slots.push_back(sl->second);
-            released = true;
-          }
-        }
-        ++stats.pruned_cgroups;
+        pruneSlot(it->first, it->second.slot, released);
         prev_sched.erase(it->first);
         prev_files.erase(it->first);
         it = cur_sched.erase(it);
@@ -489,8 +550,7 @@ Result<Snapshot> Collector::Impl::snapshot() {
     }
     for (auto it = cur_reclaim.begin(); it != cur_reclaim.end();) {
       if (!paths.contains(it->first)) {
-        (void)bpf::deleteKey(bpf_map__fd(reclaim_skel->maps.cg_reclaim), &it->first);
-        ++stats.pruned_cgroups;
+        pruneReclaim(it->first);
         prev_reclaim.erase(it->first);
         it = cur_reclaim.erase(it);
       } else {
@@ -499,7 +559,7 @@ Result<Snapshot> Collector::Impl::snapshot() {
     }
     for (auto it = cur_pairs.begin(); it != cur_pairs.end();) {
       if (!paths.contains(it->first.victim) || !paths.contains(it->first.aggressor)) {
-        (void)bpf::deleteKey(pairs_fd, &it->first);
+        prunePair(it->first);
         prev_pairs.erase(it->first);
         it = cur_pairs.erase(it);
       } else {
@@ -523,47 +583,39 @@ Result<Snapshot> Collector::Impl::snapshot() {
     return it->second;
   };
   for (const auto& [id, cur] : cur_sched) {
-    colod_cg_sched prev{};
-    if (auto p = prev_sched.find(id); p != prev_sched.end()) {
-      prev = p->second;
-    }
-    const Log2Hist h = histDelta(toHist(cur.hist), toHist(prev.hist));
-    const uint64_t oncpu = sub(cur.oncpu_ns, prev.oncpu_ns);
-    const uint64_t count = sub(cur.count, prev.count);
-    const uint64_t invol = sub(cur.invol, prev.invol);
-    const uint64_t wakeups = sub(cur.wakeups, prev.wakeups);
-    if (count == 0 && oncpu == 0 && invol == 0 && wakeups == 0) {
+    const auto p = prev_sched.find(id);
+    const colod_cg_sched d = detail::schedDelta(cur, p == prev_sched.end() ? nullptr : &p->second);
+    if (d.count == 0 && d.oncpu_ns == 0 && d.invol == 0 && d.wakeups == 0) {
       continue;  // idle this interval
     }
     CgroupSample& s = sample(id);
-    s.runq_hist = h;
-    s.runq = summarize(h, sub(cur.total_ns, prev.total_ns));
-    s.runq_stale = sub(cur.stale, prev.stale);
-    s.involuntary_switches = invol;
-    s.preempted_wait_ns = sub(cur.preempt_wait_ns, prev.preempt_wait_ns);
-    s.oncpu_ns = oncpu;
-    s.wakeups = wakeups;
-    s.runq_depth_sum = sub(cur.depth_sum, prev.depth_sum);
+    s.runq_hist = detail::toHist(d.hist);
+    s.runq = summarize(s.runq_hist, d.total_ns);
+    s.runq_stale = d.stale;
+    s.involuntary_switches = d.invol;
+    s.preempted_wait_ns = d.preempt_wait_ns;
+    s.preempted_waits = d.preempt_waits;
+    s.oncpu_ns = d.oncpu_ns;
+    s.wakeups = d.wakeups;
+    s.runq_depth_sum = d.depth_sum;
     // Preemptions by the cgroup's own tasks are counted in its slot, not in the pairs hash
     // (cheaper at every such switch): reported as the pair victim == aggressor, as before.
-    if (const uint64_t self = sub(cur.self_preempt, prev.self_preempt); self > 0) {
-      s.preempted_by.push_back(Aggressor{id, s.path, self});
+    if (d.self_preempt > 0) {
+      s.preempted_by.push_back(Aggressor{id, s.path, d.self_preempt});
     }
   }
   for (const auto& [id, cur] : cur_reclaim) {
-    colod_cg_reclaim prev{};
-    if (auto p = prev_reclaim.find(id); p != prev_reclaim.end()) {
-      prev = p->second;
-    }
-    const uint64_t count = sub(cur.count, prev.count);
-    if (count == 0) {
+    const auto p = prev_reclaim.find(id);
+    const colod_cg_reclaim d =
+        detail::reclaimDelta(cur, p == prev_reclaim.end() ? nullptr : &p->second);
+    if (d.count == 0) {
       continue;
     }
     CgroupSample& s = sample(id);
-    s.reclaim_count = count;
-    s.reclaim_stall_ns = sub(cur.total_ns, prev.total_ns);
-    s.reclaim_pages = sub(cur.pages, prev.pages);
-    s.reclaim_hist = histDelta(toHist(cur.hist), toHist(prev.hist));
+    s.reclaim_count = d.count;
+    s.reclaim_stall_ns = d.total_ns;
+    s.reclaim_pages = d.pages;
+    s.reclaim_hist = detail::toHist(d.hist);
   }
   for (const auto& [k, cur] : cur_pairs) {
     uint64_t prev = 0;
@@ -612,6 +664,8 @@ Result<Snapshot> Collector::Impl::snapshot() {
     sumDrops(bpf_map__fd(reclaim_skel->maps.drops));
   }
   stats.map_drops = drops;
+  stats.map_deletes_pending =
+      undeleted_slots.size() + undeleted_reclaim.size() + undeleted_pairs.size() + unreleased_slots;
   ++stats.snapshots;
   snap.stats = stats;
 

@@ -65,15 +65,8 @@ LatencySummary summarize(const Log2Hist& hist, uint64_t total_ns) {
 
 Log2Hist histDelta(const Log2Hist& cur, const Log2Hist& prev) {
   Log2Hist out{};
-  bool reset = false;
   for (std::size_t i = 0; i < cur.size(); ++i) {
-    if (cur[i] < prev[i]) {
-      reset = true;
-      break;
-    }
-  }
-  for (std::size_t i = 0; i < cur.size(); ++i) {
-    out[i] = reset ? cur[i] : cur[i] - prev[i];
+    out[i] = cur[i] - prev[i];  // uint32_t: modulo 2^32, so a wrapped bucket reads right
   }
   return out;
 }

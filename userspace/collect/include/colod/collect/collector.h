@@ -19,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "colod/base/result.h"
@@ -93,7 +94,10 @@ struct CgroupSample {
 
   // Contention: switches where a task of this cgroup was preempted while runnable.
   uint64_t involuntary_switches = 0;
-  uint64_t preempted_wait_ns = 0;      // run-queue wait after those preemptions
+  // Run-queue wait after preemptions: from each preemption to the task's next switch-in, on
+  // whichever CPU that is (a victim the balancer moved while it waited keeps its whole wait).
+  uint64_t preempted_wait_ns = 0;
+  uint64_t preempted_waits = 0;        // the waits summed in preempted_wait_ns
   std::vector<Aggressor> preempted_by;  // sorted by preemptions, descending
   uint64_t oncpu_ns = 0;               // CPU time of this cgroup's tasks this interval
   uint64_t wakeups = 0;                // wakeups seen (depth samples)
@@ -118,6 +122,11 @@ struct CollectorStats {
   uint64_t pruned_cgroups = 0;     // map entries of vanished cgroups deleted
   uint64_t unresolved_ids = 0;     // ids seen in maps with no live cgroup dir
   uint64_t file_read_errors = 0;   // cgroup file reads that failed (other than ENOENT)
+  // Removing a vanished cgroup's state from the kernel maps failed (an entry's deletion, or
+  // handing its cg_sched slot back): each failed attempt. Every one is retried at the next
+  // snapshot until it succeeds, so nothing leaks; until then the entry stays in its map.
+  uint64_t map_delete_errors = 0;
+  uint64_t map_deletes_pending = 0;  // now: those waiting for their retry (bounded by map sizes)
 };
 
 struct Snapshot {
@@ -139,6 +148,12 @@ struct CollectorOptions {
   bool wakeup_depth = false;
   bool reclaim = true;                         // attach the vmscan programs
   bool read_files = true;                      // read cpu.stat / PSI per cgroup
+  // Fault injection, for tests only (production leaves it empty): consulted before each map
+  // write the collector makes to clean up after a vanished cgroup -- deleting its key from
+  // "cg_slots", "cg_reclaim" or "pairs", and handing its slot back (zeroing it in "cg_sched"
+  // and "cg_pending", pushing it to "free_slots"). A non-zero errno fails that write with it,
+  // as the kernel can (ENOMEM, EBUSY), without calling the kernel.
+  std::function<int(std::string_view map)> cleanup_fault;
   // libbpf diagnostics go here (style rule 16); nullptr drops them. level: 0 warn,1 info,2 debug
   std::function<void(int level, const std::string& msg)> log;
 };
@@ -181,8 +196,11 @@ class Collector {
 uint64_t log2Percentile(const Log2Hist& hist, double q);
 LatencySummary summarize(const Log2Hist& hist, uint64_t total_ns);
 
-// Element-wise delta cur - prev, treating a decrease (entry was re-created) as a reset: the
-// delta is then cur itself. Pure.
+// Element-wise delta cur - prev modulo 2^32. The BPF buckets are u32 per CPU and so is their
+// sum: they wrap, and a bucket lower than before is a wrap, not a reset. The delta is exact as
+// long as fewer than 2^32 events land in one bucket between the two reads. A reset (the entry
+// re-created) cannot be told from the buckets: the caller knows it and passes prev = {} (the
+// collector: src/entry_delta.h). Pure.
 Log2Hist histDelta(const Log2Hist& cur, const Log2Hist& prev);
 
 }  // namespace colod::collect

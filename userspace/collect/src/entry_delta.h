@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: Apache-2.0
+// One BPF map entry read twice: its per-CPU values summed, and what happened in between.
+//
+// Private to colod::collect (the collector and collect_test use it). Pure: no syscalls.
+//
+// Why the histogram buckets stay u32 and the deltas are modular (issue 17, part 3):
+// a bucket is a u32 per CPU, and the collector sums the CPUs into a u32 as well. Both wrap:
+// one CPU's slot 0 or 1 of a busy cgroup passes 2^32 in about half a day, and the sum over
+// 96 CPUs in minutes. Wrapping is harmless as long as deltas are taken modulo 2^32 (unsigned
+// subtraction): the sum of per-CPU values mod 2^32 is the true total mod 2^32, so the delta
+// is exact while fewer than 2^32 events land in one bucket between two reads (4.3e9 per
+// 100 ms tick: out of reach). Widening the buckets to u64 would have added 104 bytes to every
+// per-CPU value (cg_sched 184 -> 288 B, i.e. x1.57 of the largest map: 4096 slots x 256 CPUs
+// = 193 -> 302 MB) and a cache line to the switch handler's working set, for no gain in
+// correctness.
+// What modular deltas cannot see is a real reset (the entry deleted and re-created, or its
+// slot recycled): a bucket that went down could be a wrap or a restart. So resets are never
+// inferred from the buckets; they come from what the collector knows:
+//   - it forgets the previous read of every entry it deletes (no previous read: a new entry);
+//   - a cgroup's cg_sched slot changed between reads (it was deleted and given another one);
+//   - a u64 counter of the entry went down: u64 counters never wrap (2^64 ns is 584 years),
+//     and `count` is the u64 sum of the very events the buckets count, so any restart that
+//     the collector did not cause itself shows there (the safety net).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "cgsched.h"
+#include "colod/collect/collector.h"
+#include "reclaim.h"
+
+namespace colod::collect::detail {
+
+// Per-CPU map values are laid out value_size rounded up to 8, once per possible CPU.
+constexpr std::size_t roundUp8(std::size_t n) { return (n + 7) & ~std::size_t{7}; }
+
+// Sums the ncpu per-CPU copies at base (stride roundUp8(sizeof(V))). Histogram buckets are
+// summed modulo 2^32 (see the file comment), the u64 counters exactly.
+colod_cg_sched sumSchedPerCpu(const uint8_t* base, int ncpu);
+colod_cg_reclaim sumReclaimPerCpu(const uint8_t* base, int ncpu);
+
+// One cgroup's cg_sched entry as read: the slot of cg_sched it lives in, and its value
+// summed over CPUs.
+struct SchedEntry {
+  uint32_t slot = 0;
+  colod_cg_sched sum{};
+};
+
+// What accumulated in an entry between two reads, field by field (histograms modulo 2^32).
+// prev == nullptr means the collector has no previous read (new entry, or one it deleted):
+// the delta is then cur. A restart the collector did not cause (slot changed, a u64 counter
+// went down) also gives cur, never a difference across the restart.
+colod_cg_sched schedDelta(const SchedEntry& cur, const SchedEntry* prev);
+colod_cg_reclaim reclaimDelta(const colod_cg_reclaim& cur, const colod_cg_reclaim* prev);
+
+// Copies a map value's u32 buckets into a Log2Hist.
+inline Log2Hist toHist(const uint32_t (&h)[COLOD_HIST_SLOTS]) {
+  Log2Hist out{};
+  static_assert(sizeof(out) == sizeof(h));
+  std::memcpy(out.data(), h, sizeof(h));
+  return out;
+}
+
+}  // namespace colod::collect::detail
