@@ -268,6 +268,8 @@ class Daemon::Impl final : public nri::Plugin,
   std::atomic<uint64_t> journal_errors_{0};
   std::atomic<uint64_t> journal_entries_{0};
   std::atomic<uint64_t> bpf_drops_{0};
+  std::atomic<uint64_t> bpf_delete_errors_{0};
+  std::atomic<uint64_t> bpf_deletes_pending_{0};
 
   // The current containers, for the upserts that open a new recording (encoded when one starts,
   // not kept encoded: ~2 KB of JSON a container). Guarded by the recorders' lock.

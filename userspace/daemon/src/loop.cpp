@@ -169,6 +169,8 @@ void Daemon::Impl::tick() {
     return;
   }
   bpf_drops_ = snap->stats.map_drops;
+  bpf_delete_errors_ = snap->stats.map_delete_errors;
+  bpf_deletes_pending_ = snap->stats.map_deletes_pending;
 
   policy::Snapshot ps;
   ps.now_ns =
@@ -387,6 +389,8 @@ void Daemon::Impl::publish() {
   d.reconcile_external_changes = rs.external_changes;
   d.journal_errors = journal_errors_;
   d.bpf_dropped_events = bpf_drops_;
+  d.bpf_delete_errors = bpf_delete_errors_;
+  d.bpf_deletes_pending = bpf_deletes_pending_;
   d.ticks = ticks_;
   d.tick_overruns = tick_overruns_;
   d.config_reloads = reloads_;

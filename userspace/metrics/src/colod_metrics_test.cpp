@@ -98,6 +98,8 @@ TEST(ColodMetrics, ReconcileFamilies) {
       << "every reason is exported, zero included";
   EXPECT_TRUE(contains(text, "colod_reconcile_external_changes_total 2"));
   EXPECT_TRUE(contains(text, "colod_journal_errors_total 1"));
+  EXPECT_TRUE(contains(text, "colod_bpf_delete_errors_total 0"));
+  EXPECT_TRUE(contains(text, "colod_bpf_deletes_pending 0"));
 }
 
 TEST(ColodMetrics, EveryFamilyDeclaredOnceAndSamplesContiguous) {

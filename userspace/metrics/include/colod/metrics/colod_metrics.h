@@ -51,6 +51,8 @@ struct DaemonMetrics {
   uint64_t reconcile_external_changes = 0;
   uint64_t journal_errors = 0;
   uint64_t bpf_dropped_events = 0;   // BPF map updates that failed (maps full)
+  uint64_t bpf_delete_errors = 0;    // removals of vanished cgroups' map state that failed
+  uint64_t bpf_deletes_pending = 0;  // those waiting for their retry now
   uint64_t ticks = 0;
   uint64_t tick_overruns = 0;
   uint64_t config_reloads = 0;
