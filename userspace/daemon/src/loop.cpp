@@ -322,9 +322,14 @@ void Daemon::Impl::publish() {
     managed.insert(e.id);
   }
   const ReconcileStats rs = actuator_->stats();
-  in.rows.reserve(known_.size());
-  for (const auto& [id, k] : known_) {
-    ViewRow row;
+  std::vector<const std::pair<const std::string, Known>*> order;
+  order.reserve(known_.size());
+  for (const auto& entry : known_) {
+    order.push_back(&entry);
+  }
+  in.row_count = order.size();
+  in.fill_row = [&](std::size_t i, ViewRow& row) {
+    const auto& [id, k] = *order[i];
     row.id = id;
     row.name = k.containerName();
     row.pod = std::string(k.podName());
@@ -363,8 +368,7 @@ void Daemon::Impl::publish() {
             a.preemptions);
       }
     }
-    in.rows.push_back(std::move(row));
-  }
+  };
   uint64_t unresolved = 0;
   for (const auto& [id, k] : known_) {
     unresolved += k.cgroup_id == 0 ? 1 : 0;

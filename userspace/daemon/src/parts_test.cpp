@@ -123,6 +123,14 @@ TEST(TraceRecorders, ASessionEndsAtItsDeadlineOrWhenTheClientLeaves) {
   EXPECT_EQ(writes, 1);
 }
 
+// Inputs whose rows come from a table (the loop fills them from its own).
+ViewInputs inputsOf(const std::vector<ViewRow>& rows) {
+  ViewInputs in;
+  in.row_count = rows.size();
+  in.fill_row = [&rows](std::size_t i, ViewRow& r) { r = rows[i]; };
+  return in;
+}
+
 ViewRow row(const std::string& id, const std::string& ns, const std::string& pod) {
   ViewRow r;
   r.id = id;
@@ -139,15 +147,15 @@ ViewRow row(const std::string& id, const std::string& ns, const std::string& pod
 }
 
 TEST(BuildView, SortsByNameAndKeepsWhereEachRowCameFrom) {
-  ViewInputs in;
-  in.rows = {row("id-z", "zeta", "p"), row("id-a", "alpha", "p")};
+  std::vector<ViewRow> rows = {row("id-z", "zeta", "p"), row("id-a", "alpha", "p")};
   collect::CgroupSample s;
   s.runq.p99_us = 1234;
   s.oncpu_ns = 50'000'000;
   s.runq_hist[3] = 9;
-  in.rows[0].last = &s;
-  in.rows[0].preempted_by = {{"jobs/b/hog", 4}, {"host", 1}};
-  in.rows[1].cgroup_id = 0;
+  rows[0].last = &s;
+  rows[0].preempted_by = {{"jobs/b/hog", 4}, {"host", 1}};
+  rows[1].cgroup_id = 0;
+  ViewInputs in = inputsOf(rows);
   in.node_cpus = 2;
   in.interval_ms = 100;
   in.status.set_mode("act");
@@ -174,10 +182,9 @@ TEST(BuildView, SortsByNameAndKeepsWhereEachRowCameFrom) {
 class ControlBackendTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ViewInputs in;
-    in.rows = {row("aaaa1111", "prod", "web"), row("bbbb2222", "jobs", "hog")};
-    in.rows[1].managed = true;
-    views_.publish(buildView(in));
+    std::vector<ViewRow> rows = {row("aaaa1111", "prod", "web"), row("bbbb2222", "jobs", "hog")};
+    rows[1].managed = true;
+    views_.publish(buildView(inputsOf(rows)));
     log_.add(decision(1, "bbbb2222", "engage for prod/web"), "engage");
     hooks_.config_path = "/etc/colod/colod.yaml";
     hooks_.config = [] { return std::make_shared<const Config>(); };

@@ -13,10 +13,17 @@ namespace v1 = control::v1;
 std::shared_ptr<const View> buildView(const ViewInputs& in) {
   auto v = std::make_shared<View>();
   v->unix_ms = in.unix_ms;
-  v->containers.reserve(in.rows.size());
-  v->metrics.containers.reserve(in.rows.size());
+  v->containers.reserve(in.row_count);
+  v->metrics.containers.reserve(in.row_count);
+  v->last.reserve(in.row_count);
   const double interval_ns = static_cast<double>(in.interval_ms) * 1e6;
-  for (const auto& row : in.rows) {
+  ViewRow row;
+  for (std::size_t i = 0; i < in.row_count; ++i) {
+    row.last = nullptr;
+    row.preempted_by.clear();
+    row.managed = false;
+    row.cpuset_cpus = 0;
+    in.fill_row(i, row);
     v1::Container c;
     c.set_id(row.id);
     c.set_name(row.name);
