@@ -1,11 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "colod/control/client.h"
 
+#include <grp.h>
 #include <grpcpp/grpcpp.h>
+#include <pwd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 
+#include <array>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "colod/base/unique_fd.h"
@@ -38,7 +43,99 @@ std::string unreachable(const std::string& path, int err) {
          std::strerror(err) + ")";
 }
 
+std::string userName(uid_t uid) {
+  passwd pw{};
+  passwd* found = nullptr;
+  std::array<char, 1024> buf{};
+  if (::getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) == 0 && found != nullptr) {
+    return found->pw_name;
+  }
+  return std::to_string(uid);
+}
+
+std::string groupName(gid_t gid) {
+  group gr{};
+  group* found = nullptr;
+  std::array<char, 1024> buf{};
+  if (::getgrgid_r(gid, &gr, buf.data(), buf.size(), &found) == 0 && found != nullptr) {
+    return found->gr_name;
+  }
+  return std::to_string(gid);
+}
+
+std::string octal(unsigned mode) {
+  std::array<char, 8> buf{};
+  std::snprintf(buf.data(), buf.size(), "%04o", mode & 07777U);
+  return buf.data();
+}
+
+// Length of the "[file.cpp:123]" marker starting at `at` (COLOD_ERR's), 0 if there is none.
+std::size_t markerLength(std::string_view s, std::size_t at) {
+  if (at >= s.size() || s[at] != '[') {
+    return 0;
+  }
+  const std::size_t close = s.find(']', at);
+  if (close == std::string_view::npos) {
+    return 0;
+  }
+  const std::string_view inner = s.substr(at + 1, close - at - 1);
+  const std::size_t colon = inner.rfind(':');
+  if (colon == std::string_view::npos || colon == 0 || colon + 1 == inner.size() ||
+      inner.substr(0, colon).find_first_of(" []") != std::string_view::npos ||
+      inner.substr(colon + 1).find_first_not_of("0123456789") != std::string_view::npos) {
+    return 0;
+  }
+  return close - at + 1;
+}
+
 }  // namespace
+
+std::string permissionDeniedMessage(const std::string& socket_path) {
+  const std::string head = "permission denied on " + socket_path + ": ";
+  struct stat st {};
+  if (::stat(socket_path.c_str(), &st) != 0) {
+    // Not even visible: a directory on the way is closed to this user.
+    return head + "run as root (a directory on the way is not accessible to this user)";
+  }
+  const unsigned mode = st.st_mode & 07777U;
+  const std::string owner = userName(st.st_uid);
+  const std::string grp = groupName(st.st_gid);
+  const std::string who = st.st_uid == 0 ? "root" : "root or as " + owner;
+  if ((mode & S_IWGRP) != 0) {
+    return head + "run as " + who + " or as a member of group " + grp + " (the socket is mode " +
+           octal(mode) + ")";
+  }
+  return head + "run as " + who + " (the socket is mode " + octal(mode) +
+         "; daemon.control_socket_mode: 0660 in colod's configuration opens it to group " + grp +
+         ")";
+}
+
+std::string operatorMessage(const Error& e) {
+  // Drop every "[file.cpp:123] " marker that COLOD_ERR put in, wherever a wrap() moved it.
+  const std::string& in = e.context();
+  std::string out;
+  out.reserve(in.size());
+  for (std::size_t i = 0; i < in.size();) {
+    if (const std::size_t n = markerLength(in, i); n > 0) {
+      i += n;
+      if (i < in.size() && in[i] == ' ') {
+        ++i;
+      }
+      continue;
+    }
+    out += in[i++];
+  }
+  // "Not found" and "invalid" sentences say everything; the strerror of their own code after
+  // them (an older colod sent Error::message(), the client then added it again) says nothing.
+  // Other codes keep their text: there the strerror may be the only cause given.
+  if (e.code() && (e.errnoValue() == ENOENT || e.errnoValue() == EINVAL)) {
+    const std::string tail = ": " + e.code().message();
+    while (out.size() > tail.size() && out.ends_with(tail)) {
+      out.resize(out.size() - tail.size());
+    }
+  }
+  return out;
+}
 
 Client::Client(std::string path,
                std::unique_ptr<v1::Control::Stub> stub,
@@ -50,17 +147,24 @@ Result<Client> Client::connect(const std::string& socket_path,
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (socket_path.empty() || socket_path.size() >= sizeof(addr.sun_path)) {
-    return COLOD_ERR(EINVAL, "control socket path '", socket_path, "' is empty or too long");
+    return Error(EINVAL, "control socket path '" + socket_path + "' is empty or too long");
   }
   socket_path.copy(addr.sun_path, socket_path.size());
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd) {
-    return Error(errno, "socket(AF_UNIX)");
+    const int err = errno;
+    return Error(std::error_code(err, std::generic_category()),
+                 std::string("cannot create a Unix socket: ") + std::strerror(err));
   }
   if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
     const int err = errno;
-    // No [file:line] prefix: this message is for the operator, verbatim.
-    return Error(std::error_code(), unreachable(socket_path, err));
+    // No [file:line] prefix: these messages are for the operator, verbatim. The code is kept
+    // (for --debug); operatorMessage() shows the sentence alone.
+    const std::error_code code(err, std::generic_category());
+    if (err == EACCES || err == EPERM) {
+      return Error(code, permissionDeniedMessage(socket_path));
+    }
+    return Error(code, unreachable(socket_path, err));
   }
   fd.reset();
   grpc::ChannelArguments args;
@@ -86,17 +190,26 @@ Result<Reply> unary(const std::string& path,
       return Error(std::error_code(ECONNREFUSED, std::generic_category()),
                    "cannot reach colod at " + path + ": " + st.error_message());
     }
+    if (st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+      return Error(
+          std::error_code(ETIMEDOUT, std::generic_category()),
+          "colod at " + path + " did not answer within " + std::to_string(timeout.count()) + " ms");
+    }
+    // The daemon's message is the sentence (server.cpp); the code classifies it.
     return Error(statusErrno(st.error_code()), st.error_message());
   }
   return reply;
 }
 }  // namespace
 
+// ReqT and ReplyT are types: they cannot be parenthesised.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define COLOD_UNARY(Method, ReqT, ReplyT, req)                                            \
   unary<ReqT, ReplyT>(path_, timeout_, req,                                              \
                       [this](grpc::ClientContext* c, const ReqT& r, ReplyT* o) {          \
                         return stub_->Method(c, r, o);                                   \
                       })
+// NOLINTEND(bugprone-macro-parentheses)
 
 Result<v1::StatusReply> Client::status() {
   return COLOD_UNARY(Status, v1::StatusRequest, v1::StatusReply, v1::StatusRequest());

@@ -11,10 +11,11 @@ std::string displayName(const v1::Container& c) {
   return c.namespace_() + "/" + c.pod() + "/" + c.name();
 }
 
+// The messages are sentences for the operator, sent verbatim to coloctl: no [file:line].
 Result<std::size_t> resolveContainer(std::span<const v1::Container> containers,
                                      std::string_view query) {
   if (query.empty()) {
-    return COLOD_ERR(EINVAL, "empty container name");
+    return Error(EINVAL, "empty container name");
   }
   using Rule = std::function<bool(const v1::Container&)>;
   const std::string q(query);
@@ -44,12 +45,14 @@ Result<std::size_t> resolveContainer(std::span<const v1::Container> containers,
       if (hits.size() > 8) {
         list += ", ...";
       }
-      return COLOD_ERR(EINVAL, "container '", query, "' is ambiguous: ", hits.size(),
-                       " match: ", list, "; use namespace/pod/container or an id prefix");
+      return Error(EINVAL, detail::concat("container '", query, "' is ambiguous: ", hits.size(),
+                                          " match: ", list,
+                                          "; use namespace/pod/container or an id prefix"));
     }
   }
-  return COLOD_ERR(ENOENT, "no container matches '", query,
-                   "' (try namespace/pod/container, pod/container, a name or an id prefix)");
+  return Error(ENOENT, detail::concat("no container matches '", query,
+                                      "' (try namespace/pod/container, pod/container, a name or "
+                                      "an id prefix)"));
 }
 
 }  // namespace colod::control

@@ -53,6 +53,11 @@ TEST(ResolveContainer, ByNameOrIdPrefix) {
 TEST(ResolveContainer, NothingOrEmpty) {
   auto f = fleet();
   EXPECT_ERR(resolveContainer(f, "redis"), ENOENT, "no container matches");
+  // The sentence goes to the operator verbatim: no [names.cpp:NN] marker (issue #16).
+  EXPECT_EQ(resolveContainer(f, "redis").error().context(),
+            "no container matches 'redis' (try namespace/pod/container, pod/container, a name "
+            "or an id prefix)");
+  EXPECT_EQ(resolveContainer(f, "nginx").error().context().find("[names.cpp"), std::string::npos);
   EXPECT_ERR(resolveContainer(f, ""), EINVAL, "empty");
   EXPECT_ERR(resolveContainer({}, "x"), ENOENT, "no container");
 }

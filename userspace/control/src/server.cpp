@@ -18,6 +18,11 @@ namespace colod::control {
 
 namespace {
 
+// The status message is what coloctl shows the operator. "Not found" and "invalid" errors are
+// sentences that say everything (the code says what strerror would), so the message is the
+// context alone ("no container matches 'x' (...)"), never "...: No such file or directory",
+// which the client used to print a second time. Any other error keeps its strerror: there it may
+// be the only cause given.
 grpc::Status toStatus(const Error& e) {
   grpc::StatusCode code = grpc::StatusCode::INTERNAL;
   switch (e.errnoValue()) {
@@ -33,8 +38,18 @@ grpc::Status toStatus(const Error& e) {
     case ECANCELED:
       code = grpc::StatusCode::CANCELLED;
       break;
+    case EACCES:
+    case EPERM:
+      code = grpc::StatusCode::PERMISSION_DENIED;
+      break;
+    case ETIMEDOUT:
+      code = grpc::StatusCode::DEADLINE_EXCEEDED;
+      break;
     default:
       break;
+  }
+  if (e.errnoValue() == ENOENT || e.errnoValue() == EINVAL) {
+    return {code, e.context()};
   }
   return {code, e.message()};
 }

@@ -7,13 +7,17 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <filesystem>
 #include <thread>
 
 #include "colod/base/unique_fd.h"
 #include "colod/control/client.h"
+#include "colod/control/names.h"
 #include "colod/testing/result_matchers.h"
 
 namespace colod::control {
@@ -21,6 +25,7 @@ namespace {
 
 class FakeBackend : public Backend {
  public:
+  bool fail_internal = false;
   Result<v1::StatusReply> status() override {
     v1::StatusReply r;
     r.set_mode("dry-run");
@@ -38,7 +43,14 @@ class FakeBackend : public Backend {
     return r;
   }
   Result<v1::HistogramReply> histogram(const std::string& query) override {
-    return COLOD_ERR(ENOENT, "no container matches '", query, "'");
+    // What the daemon does: resolve the name against what it knows.
+    std::vector<v1::Container> known(1);
+    known[0].set_id("abcdef123456");
+    auto idx = resolveContainer(known, query);
+    if (!idx) {
+      return std::move(idx).error();
+    }
+    return v1::HistogramReply();
   }
   Result<v1::DecisionsReply> decisions(uint32_t limit) override {
     v1::DecisionsReply r;
@@ -51,6 +63,9 @@ class FakeBackend : public Backend {
     return COLOD_ERR(EINVAL, "container '", query, "' is ambiguous");
   }
   Result<v1::ConfigShowReply> configShow() override {
+    if (fail_internal) {
+      return COLOD_ERR(EIO, "reading ", "/etc/colod/colod.yaml");
+    }
     v1::ConfigShowReply r;
     r.set_yaml("daemon: {}\n");
     return r;
@@ -113,6 +128,93 @@ TEST_F(ControlTest, UnaryCallsRoundTripAndSocketIsPrivate) {
   EXPECT_FALSE(std::filesystem::exists(path_));
 }
 
+// Issue #16: `coloctl hist nosuch` printed "[names.cpp:51] no container matches 'nosuch' (...):
+// No such file or directory: No such file or directory". The operator reads one sentence.
+TEST_F(ControlTest, ErrorsReachTheOperatorAsOneSentence) {
+  auto server = ASSERT_OK(Server::start({.socket_path = path_}, backend_));
+  auto client = ASSERT_OK(Client::connect(path_));
+  auto r = client.histogram("nosuch");
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().errnoValue(), ENOENT);
+  // The server sends the sentence (no strerror: NOT_FOUND says it), the resolver adds no marker.
+  EXPECT_EQ(r.error().context(),
+            "no container matches 'nosuch' (try namespace/pod/container, pod/container, a name "
+            "or an id prefix)");
+  EXPECT_EQ(operatorMessage(r.error()), r.error().context());
+  // An internal failure keeps its cause (the strerror is all there is) and loses its marker.
+  backend_.fail_internal = true;
+  auto show = client.configShow();
+  ASSERT_FALSE(show.has_value());
+  EXPECT_EQ(operatorMessage(show.error()), "reading /etc/colod/colod.yaml: Input/output error");
+  EXPECT_NE(show.error().context().find("[server_test.cpp:"), std::string::npos)
+      << "the internals stay available for --debug";
+}
+
+TEST(OperatorMessage, DropsMarkersAndTheRepeatedStrerror) {
+  // What an older colod sent (Error::message() with the marker), as the client received it.
+  const Error old(ENOENT,
+                  "[names.cpp:51] no container matches 'x' (try ...): No such file or directory");
+  EXPECT_EQ(operatorMessage(old), "no container matches 'x' (try ...)");
+  const Error twice(EINVAL,
+                    "f.yaml:2:9: daemon.mode: 'fast': expected one of act, dry-run: "
+                    "Invalid argument: Invalid argument");
+  EXPECT_EQ(operatorMessage(twice),
+            "f.yaml:2:9: daemon.mode: 'fast': expected one of act, dry-run");
+  const Error wrapped = Error(EIO, "[journal.cpp:12] writing /var/lib/colod/j: disk full")
+                            .wrap("[loop.cpp:3] saving");
+  EXPECT_EQ(operatorMessage(wrapped), "saving -- writing /var/lib/colod/j: disk full");
+  // Brackets that are not markers stay.
+  EXPECT_EQ(operatorMessage(Error(EINVAL, "cpus [0-3]: a:1 [x:y] [a b:1]")),
+            "cpus [0-3]: a:1 [x:y] [a b:1]");
+}
+
+// Permission denied on the socket says so and who may connect, not "is the daemon running?".
+TEST_F(ControlTest, PermissionDeniedOnTheSocketSaysWhoMayConnect) {
+  auto server = ASSERT_OK(Server::start({.socket_path = path_}, backend_));
+  // The directories must be searchable by the unprivileged user; the socket stays 0600.
+  ASSERT_EQ(::chmod(dir_.c_str(), 0755), 0);
+  ASSERT_EQ(::chmod((dir_ + "/sub").c_str(), 0755), 0);
+  std::string message;
+  if (::geteuid() == 0) {
+    // As root, connect from a child that has become nobody (root bypasses the mode).
+    std::array<int, 2> fds{};
+    ASSERT_EQ(::pipe(fds.data()), 0);
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ::close(fds[0]);
+      if (::setgid(65534) != 0 || ::setuid(65534) != 0) {
+        ::_exit(2);
+      }
+      auto r = Client::connect(path_);
+      const std::string m = r.has_value() ? "connected" : operatorMessage(r.error());
+      const bool written = ::write(fds[1], m.data(), m.size()) == static_cast<ssize_t>(m.size());
+      ::_exit(written ? 0 : 3);
+    }
+    ::close(fds[1]);
+    std::array<char, 1024> buf{};
+    ssize_t n = 0;
+    while ((n = ::read(fds[0], buf.data(), buf.size())) > 0) {
+      message.append(buf.data(), static_cast<std::size_t>(n));
+    }
+    ::close(fds[0]);
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  } else {
+    // The socket is ours: close it to us.
+    ASSERT_EQ(::chmod(path_.c_str(), 0000), 0);
+    auto denied = Client::connect(path_);
+    ASSERT_FALSE(denied.has_value());
+    message = operatorMessage(denied.error());
+  }
+  EXPECT_EQ(message.rfind("permission denied on " + path_ + ": run as root", 0), 0U) << message;
+  EXPECT_EQ(message.find("is the daemon running"), std::string::npos) << message;
+  if (::geteuid() == 0) {
+    EXPECT_NE(message.find("(the socket is mode 0600"), std::string::npos) << message;
+  }
+}
+
 TEST_F(ControlTest, RecordStreamsChunks) {
   auto server = ASSERT_OK(Server::start({.socket_path = path_}, backend_));
   auto client = ASSERT_OK(Client::connect(path_));
@@ -133,9 +235,10 @@ TEST_F(ControlTest, RecordStreamsChunks) {
 TEST_F(ControlTest, HelpfulErrorWhenDaemonIsNotRunning) {
   auto r = Client::connect(path_);
   ASSERT_FALSE(r.has_value());
-  EXPECT_EQ(r.error().message(), "cannot reach colod at " + path_ +
-                                     ": is the daemon running? (connect: No such file or "
-                                     "directory)");
+  EXPECT_EQ(r.error().errnoValue(), ENOENT);
+  EXPECT_EQ(operatorMessage(r.error()), "cannot reach colod at " + path_ +
+                                            ": is the daemon running? (connect: No such file or "
+                                            "directory)");
 }
 
 TEST_F(ControlTest, SecondServerOnLiveSocketIsRefusedStaleSocketIsReplaced) {

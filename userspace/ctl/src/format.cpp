@@ -1,86 +1,97 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "format.h"
 
+#include <array>
 #include <cinttypes>
 #include <cstdio>
 #include <ctime>
-#include <string_view>
+#include <map>
+#include <memory>
+#include <vector>
 
 #include "colod/control/names.h"
+#include "text.h"
 
 namespace colod::ctl {
 
-namespace {
-std::string clip(std::string_view s, std::size_t width) {
-  if (s.size() <= width) {
-    return std::string(s);
-  }
-  return "…" + std::string(s.substr(s.size() - (width - 1)));
-}
-std::string fmt(const char* f, auto... args) {
-  char buf[512];
-  std::snprintf(buf, sizeof buf, f, args...);
-  return buf;
-}
-std::string timeOf(int64_t unix_ms) {
-  const time_t secs = static_cast<time_t>(unix_ms / 1000);
+namespace v1 = control::v1;
+
+std::string formatClock(int64_t unix_ms) {
+  const auto secs = static_cast<time_t>(unix_ms / 1000);
   tm local{};
   localtime_r(&secs, &local);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%H:%M:%S", &local);
-  return buf;
+  std::array<char, 32> buf{};
+  if (std::strftime(buf.data(), buf.size(), "%H:%M:%S", &local) == 0) {
+    return "?";
+  }
+  return buf.data();
 }
-}  // namespace
 
 std::string formatDurationNs(uint64_t ns) {
   if (ns == 0) {
     return "0";
   }
   if (ns < 1'000'000) {
-    return fmt("%" PRIu64 "us", ns / 1000);
+    return strprintf("%" PRIu64 "us", ns / 1000);
   }
   if (ns < 1'000'000'000) {
-    return fmt("%.1fms", static_cast<double>(ns) / 1e6);
+    return strprintf("%.1fms", static_cast<double>(ns) / 1e6);
   }
-  return fmt("%.2fs", static_cast<double>(ns) / 1e9);
+  return strprintf("%.2fs", static_cast<double>(ns) / 1e9);
 }
 
 std::string formatQuota(int64_t quota_us, uint64_t period_us) {
-  if (quota_us <= 0 || period_us == 0) {
+  if (quota_us < 0) {
+    return "max";
+  }
+  if (quota_us == 0 || period_us == 0) {
     return "-";
   }
-  return fmt("%.2f", static_cast<double>(quota_us) / static_cast<double>(period_us));
+  return strprintf("%.2f", static_cast<double>(quota_us) / static_cast<double>(period_us));
 }
 
-std::string formatTop(const control::v1::ListContainersReply& list,
-                      const control::v1::StatusReply* status) {
+std::string formatWho(std::string_view container) {
+  if (container.empty() || container == "/") {
+    return "host (root cgroup)";
+  }
+  return std::string(container);
+}
+
+std::string formatTop(const v1::ListContainersReply& list, const v1::StatusReply* status) {
   std::string out;
   if (status != nullptr) {
-    out += fmt("colod %s  mode %s  nri %s  containers %" PRIu64 "  interval %" PRId64
-               " ms  updates %" PRIu64 " (failed %" PRIu64 ")  rss %.1f MiB\n",
-               status->version().c_str(), status->mode().c_str(),
-               status->nri_connected() ? "connected" : "DISCONNECTED", status->containers(),
-               status->interval_ms(), status->updates_sent(), status->update_failures(),
-               static_cast<double>(status->rss_bytes()) / (1 << 20));
+    out += strprintf("colod %s  mode %s  nri %s  containers %" PRIu64 "  interval %" PRId64
+                     " ms  updates %" PRIu64 " (failed %" PRIu64 ")  rss %.1f MiB\n",
+                     status->version().c_str(), status->mode().c_str(),
+                     status->nri_connected() ? "connected" : "DISCONNECTED", status->containers(),
+                     status->interval_ms(), status->updates_sent(), status->update_failures(),
+                     static_cast<double>(status->rss_bytes()) / (1 << 20));
   }
-  out += fmt("%-36s %-7s %7s %7s %7s %-26s %8s %8s %-8s %5s %6s\n", "CONTAINER", "TIER",
-             "P50us", "P99us", "PREEMPT", "PREEMPTED BY", "THROTTLE", "RECLAIM", "CPUSET",
-             "QUOTA", "SHARES");
+  // Columns: width and alignment. Text columns are clipped (front: the end of a name is the
+  // informative part); numbers are never cut.
+  auto row = [](std::string_view name, std::string_view tier, std::string_view p50,
+                std::string_view p99, std::string_view preempt, std::string_view by,
+                std::string_view throttle, std::string_view reclaim, std::string_view cpuset,
+                std::string_view quota, std::string_view shares, std::string_view mark) {
+    return padRight(clipFront(name, 36), 36) + " " + padRight(clipFront(tier, 7), 7) + " " +
+           padLeft(p50, 7) + " " + padLeft(p99, 7) + " " + padLeft(preempt, 7) + " " +
+           padRight(clipFront(by, 26), 26) + " " + padLeft(throttle, 8) + " " +
+           padLeft(reclaim, 8) + " " + padRight(clipFront(cpuset, 8), 8) + " " + padLeft(quota, 5) +
+           " " + padLeft(shares, 6) + std::string(mark) + "\n";
+  };
+  out += row("CONTAINER", "TIER", "P50us", "P99us", "PREEMPT", "PREEMPTED BY", "THROTTLE",
+             "RECLAIM", "CPUSET", "QUOTA", "SHARES", "");
   for (const auto& c : list.containers()) {
     std::string by = "-";
     if (c.preempted_by_size() > 0) {
       const auto& a = c.preempted_by(0);
-      by = clip(a.container(), 20) + ":" + std::to_string(a.preemptions());
+      by = clipFront(formatWho(a.container()), 20) + ":" + std::to_string(a.preemptions());
     }
-    out += fmt("%-36s %-7s %7" PRIu64 " %7" PRIu64 " %7" PRIu64 " %-26s %8s %8s %-8s %5s %6" PRIu64
-               "%s\n",
-               clip(control::displayName(c), 36).c_str(), c.tier().c_str(), c.runq_p50_us(),
-               c.runq_p99_us(), c.preemptions(), clip(by, 26).c_str(),
-               formatDurationNs(c.throttled_ns()).c_str(),
-               formatDurationNs(c.reclaim_stall_ns()).c_str(),
-               clip(c.cpuset().empty() ? "all" : c.cpuset(), 8).c_str(),
-               formatQuota(c.quota_us(), c.period_us()).c_str(), c.shares(),
-               c.managed() ? " *" : "");
+    out += row(control::displayName(c), c.tier(), std::to_string(c.runq_p50_us()),
+               std::to_string(c.runq_p99_us()), std::to_string(c.preemptions()), by,
+               formatDurationNs(c.throttled_ns()), formatDurationNs(c.reclaim_stall_ns()),
+               c.cpuset().empty() ? "all" : c.cpuset(), formatQuota(c.quota_us(), c.period_us()),
+               std::to_string(c.shares()), c.managed() ? " *" : "");
   }
   if (list.containers_size() == 0) {
     out += "(no containers known: is the runtime connected?)\n";
@@ -88,13 +99,55 @@ std::string formatTop(const control::v1::ListContainersReply& list,
   return out;
 }
 
-std::string formatDecisions(const control::v1::DecisionsReply& decisions) {
+namespace {
+
+std::string decisionTarget(const v1::Decision& d) {
+  if (!d.container().empty()) {
+    return d.container();
+  }
+  return d.container_id().empty() ? std::string("-") : d.container_id().substr(0, 12);
+}
+
+std::string decisionLine(const v1::Decision& d) {
+  return formatClock(d.unix_ms()) + " " + padRight("#" + std::to_string(d.seq()), 6) + " " +
+         padRight(d.kind(), 22) + " " + padRight(clipFront(decisionTarget(d), 40), 40) + " " +
+         padRight(d.values(), 28) + " " + padRight(d.outcome(), 10) + " " + d.reason() + "\n";
+}
+
+// As a victim's protection: "    jobs/batch/hog: cpu_quota rung 3: quota=20000/100000 (runtime's
+// own: quota=max/100000), since 12:00:01, confirmed by the runtime". As a target's restriction:
+// "    restriction: cpu_quota rung 3 for victim prod/web/server: ..." (same tail).
+std::string restrictionLine(const v1::Restriction& r, bool as_victim) {
+  std::string line = "    ";
+  if (as_victim) {
+    line += (r.target().empty() ? r.target_id().substr(0, 12) : r.target()) + ": ";
+  } else {
+    line += "restriction: ";
+  }
+  line += r.lever();
+  if (r.rung() > 0) {
+    line += " rung " + std::to_string(r.rung());
+  }
+  if (!as_victim) {
+    line += " for victim " + (r.victim().empty() ? r.victim_id().substr(0, 12) : r.victim());
+  }
+  line += ": " + (r.values().empty() ? std::string("-") : r.values());
+  if (!r.runtime_own().empty()) {
+    line += " (runtime's own: " + r.runtime_own() + ")";
+  }
+  if (r.since_unix_ms() > 0) {
+    line += ", since " + formatClock(r.since_unix_ms());
+  }
+  line += r.confirmed() ? ", confirmed by the runtime" : ", not yet confirmed by the runtime";
+  return line + "\n";
+}
+
+}  // namespace
+
+std::string formatDecisions(const v1::DecisionsReply& decisions) {
   std::string out;
   for (const auto& d : decisions.decisions()) {
-    out += fmt("%s #%-5" PRIu64 " %-22s %-40s %-28s %-10s %s\n", timeOf(d.unix_ms()).c_str(),
-               d.seq(), d.kind().c_str(),
-               clip(d.container().empty() ? d.container_id() : d.container(), 40).c_str(),
-               d.values().c_str(), d.outcome().c_str(), d.reason().c_str());
+    out += decisionLine(d);
   }
   if (decisions.decisions_size() == 0) {
     out += "(no decisions yet)\n";
@@ -102,26 +155,147 @@ std::string formatDecisions(const control::v1::DecisionsReply& decisions) {
   return out;
 }
 
-std::string formatStatus(const control::v1::StatusReply& s) {
+std::string formatExplain(const v1::ExplainReply& reply) {
+  std::string out = reply.text();
+  if (!out.empty() && out.back() != '\n') {
+    out += '\n';
+  }
+  if (reply.structured()) {
+    if (reply.protections_size() > 0) {
+      out += "  protected by colod (restrictions held on other containers for it):\n";
+      for (const auto& r : reply.protections()) {
+        out += restrictionLine(r, true);
+      }
+    } else if (reply.victim()) {
+      out += "  protected by colod: nothing held for it now\n";
+    }
+    if (reply.restrictions_size() > 0) {
+      out += "  restrictions colod holds on it:\n";
+      for (const auto& r : reply.restrictions()) {
+        out += restrictionLine(r, false);
+      }
+    }
+  }
+  if (reply.decisions_size() > 0) {
+    out += "  decisions:\n";
+    for (const auto& d : reply.decisions()) {
+      out += "    " + decisionLine(d);
+    }
+  }
+  return out;
+}
+
+namespace {
+
+struct ConfigNode {
+  std::string name;
+  const v1::ConfigValue* leaf = nullptr;
+  std::vector<std::unique_ptr<ConfigNode>> children;  // in first-seen order
+
+  ConfigNode* child(std::string_view part) {
+    for (auto& c : children) {
+      if (c->name == part && c->leaf == nullptr) {
+        return c.get();
+      }
+    }
+    children.push_back(std::make_unique<ConfigNode>());
+    children.back()->name = std::string(part);
+    return children.back().get();
+  }
+};
+
+std::string sourceText(const v1::ConfigValue& v) {
+  switch (v.source()) {
+    case v1::ConfigValue::SOURCE_DEFAULT:
+      return "default";
+    case v1::ConfigValue::SOURCE_FILE:
+      return "file";
+    case v1::ConfigValue::SOURCE_COMMAND_LINE:
+      return v.flag().empty() ? "command line" : "command line (" + v.flag() + ")";
+    default:
+      return "unknown";
+  }
+}
+
+// Recursive over the key's segments: the depth is the number of dots in a key (a handful).
+void renderConfig(const ConfigNode& node,  // NOLINT(misc-no-recursion)
+                  std::size_t depth,
+                  std::size_t comment_col,
+                  std::string& out) {
+  for (const auto& c : node.children) {
+    const std::string indent(2 * depth, ' ');
+    if (c->leaf != nullptr) {
+      const std::string text = indent + c->name + ": " + c->leaf->value();
+      out += padRight(text, comment_col) + "  # " + sourceText(*c->leaf) + "\n";
+    } else {
+      out += indent + c->name + ":\n";
+      renderConfig(*c, depth + 1, comment_col, out);
+    }
+  }
+}
+
+}  // namespace
+
+std::string formatConfigShow(const v1::ConfigShowReply& reply) {
+  std::string out;
+  if (reply.values_size() == 0) {
+    // An older colod: the file as loaded, without sources.
+    if (!reply.path().empty()) {
+      out += "# " + reply.path() + "\n";
+    }
+    out += reply.yaml();
+    if (!out.empty() && out.back() != '\n') {
+      out += '\n';
+    }
+    return out;
+  }
+  out += "# the configuration colod runs with: ";
+  out += reply.path().empty() ? std::string("built-in defaults (no file)") : reply.path();
+  if (reply.loaded_unix_ms() > 0) {
+    out += ", loaded at " + formatClock(reply.loaded_unix_ms());
+  }
+  out += "\n# after each value, where it comes from: default, file or command line\n";
+  ConfigNode root;
+  std::size_t widest = 0;
+  for (const auto& v : reply.values()) {
+    ConfigNode* node = &root;
+    std::size_t depth = 0;
+    std::string_view key = v.key();
+    for (std::size_t dot = key.find('.'); dot != std::string_view::npos; dot = key.find('.')) {
+      node = node->child(key.substr(0, dot));
+      key.remove_prefix(dot + 1);
+      ++depth;
+    }
+    auto leaf = std::make_unique<ConfigNode>();
+    leaf->name = std::string(key);
+    leaf->leaf = &v;
+    node->children.push_back(std::move(leaf));
+    widest = std::max(widest, 2 * depth + displayWidth(key) + 2 + displayWidth(v.value()));
+  }
+  // Comments line up, unless one long value would push them all far right.
+  renderConfig(root, 0, std::min<std::size_t>(widest, 48), out);
+  return out;
+}
+
+std::string formatStatus(const v1::StatusReply& s) {
   // Updates are retried until the runtime confirms them: what matters is what is still pending,
   // not how many attempts failed on the way (those are in /metrics by reason).
   std::string pending = s.reconcile_pending() == 0
                             ? std::string("none")
-                            : fmt("%" PRIu64 " containers (oldest %" PRId64 " ms)",
-                                  s.reconcile_pending(), s.reconcile_oldest_pending_ms());
-  return fmt("version:        %s\nmode:           %s\nnri:            %s (reconnects %" PRIu64
-             ")\ncontainers:     %" PRIu64 "\nticks:          %" PRIu64
-             "\ninterval:       %" PRId64 " ms\ncgroup mode:    %s\nconfig:         %s\n"
-             "held by colod:  %" PRIu64 " containers\nupdates:        %" PRIu64
-             " confirmed, %" PRIu64 " failed attempts (all retried); pending: %s\n"
-             "journal:        %" PRIu64 " entries\nrss:            %.1f MiB\ncpu:            %.2f s\n",
-             s.version().c_str(), s.mode().c_str(),
-             s.nri_connected() ? "connected" : "disconnected", s.nri_reconnects(), s.containers(),
-             s.ticks(), s.interval_ms(), s.cgroup_mode().c_str(),
-             s.config_path().empty() ? "(built-in defaults)" : s.config_path().c_str(),
-             s.reconcile_tracked(), s.updates_sent(), s.update_failures(), pending.c_str(),
-             s.journal_entries(), static_cast<double>(s.rss_bytes()) / (1 << 20),
-             s.cpu_seconds());
+                            : strprintf("%" PRIu64 " containers (oldest %" PRId64 " ms)",
+                                        s.reconcile_pending(), s.reconcile_oldest_pending_ms());
+  return strprintf(
+      "version:        %s\nmode:           %s\nnri:            %s (reconnects %" PRIu64
+      ")\ncontainers:     %" PRIu64 "\nticks:          %" PRIu64 "\ninterval:       %" PRId64
+      " ms\ncgroup mode:    %s\nconfig:         %s\n"
+      "held by colod:  %" PRIu64 " containers\nupdates:        %" PRIu64 " confirmed, %" PRIu64
+      " failed attempts (all retried); pending: %s\n"
+      "journal:        %" PRIu64 " entries\nrss:            %.1f MiB\ncpu:            %.2f s\n",
+      s.version().c_str(), s.mode().c_str(), s.nri_connected() ? "connected" : "disconnected",
+      s.nri_reconnects(), s.containers(), s.ticks(), s.interval_ms(), s.cgroup_mode().c_str(),
+      s.config_path().empty() ? "(built-in defaults)" : s.config_path().c_str(),
+      s.reconcile_tracked(), s.updates_sent(), s.update_failures(), pending.c_str(),
+      s.journal_entries(), static_cast<double>(s.rss_bytes()) / (1 << 20), s.cpu_seconds());
 }
 
 }  // namespace colod::ctl

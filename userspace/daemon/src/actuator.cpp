@@ -131,17 +131,18 @@ std::vector<ReconcileEntry> Actuator::preview(const Wishes& wishes) const {
   return copy.entries();
 }
 
-std::vector<std::string> Actuator::setOverlays(const Wishes& wishes) {
-  std::vector<std::string> refused;
+Actuator::Committed Actuator::setOverlays(const Wishes& wishes) {
+  Committed out;
   {
     std::lock_guard lk(mu_);
     const auto snap = options_.registry != nullptr ? options_.registry->snapshot() : nullptr;
-    refused = applyWishes(state_, wishes, snap.get(), now());
+    out.refused = applyWishes(state_, wishes, snap.get(), now());
+    out.version = state_.version();
     kicked_ = true;
   }
   cv_.notify_all();
   converged_cv_.notify_all();
-  return refused;
+  return out;
 }
 
 void Actuator::load(const std::vector<ReconcileEntry>& entries, bool keep_overlay) {

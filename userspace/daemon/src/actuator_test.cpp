@@ -163,6 +163,21 @@ TEST_F(ActuatorTest, AnOverlayIsAppliedAndReleasedToTheRuntimesOwnValue) {
   EXPECT_TRUE(actuator_->entries().empty()) << "nothing of colod's is left";
 }
 
+// The journal is rewritten when the version moves past what was journaled: a release the
+// actuator confirms right after the commit must be a newer version than the commit's.
+TEST_F(ActuatorTest, AConfirmationAfterTheCommitIsANewerVersion) {
+  actuator_->setOverlays({{be_, {.name = "be", .overlay = quota(50000), .why = ""}}});
+  ASSERT_TRUE(waitFor([&] { return registryQuota(be_) == 50000 && settled(); }, 5s));
+  const auto committed = actuator_->setOverlays({});
+  EXPECT_TRUE(committed.refused.empty());
+  ASSERT_TRUE(waitFor([&] { return actuator_->entries().empty(); }, 5s));
+  EXPECT_GT(actuator_->version(), committed.version);
+  EXPECT_EQ(actuator_->setOverlays({{"nosuch", {.name = "", .overlay = quota(1), .why = ""}}})
+                .refused,
+            std::vector<std::string>{"nosuch"})
+      << "a container the runtime does not know is refused";
+}
+
 TEST_F(ActuatorTest, ARefusedRestoreIsRetriedUntilTheRuntimeTakesIt) {
   actuator_->setOverlays({{be_, {.name = "be", .overlay = quota(20000), .why = ""}}});
   ASSERT_TRUE(waitFor([&] { return registryQuota(be_) == 20000 && settled(); }, 5s));

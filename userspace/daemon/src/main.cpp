@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "colod/base/version.h"
 #include "colod/daemon/config.h"
 #include "colod/daemon/daemon.h"
 
@@ -54,7 +55,7 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : kExitConfig;
   }
   if (version) {
-    std::puts("colod 0.1.0");
+    std::printf("colod %s\n", std::string(colod::kVersionLine).c_str());
     return 0;
   }
   if (!check_path.empty()) {

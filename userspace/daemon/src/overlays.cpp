@@ -183,7 +183,8 @@ void Daemon::Impl::commitOverlays(const policy::RoundResult* round) {
       return;
     }
   }
-  for (const auto& id : actuator_->setOverlays(wishes)) {
+  const Actuator::Committed committed = actuator_->setOverlays(wishes);
+  for (const auto& id : committed.refused) {
     log()->warn("overlay for {} not taken (container unknown to the runtime or the bound of {} "
                 "tracked containers reached)",
                 id.substr(0, 12), conf->daemon.journal_max_entries);
@@ -191,7 +192,9 @@ void Daemon::Impl::commitOverlays(const policy::RoundResult* round) {
   }
   committed_ = std::move(wishes);
   if (journaled) {
-    journaled_version_ = actuator_->version();
+    // The version of exactly what was journaled (plus the commit): a release the actuator
+    // confirms right after is a newer version, and rewrites the journal.
+    journaled_version_ = committed.version;
   }
 }
 

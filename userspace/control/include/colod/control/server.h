@@ -18,8 +18,11 @@ class Server;
 namespace colod::control {
 
 // What the daemon implements. Errors map to gRPC status codes: ENOENT -> NOT_FOUND,
-// EINVAL -> INVALID_ARGUMENT, EAGAIN -> UNAVAILABLE, ECANCELED -> CANCELLED, others -> INTERNAL;
-// the status message is Error::message().
+// EINVAL -> INVALID_ARGUMENT, EAGAIN -> UNAVAILABLE, ECANCELED -> CANCELLED, EACCES/EPERM ->
+// PERMISSION_DENIED, ETIMEDOUT -> DEADLINE_EXCEEDED, others -> INTERNAL. The status message,
+// which coloctl shows the operator, is Error::context() for ENOENT and EINVAL (sentences that
+// say everything: "no container matches ...", a config error) and Error::message() otherwise
+// (the strerror may be the only cause given).
 class Backend {
  public:
   virtual ~Backend() = default;

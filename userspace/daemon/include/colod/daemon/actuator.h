@@ -76,8 +76,14 @@ class Actuator {
   // (containers absent from `wishes` are released). Nothing changes.
   [[nodiscard]] std::vector<ReconcileEntry> preview(const Wishes& wishes) const;
   // Commits colod's desired state (write the journal of preview() first: write-ahead).
-  // Containers absent from `wishes` are released. Returns the ids refused by the bound.
-  std::vector<std::string> setOverlays(const Wishes& wishes);
+  // Containers absent from `wishes` are released. Returns the ids refused (unknown to the
+  // runtime, or past the bound) and the state's version right after the commit -- read under
+  // the same lock, so a change the actuator thread makes a moment later is a newer version.
+  struct Committed {
+    std::vector<std::string> refused;
+    uint64_t version = 0;
+  };
+  Committed setOverlays(const Wishes& wishes);
   // Journal state at start, before the first resync (see ReconcilerState::load).
   void load(const std::vector<ReconcileEntry>& entries, bool keep_overlay);
 
