@@ -450,31 +450,39 @@ TEST_F(FaultTest, OutageMidEscalation) {
   startColod(faultConfig());
   startWorkloads();
   waitRestricted("hog");
-  const int64_t armed = colod::faults::realtimeNs();
-  peer_->mustControl({{"op", "outage"}, {"ms", 3000}});
-  note("runtime away for 3000 ms");
-  const json back = waitEventAfter(
-      armed, [](const json& e) { return e.value("event", "") == "outage-end"; }, 15s);
-  ASSERT_FALSE(back.is_null()) << "the peer never logged outage-end";
-  // The scenario is what it says: colod decided while the runtime was away (the first quota
+  // The scenario is what it says: colod decides while the runtime is away (the first quota
   // leaves a BE pinned to one CPU almost unrestricted, so the victim still hurts and the budget
-  // is tightened every verify window).
+  // is tightened every verify window). The policy may also find nothing to change for 3 s (the
+  // victim's intervals are noisy): then the outage is repeated, up to three times, each one
+  // checked for convergence, until colod decided during one.
   size_t decided_while_away = 0;
-  if (auto d = colod_->client().decisions(0)) {
-    for (const auto& x : d->decisions()) {
-      const int64_t at_ns = x.unix_ms() * 1'000'000;
-      decided_while_away += at_ns > armed && at_ns < tsOf(back) ? 1 : 0;
+  json back;
+  for (int outage = 0; outage < 3 && decided_while_away == 0; ++outage) {
+    const int64_t armed = colod::faults::realtimeNs();
+    peer_->mustControl({{"op", "outage"}, {"ms", 3000}});
+    note("runtime away for 3000 ms");
+    back = waitEventAfter(
+        armed, [](const json& e) { return e.value("event", "") == "outage-end"; }, 15s);
+    ASSERT_FALSE(back.is_null()) << "the peer never logged outage-end";
+    if (auto d = colod_->client().decisions(0)) {
+      for (const auto& x : d->decisions()) {
+        const int64_t at_ns = x.unix_ms() * 1'000'000;
+        decided_while_away += at_ns > armed && at_ns < tsOf(back) ? 1 : 0;
+      }
+    }
+    note(std::to_string(decided_while_away) + " decisions while the runtime was away");
+    if (decided_while_away == 0) {
+      expectConverges("hog", tsOf(back), 30s);
     }
   }
-  note(std::to_string(decided_while_away) + " decisions while the runtime was away");
-  EXPECT_GE(decided_while_away, 1U) << "no decision while the runtime was away";
+  EXPECT_GE(decided_while_away, 1U) << "no decision while the runtime was away in 3 outages";
   expectConverges("hog", tsOf(back), 30s);
   ASSERT_FALSE(HasFailure());
   // colod says what it holds.
   const auto overlay = colod::faults::journalOverlay(colod_->journalPath(), tracked("hog").id);
   const std::string why = explain("hog");
   if (overlay && !overlay->empty()) {
-    EXPECT_EQ(why.find("restrictions held by colod: none"), std::string::npos) << why;
+    EXPECT_EQ(why.find("held by colod: nothing"), std::string::npos) << why;
     EXPECT_NE(why.find("quota"), std::string::npos) << why;
   } else {
     note("colod released the BE before the explain check (the policy undid the rung)");

@@ -6,9 +6,11 @@
 #include <cerrno>
 #include <cctype>
 #include <charconv>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
+#include <set>
 #include <sstream>
 
 namespace colod::daemon {
@@ -315,6 +317,37 @@ Result<void> parseDaemon(std::string_view file, const YAML::Node& d, DaemonSetti
 
 }  // namespace
 
+namespace {
+
+// yaml-cpp keeps the last of two equal keys in a mapping without a word; an operator who wrote
+// a key twice meant one of them. The first repeated key, with where it is repeated.
+Result<void> rejectDuplicateKeys(const YAML::Node& node, std::string_view file,
+                                 const std::string& path) {
+  if (node.IsMap()) {
+    std::set<std::string> seen;
+    for (const auto& kv : node) {
+      const std::string key = kv.first.Scalar();
+      const std::string here = path.empty() ? key : path + "." + key;
+      if (!seen.insert(key).second) {
+        return Error(EINVAL, where(file, kv.first) + ": " + here +
+                                 ": duplicate key (each key may appear once)");
+      }
+      if (auto r = rejectDuplicateKeys(kv.second, file, here); !r) {
+        return r;
+      }
+    }
+  } else if (node.IsSequence()) {
+    for (const auto& item : node) {
+      if (auto r = rejectDuplicateKeys(item, file, path); !r) {
+        return r;
+      }
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
 Result<Config> parseConfig(std::string_view yaml_text, std::string_view file) {
   Config out;
   out.text = std::string(yaml_text);
@@ -325,6 +358,9 @@ Result<Config> parseConfig(std::string_view yaml_text, std::string_view file) {
   } catch (const YAML::Exception& e) {
     return Error(EINVAL, std::string(file) + ":" + std::to_string(e.mark.line + 1) + ":" +
                              std::to_string(e.mark.column + 1) + ": YAML syntax: " + e.msg);
+  }
+  if (auto dup = rejectDuplicateKeys(root, file, ""); !dup) {
+    return std::move(dup).error();
   }
   if (!root.IsNull() && !root.IsMap()) {
     return Error(EINVAL, where(file, root) + ": top level: expected a mapping with daemon: and "
@@ -358,6 +394,13 @@ Result<Config> parseConfig(std::string_view yaml_text, std::string_view file) {
 }
 
 Result<Config> loadConfig(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    // A ConfigMap mounted as a directory must not silently run on the built-in defaults.
+    return COLOD_ERR(EISDIR, path, " is a directory, not a configuration file (a mounted "
+                                   "ConfigMap: pass the file in it, e.g. ",
+                     path, "/config.yaml)");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     return COLOD_ERR(errno != 0 ? errno : ENOENT, "reading config ", path);

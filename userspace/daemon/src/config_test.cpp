@@ -155,3 +155,26 @@ TEST(ConfigReload, StopTimeoutIsParsed) {
 
 }  // namespace
 }  // namespace colod::daemon
+
+namespace colod::daemon {
+namespace {
+
+TEST(ConfigFile, ADuplicateKeyIsAnError) {
+  auto r = parseConfig("daemon:\n  interval_ms: 100\n  interval_ms: 200\n", "c.yaml");
+  ASSERT_FALSE(r.has_value());
+  EXPECT_NE(r.error().message().find("c.yaml:3:3: daemon.interval_ms: duplicate key"),
+            std::string::npos)
+      << r.error().message();
+  EXPECT_FALSE(parseConfig("policy:\n  thresholds: {runq_p99_us: 1, runq_p99_us: 2}\n", "c.yaml")
+                   .has_value());
+}
+
+TEST(ConfigFile, ADirectoryIsNotAConfigFile) {
+  auto r = loadConfig("/tmp");
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().errnoValue(), EISDIR);
+  EXPECT_NE(r.error().message().find("is a directory"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace colod::daemon

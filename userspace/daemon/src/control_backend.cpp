@@ -95,7 +95,7 @@ Result<v1::DumpReply> ControlBackend::dump() {
       applied.push_back({{"target_id", a.target_id},
                          {"victim_id", a.victim_id},
                          {"lever", std::string(policy::leverName(a.lever))},
-                         {"rung", a.rung},
+                         {"rung", a.rung + 1},
                          {"applied", describeResources(a.applied_values)}});
     }
   }
@@ -186,11 +186,7 @@ Result<v1::ExplainReply> ControlBackend::explain(const std::string& query) {
     text << "  baseline p99: " << cv.baseline_p99_us << " us; hits in window: "
          << cv.hits_in_window << "\n";
     text << "  victim now: " << (cv.victim ? "yes" : "no") << "\n";
-    for (const auto& a : cv.restrictions) {
-      text << "  engine restriction: " << policy::leverName(a.lever) << " rung " << a.rung + 1
-           << " for victim " << a.victim_id.substr(0, 12) << ": "
-           << describeResources(a.applied_values) << "\n";
-    }
+    out.set_victim(cv.victim);
     if (!cv.last_explanation.empty()) {
       text << "  last: " << cv.last_explanation << "\n";
     }
@@ -229,6 +225,49 @@ Result<v1::ExplainReply> ControlBackend::explain(const std::string& query) {
   for (auto& d : log_.about(c.id())) {
     *out.add_decisions() = std::move(d);
   }
+  // Structured: what protects it (restrictions whose victim it is) and what colod holds on it
+  // (restrictions whose target it is), with the runtime's own values a release returns to.
+  out.set_structured(true);
+  {
+    const auto entries = hooks_.overlays();
+    auto nameOf = [&v](const std::string& id) {
+      for (const auto& x : v->containers) {
+        if (x.id() == id) {
+          return control::displayName(x);
+        }
+      }
+      return id.substr(0, 12);
+    };
+    for (const auto& a : hooks_.applied()) {
+      const bool protects = a.victim_id == c.id();
+      const bool holds = a.target_id == c.id();
+      if (!protects && !holds) {
+        continue;
+      }
+      v1::Restriction r;
+      r.set_target_id(a.target_id);
+      r.set_target(nameOf(a.target_id));
+      r.set_victim_id(a.victim_id);
+      r.set_victim(nameOf(a.victim_id));
+      r.set_lever(std::string(policy::leverName(a.lever)));
+      r.set_rung(static_cast<uint32_t>(a.rung + 1));
+      r.set_values(describeResources(a.applied_values));
+      auto e = std::find_if(entries.begin(), entries.end(),
+                            [&](const ReconcileEntry& x) { return x.id == a.target_id; });
+      if (e != entries.end()) {
+        r.set_runtime_own(describeResources(e->base));
+        r.set_confirmed(!e->pending);
+      } else {
+        r.set_runtime_own(describeResources(a.original_values));
+      }
+      if (protects) {
+        *out.add_protections() = r;
+      }
+      if (holds) {
+        *out.add_restrictions() = std::move(r);
+      }
+    }
+  }
   out.set_text(text.str());
   return out;
 }
@@ -256,7 +295,8 @@ Result<v1::ConfigCheckReply> ControlBackend::configCheck(const v1::ConfigCheckRe
   auto r = parseConfig(req.yaml(), req.path().empty() ? "<config>" : req.path());
   out.set_ok(r.has_value());
   if (!r) {
-    out.set_error(r.error().message());
+    // A configuration error is its own sentence (file:line:col: key: value: why), no strerror.
+    out.set_error(r.error().errnoValue() == EINVAL ? r.error().context() : r.error().message());
   }
   return out;
 }
@@ -266,7 +306,8 @@ Result<v1::ConfigReloadReply> ControlBackend::configReload() {
   v1::ConfigReloadReply out;
   out.set_ok(r.has_value());
   if (!r) {
-    out.set_error(r.error().message());
+    // A configuration error is its own sentence (file:line:col: key: value: why), no strerror.
+    out.set_error(r.error().errnoValue() == EINVAL ? r.error().context() : r.error().message());
   } else {
     out.set_changed(*r);
   }

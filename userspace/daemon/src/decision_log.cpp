@@ -37,7 +37,8 @@ std::vector<control::v1::Decision> DecisionLog::about(const std::string& contain
   std::lock_guard lk(mu_);
   std::vector<control::v1::Decision> out;
   for (const auto& d : ring_) {
-    if (d.container_id() == container_id || d.reason().find(container_id) != std::string::npos) {
+    if (d.container_id() == container_id || d.victim_id() == container_id ||
+        d.reason().find(container_id) != std::string::npos) {
       out.push_back(d);
     }
   }

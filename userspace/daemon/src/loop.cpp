@@ -2,6 +2,8 @@
 // One tick of the loop: registry diff, collector snapshot, engine, decisions, the view.
 #include "daemon_impl.h"
 
+#include "colod/base/version.h"
+
 namespace colod::daemon {
 
 void Daemon::Impl::syncRegistry() {
@@ -292,6 +294,10 @@ void Daemon::Impl::handleDecisions(const policy::RoundResult& round) {
     p.set_reason(d.explanation.empty() ? d.rule : d.explanation);
     p.set_values(values);
     p.set_outcome(outcome);
+    p.set_victim_id(d.victim_id);
+    p.set_victim(d.victim_name);
+    p.set_lever(std::string(policy::leverName(d.lever)));
+    p.set_rung(static_cast<uint32_t>(d.rung + 1));
     decisions_.add(std::move(p), kind);
     if (outcome == "observe-only") {
       // Not applied: the engine must not believe it is in force.
@@ -404,7 +410,7 @@ void Daemon::Impl::publish() {
   d.mode = std::string(modeName(effectiveMode()));
 
   auto& st = in.status;
-  st.set_version("0.1.0");
+  st.set_version(std::string(colod::kVersion));
   st.set_mode(d.mode);
   st.set_nri_connected(d.nri_connected);
   st.set_nri_reconnects(d.nri_reconnects);

@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "colod/base/version.h"
+#include "colod/control/client.h"
 #include "colod/daemon/config.h"
 #include "colod/daemon/daemon.h"
 
@@ -61,7 +62,8 @@ int main(int argc, char** argv) {
   if (!check_path.empty()) {
     auto r = loadConfig(check_path);
     if (!r) {
-      std::fprintf(stderr, "colod: invalid configuration: %s\n", r.error().message().c_str());
+      std::fprintf(stderr, "colod: invalid configuration: %s\n",
+                   colod::control::operatorMessage(r.error()).c_str());
       return kExitConfig;
     }
     std::printf("%s: ok\n", check_path.c_str());
@@ -75,7 +77,8 @@ int main(int argc, char** argv) {
   if (!config_path.empty()) {
     auto r = loadConfig(config_path);
     if (!r) {
-      std::fprintf(stderr, "colod: invalid configuration: %s\n", r.error().message().c_str());
+      std::fprintf(stderr, "colod: invalid configuration: %s\n",
+                   colod::control::operatorMessage(r.error()).c_str());
       return kExitConfig;
     }
     config = std::move(r).value();
@@ -98,8 +101,10 @@ int main(int argc, char** argv) {
 
   auto daemon = Daemon::create(std::move(config), {.config_path = config_path, .overrides = overrides});
   if (!daemon) {
+    // The log keeps the internals; stderr gets the sentence an operator acts on.
     spdlog::critical("startup failed: {}", daemon.error().message());
-    std::fprintf(stderr, "colod: startup failed: %s\n", daemon.error().message().c_str());
+    std::fprintf(stderr, "colod: startup failed: %s\n",
+                 colod::control::operatorMessage(daemon.error()).c_str());
     return kExitConfig;
   }
   return daemon.value()->run();

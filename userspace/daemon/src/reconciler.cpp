@@ -12,7 +12,7 @@ namespace colod::daemon {
 namespace {
 
 // How many of colod's own past values per field are remembered to recognise them in a resync.
-constexpr std::size_t kOursKept = 8;
+constexpr std::size_t kOursKept = 16;
 
 std::string canonicalCpus(const std::optional<std::string>& v, std::string_view all_cpus) {
   if (!v || v->empty()) {
@@ -188,7 +188,12 @@ void ReconcilerState::remember(Tracked& t, Field f, const std::string& canon) {
   }
   v.push_back(canon);
   if (v.size() > kOursKept) {
-    v.erase(v.begin());
+    // Bounded, but never forgetting the value the runtime is known to hold now: that is the one
+    // a resync will show (seen: ten escalations while the runtime was away pushed out the value
+    // applied before the outage, and the resync took it for the kubelet's).
+    const std::string held = canonicalField(t.e.spec, f, options_.all_cpus);
+    auto victim = std::find_if(v.begin(), v.end(), [&](const std::string& x) { return x != held; });
+    v.erase(victim != v.end() ? victim : v.begin());
   }
 }
 
@@ -453,9 +458,10 @@ void ReconcilerState::onSent(const std::vector<PlannedUpdate>& sent,
     }
     Tracked& t = it->second;
     for (Field f : kAllFields) {
-      if (hasField(p.values, f)) {
-        // Even a refused or lost call may have changed the runtime (a batch fails as a whole
-        // though some of it landed): the resync must recognise these values as colod's.
+      // Even a refused or lost call may have changed the runtime (a batch fails as a whole
+      // though some of it landed): the resync must recognise these values as colod's. A call
+      // made while no runtime was connected reached nothing.
+      if (hasField(p.values, f) && outcome != SendOutcome::NotConnected) {
         remember(t, f, canonicalField(p.values, f, options_.all_cpus));
       }
     }

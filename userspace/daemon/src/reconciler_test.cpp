@@ -228,7 +228,8 @@ TEST(Reconciler, ARestartRecognisesEveryValueColodSent) {
   const auto journaled = st.entries();
   ASSERT_EQ(journaled.size(), 1U);
   EXPECT_EQ(journaled[0].sent.at("cpu_quota"),
-            (std::vector<std::string>{"100000", "81346", "max"}));
+            (std::vector<std::string>{"100000", "81346"}))
+      << "the release never reached a runtime (NotConnected): not remembered";
   for (const int64_t left : {100000, 81346}) {
     auto next = makeState();
     next.load(journaled, /*keep_overlay=*/false);
@@ -238,6 +239,26 @@ TEST(Reconciler, ARestartRecognisesEveryValueColodSent) {
     ASSERT_EQ(plan.size(), 1U);
     EXPECT_EQ(plan[0].values.cpu_quota, -1);
   }
+}
+
+// Scenario a of the fault suite: many escalations while the runtime is away must not push the
+// value applied before the outage out of colod's memory of its own values.
+TEST(Reconciler, EscalationsWhileAwayDoNotForgetTheValueTheRuntimeHolds) {
+  auto st = makeState();
+  ASSERT_TRUE(st.setOverlay("be", "", quota(79823), quota(-1), "", 0));
+  st.onSent(st.plan(0), SendOutcome::Applied, "", 0);
+  int64_t now = kMs;
+  for (int64_t q = 70000; q > 20000; q -= 2000) {  // 25 escalations, runtime away
+    ASSERT_TRUE(st.setOverlay("be", "", quota(q), quota(79823), "", now));
+    st.onSent(st.plan(now), SendOutcome::NotConnected, "", now);
+    st.resetBackoff();
+    st.onSent(st.plan(now), SendOutcome::Unknown, "reset", now);  // one that may have landed
+    st.resetBackoff();
+    now += kMs;
+  }
+  st.observeSpec("be", quota(79823), now);  // the resync shows what was applied before
+  EXPECT_EQ(st.find("be")->base.cpu_quota, -1) << "79823 is colod's own value";
+  EXPECT_LE(st.find("be")->sent.at("cpu_quota").size(), 16U) << "still bounded";
 }
 
 TEST(Reconciler, JournalReseedKeepsTheOverlay) {

@@ -25,7 +25,7 @@ class DecisionLog {
   void setOutcome(uint64_t seq, const std::string& outcome);
   // The newest `limit` decisions, oldest first (0 = all kept).
   [[nodiscard]] std::vector<control::v1::Decision> recent(uint32_t limit) const;
-  // Decisions about `container_id` (as target, or named in the reason), oldest first.
+  // Decisions about `container_id` (as target or victim, or named in the reason), oldest first.
   [[nodiscard]] std::vector<control::v1::Decision> about(const std::string& container_id) const;
   [[nodiscard]] std::map<std::string, uint64_t> countsByKind() const;
   void setKept(std::size_t kept);
