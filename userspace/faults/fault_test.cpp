@@ -24,6 +24,7 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <set>
@@ -732,6 +733,56 @@ TEST_F(FaultTest, SecondColodOnSameJournal) {
 
   remove("server");
   expectReleased({"hog"}, colod::faults::realtimeNs());
+}
+
+// k. A corrupt journal: colod keeps it for the operator (never deleted or overwritten), starts,
+// and names every container whose cgroup differs from the runtime's spec -- a restriction made
+// outside the runtime's knowledge, which colod can no longer prove it made. The hog's cgroup is
+// written behind the runtime's back while colod is dead, as a restriction lost with a journal
+// would look.
+TEST_F(FaultTest, CorruptJournalIsKeptAndSuspectsAreNamed) {
+  startPeer();
+  startColod(faultConfig());
+  startWorkloads();
+  waitRestricted("hog");
+  waitConsistent("hog");
+  colod_->kill(SIGKILL);
+  {
+    std::ofstream(colod_->journalPath(), std::ios::trunc) << "{\"version\": 2, \"containers\": [tor";
+  }
+  const auto st = colod::faults::queryState(*peer_, "hog");
+  ASSERT_TRUE(st.ok) << st.error;
+  const std::string rel = peer_->mustControl({{"op", "state"}, {"container", "hog"}})
+                              .value("cgroup_rel", "");
+  ASSERT_FALSE(rel.empty());
+  const bool v2 = colod::nri::interop::isCgroupV2Host();
+  const std::string file = v2 ? "/sys/fs/cgroup/" + rel + "/cpu.max"
+                              : "/sys/fs/cgroup/cpu/" + rel + "/cpu.cfs_quota_us";
+  std::ofstream(file) << (v2 ? "12345 100000" : "12345");
+  ASSERT_TRUE(colod_->start()) << diagnostics();
+  const std::string name = "jobs/batch/hog";
+  EXPECT_TRUE(waitFor(
+      [&] {
+        const std::string log = slurp(colod_->logPath());
+        return log.find("may still carry a restriction colod can no longer prove it made") !=
+                   std::string::npos &&
+               log.find(name) != std::string::npos;
+      },
+      20s, 100ms))
+      << slurp(colod_->logPath());
+  bool kept = false;
+  for (const auto& e : fs::directory_iterator(fs::path(colod_->journalPath()).parent_path())) {
+    if (e.path().filename().string().find("journal.json.corrupt-") == 0) {
+      kept = slurp(e.path().string()).find("[tor") != std::string::npos;
+    }
+  }
+  EXPECT_TRUE(kept) << "the corrupt journal was not kept for the operator";
+  EXPECT_FALSE(colod_->exited()) << "colod must run on a corrupt journal";
+  // Put the hog back to its runtime spec (the test's own write is not colod's to undo).
+  const int64_t q = st.spec.cpu_quota.value_or(-1);
+  std::ofstream(file) << (v2 ? (q < 0 ? std::string("max") : std::to_string(q)) + " 100000"
+                             : std::to_string(q));
+  remove("server");
 }
 
 // h. `--mode observe-only` on the command line survives reloads (a file change, then SIGHUP):
