@@ -328,8 +328,10 @@ void ColodFixture::startPeer() {
 
 std::string ColodFixture::daemonConfig(const std::string& extra_daemon,
                                        const std::string& policy_yaml) const {
-  return "daemon:\n"
-         "  interval_ms: 100\n"
+  // A key given in extra_daemon replaces the default (colod refuses a key written twice).
+  const std::string interval =
+      extra_daemon.find("interval_ms:") == std::string::npos ? "  interval_ms: 100\n" : "";
+  return "daemon:\n" + interval +
          "  nri_socket: " +
          peer_->socketPath() +
          "\n"

@@ -208,6 +208,13 @@ Result<void> Daemon::Impl::init() {
               .plugin_name = s.plugin_name,
               .plugin_idx = s.plugin_idx,
               .use_environment = false,
+              // A runtime that comes back is found within half a second: colod's pending
+              // restores go out then (a 5 s cap left a BE restricted seconds after the runtime
+              // returned). A dial to a missing socket costs a failed connect(), nothing more.
+              .backoff = {.initial = std::chrono::milliseconds(50),
+                          .max = std::chrono::milliseconds(500),
+                          .multiplier = 2.0,
+                          .jitter = 0.2},
               .on_connection = [this](const nri::ConnectionEvent& ev) {
                 // Events come from different stub threads and may arrive out of order
                 // (Synchronized can overtake Connected): the state itself is read from
@@ -216,11 +223,27 @@ Result<void> Daemon::Impl::init() {
                   case nri::ConnectionState::Synchronized:
                     log()->info("nri: synchronized with the runtime (connects={}, reconnects={})",
                                 ev.connects, ev.reconnects);
+                    {
+                      std::lock_guard lk(nri_log_mu_);
+                      nri_last_failure_.clear();
+                    }
                     break;
-                  case nri::ConnectionState::Disconnected:
-                    log()->warn("nri: disconnected: {}",
-                                ev.error ? ev.error->message() : std::string("closed"));
+                  case nri::ConnectionState::Disconnected: {
+                    // Every failed dial reports here (twice a second while the runtime is
+                    // away): a failure is logged once, then again only when it changes.
+                    const std::string why =
+                        ev.error ? ev.error->message() : std::string("closed");
+                    std::lock_guard lk(nri_log_mu_);
+                    if (why != nri_last_failure_) {
+                      log()->warn("nri: disconnected: {} (retrying every 0.5 s; logged again "
+                                  "when this changes)",
+                                  why);
+                      nri_last_failure_ = why;
+                    } else {
+                      log()->debug("nri: still disconnected: {}", why);
+                    }
                     break;
+                  }
                   default:
                     break;
                 }

@@ -222,6 +222,9 @@ class Daemon::Impl final : public nri::Plugin,
   std::unique_ptr<nri::Stub> stub_;
   std::atomic<bool> nri_connected_{false};
   std::atomic<uint64_t> nri_reconnects_{0};
+  std::mutex nri_log_mu_;
+  std::string nri_last_failure_;  // the last disconnect reason logged (stub threads)
+  uint64_t published_actuator_version_ = UINT64_MAX;  // version and pending, loop thread
 
   DecisionLog decisions_{1024};
   TraceRecorders recorders_;
