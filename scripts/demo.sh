@@ -73,7 +73,7 @@ cat <<INTRO
   Simulated node ($backend): LS = colod-probe (open-loop requests, ~30% of the node) and
   redis-server (+ redis-benchmark bursts), tier "ls", 512 CPU shares together.
   BE = stress-ng --cpu / --cache (tier "be", 2 x 1024 shares: 4x LS), plus an antagonist
-  (--vm) that joins a third into each BE phase. The live table is `coloctl top`: colod runs
+  (--vm) that joins a third into each BE phase. The live table is "coloctl top": colod runs
   observe-only (metrics, no actions) in the first two phases and acts in the third.
 
 INTRO

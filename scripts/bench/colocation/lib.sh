@@ -41,10 +41,15 @@ cb_build() {  # TARGETS...
     cmake -S "$CB_ROOT" -B "$CB_BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$CB_RUN/cmake.log" 2>&1 ||
       { tail -20 "$CB_RUN/cmake.log" >&2; cb_die "cmake configure failed (log: $CB_RUN/cmake.log)"; }
   fi
-  local t
+  local t i=0 t0
   for t in "$@"; do
+    # Progress on the terminal: a first build takes minutes on 2 cores.
+    i=$((i + 1))
+    t0=$SECONDS
+    cb_log "building $t ($i of $#; compiler output in $CB_RUN/build.log)"
     cmake --build "$CB_BUILD" -j "${COLOD_JOBS:-2}" --target "$t" >>"$CB_RUN/build.log" 2>&1 ||
       { cb_log "build of $t failed (log: $CB_RUN/build.log)"; return 1; }
+    cb_log "built $t in $((SECONDS - t0)) s"
   done
 }
 
