@@ -224,7 +224,8 @@ class Daemon::Impl final : public nri::Plugin,
   std::atomic<uint64_t> nri_reconnects_{0};
   std::mutex nri_log_mu_;
   std::string nri_last_failure_;  // the last disconnect reason logged (stub threads)
-  uint64_t published_actuator_version_ = UINT64_MAX;  // version and pending, loop thread
+  // The actuator's (version, pending) when the view was last published (loop thread).
+  std::pair<uint64_t, uint64_t> published_actuator_{UINT64_MAX, UINT64_MAX};
 
   DecisionLog decisions_{1024};
   TraceRecorders recorders_;

@@ -108,6 +108,25 @@ Result<policy::Lever> leverOf(const std::string& name) {
   return COLOD_ERR(EINVAL, "journal: unknown lever '", name, "'");
 }
 
+// One restriction as both versions write it: lever, rung, victim and applied values (v1 adds
+// the stored original, read by its caller).
+Result<policy::AppliedAction> decodeAction(const json& a, const std::string& target_id) {
+  auto lever = leverOf(a.at("lever").get<std::string>());
+  if (!lever) {
+    return std::move(lever).error();
+  }
+  auto applied = policy::decodeResourcesJson(a.at("applied"), "journal: applied");
+  if (!applied) {
+    return std::move(applied).error();
+  }
+  return policy::AppliedAction{.target_id = target_id,
+                               .victim_id = a.value("victim_id", ""),
+                               .lever = *lever,
+                               .rung = a.value("rung", 0),
+                               .applied_values = std::move(applied).value(),
+                               .original_values = {}};
+}
+
 // Version 1: one entry per restriction, with the original stored when it was first applied.
 // Converted per container: the base is the stored original (what a release returns to), the
 // overlay the applied values unless a restore was already in flight.
@@ -118,13 +137,9 @@ Result<Journal> decodeV1(const json& doc) {
     if (id.empty()) {
       return COLOD_ERR(EINVAL, "journal: entry without target_id");
     }
-    auto lever = leverOf(e.at("lever").get<std::string>());
-    if (!lever) {
-      return std::move(lever).error();
-    }
-    auto applied = policy::decodeResourcesJson(e.at("applied"), "journal: applied");
-    if (!applied) {
-      return std::move(applied).error();
+    auto action = decodeAction(e, id);
+    if (!action) {
+      return std::move(action).error();
     }
     auto original = policy::decodeResourcesJson(e.at("original"), "journal: original");
     if (!original) {
@@ -138,15 +153,11 @@ Result<Journal> decodeV1(const json& doc) {
       it->state.id = id;
       it->state.name = e.value("target_name", "");
     }
-    mergeSet(it->state.base, completeOriginals(*original, *applied));
+    mergeSet(it->state.base, completeOriginals(*original, action->applied_values));
     if (!e.value("restore_pending", false)) {
-      mergeSet(it->state.overlay, *applied);
-      it->actions.push_back({.target_id = id,
-                             .victim_id = e.value("victim_id", ""),
-                             .lever = *lever,
-                             .rung = e.value("rung", 0),
-                             .applied_values = *applied,
-                             .original_values = *original});
+      mergeSet(it->state.overlay, action->applied_values);
+      action->original_values = std::move(original).value();
+      it->actions.push_back(std::move(action).value());
     }
   }
   return out;
@@ -201,20 +212,11 @@ Result<Journal> decodeJournal(std::string_view text) {
         }
       }
       for (const auto& a : c.value("actions", json::array())) {
-        auto lever = leverOf(a.at("lever").get<std::string>());
-        if (!lever) {
-          return std::move(lever).error();
+        auto action = decodeAction(a, jc.state.id);
+        if (!action) {
+          return std::move(action).error();
         }
-        auto applied = policy::decodeResourcesJson(a.at("applied"), "journal: action applied");
-        if (!applied) {
-          return std::move(applied).error();
-        }
-        jc.actions.push_back({.target_id = jc.state.id,
-                              .victim_id = a.value("victim_id", ""),
-                              .lever = *lever,
-                              .rung = a.value("rung", 0),
-                              .applied_values = std::move(applied).value(),
-                              .original_values = {}});
+        jc.actions.push_back(std::move(action).value());
       }
       out.containers.push_back(std::move(jc));
     }

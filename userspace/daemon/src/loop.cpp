@@ -238,10 +238,10 @@ void Daemon::Impl::tick() {
   // (the default 15 s scrape interval), and right away when something was decided.
   // ... and when the actuator's state moved (an overlay confirmed or dropped), so
   // colod_reconcile_pending and coloctl say it within a tick, not a second later.
-  const uint64_t actuator_state = actuator_->version() * 65536 + actuator_->stats().pending;
-  if (!round.decisions.empty() || tick_no_ % 10 == 0 ||
-      actuator_state != published_actuator_version_) {
-    published_actuator_version_ = actuator_state;
+  const std::pair<uint64_t, uint64_t> actuator_state{actuator_->version(),
+                                                     actuator_->stats().pending};
+  if (!round.decisions.empty() || tick_no_ % 10 == 0 || actuator_state != published_actuator_) {
+    published_actuator_ = actuator_state;
     publish();
   }
   const auto took = Clock::now() - t0;
