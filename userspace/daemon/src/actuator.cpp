@@ -169,9 +169,9 @@ policy::Resources Actuator::adjustUpdate(const std::string& id,
 
 bool Actuator::waitConverged(std::chrono::milliseconds timeout) {
   std::unique_lock lk(mu_);
-  return converged_cv_.wait_for(lk, timeout,
-                                [this] { return stop_ || state_.stats(0).pending == 0; }) &&
-         state_.stats(0).pending == 0;
+  return converged_cv_.wait_for(lk, timeout, [this] {
+    return stop_ || state_.stats(0).pending == 0;
+  }) && state_.stats(0).pending == 0;
 }
 
 std::vector<ReconcileEntry> Actuator::entries() const {

@@ -71,11 +71,12 @@ Result<v1::DumpReply> ControlBackend::dump() {
                     {"tier", c.tier()},
                     {"cgroup_id", c.cgroup_id()},
                     {"cgroup_path", c.cgroup_path()},
-                    {"runq", {{"count", c.runq_count()},
-                              {"p50_us", c.runq_p50_us()},
-                              {"p90_us", c.runq_p90_us()},
-                              {"p99_us", c.runq_p99_us()},
-                              {"max_us", c.runq_max_us()}}},
+                    {"runq",
+                     {{"count", c.runq_count()},
+                      {"p50_us", c.runq_p50_us()},
+                      {"p90_us", c.runq_p90_us()},
+                      {"p99_us", c.runq_p99_us()},
+                      {"max_us", c.runq_max_us()}}},
                     {"preemptions", c.preemptions()},
                     {"preempted_by", agg},
                     {"nr_throttled", c.nr_throttled()},
@@ -171,9 +172,7 @@ Result<v1::ExplainReply> ControlBackend::explain(const std::string& query) {
   *out.mutable_container() = c;
   std::ostringstream text;
   Result<policy::ContainerView> view = COLOD_ERR(ENOENT, "unknown");
-  {
-    view = hooks_.describe(c.id());
-  }
+  { view = hooks_.describe(c.id()); }
   text << control::displayName(c) << " (" << c.id().substr(0, 12) << ")\n";
   if (!view) {
     text << "  the engine does not track it: " << view.error().message() << "\n";
@@ -183,8 +182,8 @@ Result<v1::ExplainReply> ControlBackend::explain(const std::string& query) {
     text << "  thresholds: run-queue p99 > " << cv.thresholds.runq_p99_us << " us or > "
          << cv.thresholds.baseline_factor << " x baseline (floor "
          << cv.thresholds.baseline_floor_us << " us)\n";
-    text << "  baseline p99: " << cv.baseline_p99_us << " us; hits in window: "
-         << cv.hits_in_window << "\n";
+    text << "  baseline p99: " << cv.baseline_p99_us << " us; hits in window: " << cv.hits_in_window
+         << "\n";
     text << "  victim now: " << (cv.victim ? "yes" : "no") << "\n";
     out.set_victim(cv.victim);
     if (!cv.last_explanation.empty()) {
@@ -211,8 +210,8 @@ Result<v1::ExplainReply> ControlBackend::explain(const std::string& query) {
       text << "\n";
       if (e->pending) {
         const auto age_ms = (hooks_.now_ns() - e->pending_since_ns) / 1000000;
-        text << "  not yet confirmed by the runtime: pending " << age_ms << " ms, "
-             << e->attempts << " failed attempts"
+        text << "  not yet confirmed by the runtime: pending " << age_ms << " ms, " << e->attempts
+             << " failed attempts"
              << (e->last_error.empty() ? std::string() : ", last: " + e->last_error) << "\n";
       } else {
         text << "  confirmed by the runtime: " << describeResources(e->spec) << "\n";
@@ -277,7 +276,8 @@ Result<v1::ConfigShowReply> ControlBackend::configShow() {
   const auto conf = hooks_.config();
   out.set_path(hooks_.config_path);
   if (conf->text.empty()) {
-    std::string yaml = "# built-in defaults (colod started without --config)\ndaemon: {}\npolicy:\n";
+    std::string yaml =
+        "# built-in defaults (colod started without --config)\ndaemon: {}\npolicy:\n";
     std::istringstream in{std::string(policy::defaultConfigYaml())};
     std::string line;
     while (std::getline(in, line)) {

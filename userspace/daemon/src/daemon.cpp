@@ -15,7 +15,6 @@ void blockSignals() {
   signal(SIGPIPE, SIG_IGN);
 }
 
-
 // ---------------------------------------------------------------------------------------------
 // Startup
 
@@ -155,8 +154,7 @@ Result<void> Daemon::Impl::init() {
   };
   hooks.self_stats = [this] { return readSelfStats(cfg()->daemon.proc_root); };
   hooks.now_ns = [] {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(
-               Clock::now().time_since_epoch())
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
         .count();
   };
   backend_ = std::make_unique<ControlBackend>(views_, decisions_, recorders_, std::move(hooks));
@@ -231,13 +229,13 @@ Result<void> Daemon::Impl::init() {
                   case nri::ConnectionState::Disconnected: {
                     // Every failed dial reports here (twice a second while the runtime is
                     // away): a failure is logged once, then again only when it changes.
-                    const std::string why =
-                        ev.error ? ev.error->message() : std::string("closed");
+                    const std::string why = ev.error ? ev.error->message() : std::string("closed");
                     std::lock_guard lk(nri_log_mu_);
                     if (why != nri_last_failure_) {
-                      log()->warn("nri: disconnected: {} (retrying every 0.5 s; logged again "
-                                  "when this changes)",
-                                  why);
+                      log()->warn(
+                          "nri: disconnected: {} (retrying every 0.5 s; logged again "
+                          "when this changes)",
+                          why);
                       nri_last_failure_ = why;
                     } else {
                       log()->debug("nri: still disconnected: {}", why);
@@ -263,9 +261,8 @@ Result<void> Daemon::Impl::init() {
                 s.nri_socket);
   }
   ActuatorOptions aopts;
-  aopts.reconciler = {.all_cpus = all_cpus_,
-                      .max_batch = s.max_batch,
-                      .max_containers = s.journal_max_entries};
+  aopts.reconciler = {
+      .all_cpus = all_cpus_, .max_batch = s.max_batch, .max_containers = s.journal_max_entries};
   aopts.send = [this](std::vector<nri::ContainerUpdate> updates) {
     return stub_->updateContainers(std::move(updates));
   };
@@ -302,9 +299,8 @@ Result<void> Daemon::Impl::init() {
 
 metrics::ProbeResult Daemon::Impl::liveness() const {
   const int64_t last = last_tick_ns_.load();
-  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                          Clock::now().time_since_epoch())
-                          .count();
+  const int64_t now =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
   const auto interval = cfg()->daemon.interval;
   // Before the first tick the loop is starting; afterwards ten intervals (at least 5 s) without
   // one means it is stuck.
@@ -312,8 +308,7 @@ metrics::ProbeResult Daemon::Impl::liveness() const {
   if (last == 0 || now - last <= bound) {
     return {.ok = true, .why = last == 0 ? "starting" : "ticking"};
   }
-  return {.ok = false,
-          .why = "no tick for " + std::to_string((now - last) / 1'000'000) + " ms"};
+  return {.ok = false, .why = "no tick for " + std::to_string((now - last) / 1'000'000) + " ms"};
 }
 
 void Daemon::Impl::setupInotify() {
@@ -481,8 +476,9 @@ void Daemon::Impl::shutdownThreads() {
 
 Result<bool> Daemon::Impl::reload(const std::string& why) {
   if (options_.config_path.empty()) {
-    return COLOD_ERR(ENOENT, "colod runs with the built-in defaults (no --config): nothing to "
-                             "reload");
+    return COLOD_ERR(ENOENT,
+                     "colod runs with the built-in defaults (no --config): nothing to "
+                     "reload");
   }
   auto next = loadConfig(options_.config_path);
   if (!next) {
@@ -504,9 +500,10 @@ Result<bool> Daemon::Impl::reload(const std::string& why) {
     auto r = engine_->setConfig(policy_cfg);
     if (!r) {
       ++reload_failures_;
-      log()->error("config reload ({}) rejected by the policy, keeping the running "
-                   "configuration: {}",
-                   why, r.error().message());
+      log()->error(
+          "config reload ({}) rejected by the policy, keeping the running "
+          "configuration: {}",
+          why, r.error().message());
       return std::move(r).error();
     }
   }
@@ -535,8 +532,7 @@ Result<bool> Daemon::Impl::reload(const std::string& why) {
   }
   if (fresh->daemon.mode != running->daemon.mode) {
     log()->info("mode {} -> {}{}", modeName(running->daemon.mode), modeName(fresh->daemon.mode),
-                fresh->daemon.mode == Mode::Act ? ""
-                                                : ": colod's overlays are released");
+                fresh->daemon.mode == Mode::Act ? "" : ": colod's overlays are released");
   }
   ++reloads_;
   log()->info("config reloaded ({}): mode {}, interval {} ms", why, modeName(cfg()->daemon.mode),

@@ -11,6 +11,7 @@
 
 #include <malloc.h>
 #include <signal.h>
+#include <spdlog/spdlog.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/inotify.h>
@@ -30,17 +31,15 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <optional>
-#include <nlohmann/json.hpp>
 #include <set>
-#include <spdlog/spdlog.h>
 #include <sstream>
 #include <thread>
 #include <unordered_map>
 
 #include "colod/base/unique_fd.h"
-#include "colod/daemon/daemon.h"
 #include "colod/collect/collector.h"
 #include "colod/control/names.h"
 #include "colod/control/server.h"
@@ -48,6 +47,7 @@
 #include "colod/daemon/cgroup_path.h"
 #include "colod/daemon/control_backend.h"
 #include "colod/daemon/convert.h"
+#include "colod/daemon/daemon.h"
 #include "colod/daemon/decision_log.h"
 #include "colod/daemon/journal.h"
 #include "colod/daemon/privileges.h"
@@ -61,12 +61,10 @@
 #include "colod/policy/tier.h"
 #include "colod/policy/trace.h"
 
-
 namespace colod::daemon {
 
 namespace v1 = control::v1;
 using Clock = std::chrono::steady_clock;
-
 
 inline int64_t unixMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -103,9 +101,9 @@ struct Known {
   }
   [[nodiscard]] std::string_view podUid() const { return pod ? pod->uid : std::string_view(); }
   std::string display;
-  std::string tier;          // as the engine classifies it (cached: classification is per change)
-  std::string rel;           // cgroup dir relative to the hierarchy root
-  uint64_t cgroup_id = 0;    // 0 = unresolved
+  std::string tier;        // as the engine classifies it (cached: classification is per change)
+  std::string rel;         // cgroup dir relative to the hierarchy root
+  uint64_t cgroup_id = 0;  // 0 = unresolved
   uint64_t resolve_tick = 0;
   std::string resolve_error;
   // Cumulative, for Prometheus.
@@ -128,14 +126,12 @@ inline std::string readSmallFile(const std::string& path) {
   return ss.str();
 }
 
-
 class Daemon::Impl final : public nri::Plugin,
                            public nri::CreateContainerHandler,
                            public nri::UpdateContainerHandler {
  public:
   Impl(Config config, DaemonOptions options)
-      : config_(std::make_shared<const Config>(std::move(config))),
-        options_(std::move(options)) {}
+      : config_(std::make_shared<const Config>(std::move(config))), options_(std::move(options)) {}
 
   ~Impl() override { shutdownThreads(); }
 
@@ -255,7 +251,7 @@ class Daemon::Impl final : public nri::Plugin,
   Journal journal_loaded_;
   bool journal_corrupt_ = false;
   std::optional<JournalLock> journal_lock_;
-  Wishes committed_;               // the overlays handed to the actuator (journaled)
+  Wishes committed_;                // the overlays handed to the actuator (journaled)
   uint64_t journaled_version_ = 0;  // actuator version the journal on disk reflects
   std::map<std::string, std::vector<uint64_t>> awaiting_;  // target -> decisions not yet applied
   std::set<std::pair<std::string, std::string>> findings_seen_;

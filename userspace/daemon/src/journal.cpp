@@ -324,8 +324,9 @@ Result<JournalLock> JournalLock::acquire(const std::string& journal_path) {
     const ssize_t n = ::pread(fd.get(), buf, sizeof buf - 1, 0);
     const pid_t holder = n > 0 ? parseLockPid(std::string_view(buf, static_cast<size_t>(n))) : 0;
     return COLOD_ERR(EBUSY, "journal ", journal_path, " is in use by colod pid ",
-                     holder > 0 ? std::to_string(holder) : std::string("(unknown)"), ": another colod holds ",
-                     path, " (two colods on one journal would undo each other's restrictions)");
+                     holder > 0 ? std::to_string(holder) : std::string("(unknown)"),
+                     ": another colod holds ", path,
+                     " (two colods on one journal would undo each other's restrictions)");
   }
   const std::string pid = std::to_string(::getpid()) + "\n";
   if (::ftruncate(fd.get(), 0) != 0 ||

@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // One tick of the loop: registry diff, collector snapshot, engine, decisions, the view.
-#include "daemon_impl.h"
-
 #include "colod/base/version.h"
+#include "daemon_impl.h"
 
 namespace colod::daemon {
 
@@ -12,7 +11,7 @@ void Daemon::Impl::syncRegistry() {
     return;
   }
   registry_generation_ = snap->generation;
-  actuator_->kick();  // the runtime said something: the actuator compares again
+  actuator_->kick();                   // the runtime said something: the actuator compares again
   std::set<std::string_view> present;  // views into `snap`, alive for this function
   std::vector<const Known*> upserted;  // for the trace lines (known_ nodes are stable)
   std::vector<std::string> removed;
@@ -49,8 +48,8 @@ void Daemon::Impl::syncRegistry() {
     k.pod = std::move(pod);
     k.resources = info.resources;
     k.cpuset = info.cpuset;
-    k.tier = std::string(
-        policy::tierName(info.tier ? *info.tier : policy::classifyTier(info).tier));
+    k.tier =
+        std::string(policy::tierName(info.tier ? *info.tier : policy::classifyTier(info).tier));
     k.display = info.pod_namespace + "/" + info.pod_name + "/" + info.container_name;
     if (path_changed) {
       if (k.cgroup_id != 0) {
@@ -110,9 +109,9 @@ void Daemon::Impl::syncRegistry() {
   }
   resolveCgroups(true);
   if (snap->synchronized && !reconciled_) {
-    reconcileJournal(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                         Clock::now().time_since_epoch())
-                         .count());
+    reconcileJournal(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+            .count());
   }
 }
 
@@ -150,8 +149,8 @@ void Daemon::Impl::tick() {
   const auto t0 = Clock::now();
   ++tick_no_;
   ++ticks_;
-  last_tick_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(t0.time_since_epoch())
-                      .count();
+  last_tick_ns_ =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(t0.time_since_epoch()).count();
   if (t0 - last_tick_ > cfg()->daemon.interval * 3) {
     ++tick_overruns_;
   }
@@ -247,8 +246,8 @@ void Daemon::Impl::tick() {
   const auto took = Clock::now() - t0;
   if (took > cfg()->daemon.interval) {
     ++tick_overruns_;
-    log()->debug("tick took {} ms", std::chrono::duration_cast<std::chrono::milliseconds>(took)
-                                        .count());
+    log()->debug("tick took {} ms",
+                 std::chrono::duration_cast<std::chrono::milliseconds>(took).count());
   }
 }
 
@@ -287,7 +286,8 @@ void Daemon::Impl::handleDecisions(const policy::RoundResult& round) {
     log()->info(
         "decision seq={} kind={} lever={} target={} victim={} values=\"{}\" rule={} outcome={} "
         "reason=\"{}\"",
-        d.seq, kind, policy::leverName(d.lever), d.target_name.empty() ? d.target_id : d.target_name,
+        d.seq, kind, policy::leverName(d.lever),
+        d.target_name.empty() ? d.target_id : d.target_name,
         d.victim_name.empty() ? d.victim_id : d.victim_name, values, d.rule, outcome,
         d.explanation);
     v1::Decision p;
@@ -373,10 +373,9 @@ void Daemon::Impl::publish() {
           break;
         }
         auto it = by_cgroup_.find(a.cgroup_id);
-        row.preempted_by.emplace_back(
-            it != by_cgroup_.end() ? known_.at(it->second).display
-                                   : (a.path.empty() ? "host" : a.path),
-            a.preemptions);
+        row.preempted_by.emplace_back(it != by_cgroup_.end() ? known_.at(it->second).display
+                                                             : (a.path.empty() ? "host" : a.path),
+                                      a.preemptions);
       }
     }
   };

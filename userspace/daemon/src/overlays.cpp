@@ -29,9 +29,10 @@ void Daemon::Impl::reconcileJournal(int64_t now_ns) {
       }
       continue;
     }
-    log()->info("decision kind=restore target={} values=\"{}\" reason=\"journal reconcile after "
-                "restart: returning to the runtime's own values\"",
-                name, describeResources(e.base));
+    log()->info(
+        "decision kind=restore target={} values=\"{}\" reason=\"journal reconcile after "
+        "restart: returning to the runtime's own values\"",
+        name, describeResources(e.base));
     v1::Decision d;
     d.set_unix_ms(unixMs());
     d.set_container_id(e.id);
@@ -89,14 +90,16 @@ void Daemon::Impl::checkUnprovenRestrictions() {
     }
     if (!why.empty()) {
       ++suspects;
-      log()->warn("journal was corrupt: {} ({}) may still carry a restriction colod can no longer "
-                  "prove it made: {}",
-                  k.display, id.substr(0, 12), why);
+      log()->warn(
+          "journal was corrupt: {} ({}) may still carry a restriction colod can no longer "
+          "prove it made: {}",
+          k.display, id.substr(0, 12), why);
     }
   }
-  log()->warn("journal was corrupt: {} containers whose cgroup differs from the runtime's spec; "
-              "colod reconciles from the runtime's truth from now on",
-              suspects);
+  log()->warn(
+      "journal was corrupt: {} containers whose cgroup differs from the runtime's spec; "
+      "colod reconciles from the runtime's truth from now on",
+      suspects);
 }
 
 void Daemon::Impl::onConverged(const std::string& id) {
@@ -185,9 +188,10 @@ void Daemon::Impl::commitOverlays(const policy::RoundResult* round) {
   }
   const Actuator::Committed committed = actuator_->setOverlays(wishes);
   for (const auto& id : committed.refused) {
-    log()->warn("overlay for {} not taken (container unknown to the runtime or the bound of {} "
-                "tracked containers reached)",
-                id.substr(0, 12), conf->daemon.journal_max_entries);
+    log()->warn(
+        "overlay for {} not taken (container unknown to the runtime or the bound of {} "
+        "tracked containers reached)",
+        id.substr(0, 12), conf->daemon.journal_max_entries);
     ++updates_dropped_;
   }
   committed_ = std::move(wishes);
@@ -212,9 +216,7 @@ Result<nri::CreateContainerResult> Daemon::Impl::createContainer(const nri::PodS
 }
 
 Result<std::vector<nri::ContainerUpdate>> Daemon::Impl::updateContainer(
-    const nri::PodSandbox& pod,
-    const nri::Container& ctr,
-    const nri::LinuxResources& requested) {
+    const nri::PodSandbox& pod, const nri::Container& ctr, const nri::LinuxResources& requested) {
   // The kubelet (or anyone) resizes the container: its values become the runtime's own, and
   // colod's overlay rides in the reply so the restriction is not lost either.
   const policy::Resources adj = actuator_->adjustUpdate(ctr.id, requested);
@@ -234,10 +236,10 @@ Result<std::vector<nri::ContainerUpdate>> Daemon::Impl::updateContainer(
 void Daemon::Impl::restoreOnStop() {
   const auto conf = cfg();
   if (!conf->daemon.restore_on_stop || conf->daemon.mode != Mode::Act) {
-    log()->info("leaving current values in place (restore_on_stop={}, mode={}); the journal keeps "
-                "{} containers for the next start",
-                conf->daemon.restore_on_stop, modeName(conf->daemon.mode),
-                actuator_->entries().size());
+    log()->info(
+        "leaving current values in place (restore_on_stop={}, mode={}); the journal keeps "
+        "{} containers for the next start",
+        conf->daemon.restore_on_stop, modeName(conf->daemon.mode), actuator_->entries().size());
     return;
   }
   std::vector<policy::Decision> restores;
@@ -248,10 +250,11 @@ void Daemon::Impl::restoreOnStop() {
             .count());
   }
   for (const auto& d : restores) {
-    log()->info("decision seq={} kind=restore target={} values=\"{}\" reason=\"colod is stopping: "
-                "{}\"",
-                d.seq, d.target_name.empty() ? d.target_id : d.target_name,
-                describeResources(d.new_values), d.explanation);
+    log()->info(
+        "decision seq={} kind=restore target={} values=\"{}\" reason=\"colod is stopping: "
+        "{}\"",
+        d.seq, d.target_name.empty() ? d.target_id : d.target_name, describeResources(d.new_values),
+        d.explanation);
   }
   // Every overlay is released through the reconciler (the only writer), to the runtime's own
   // current values; the journal keeps each container until the runtime confirmed it.
@@ -273,9 +276,10 @@ void Daemon::Impl::restoreOnStop() {
   if (done && left.empty()) {
     log()->info("every container is back to the runtime's own values");
   } else {
-    log()->warn("{} containers not confirmed released (runtime {}); the journal keeps them and the "
-                "next colod releases them",
-                left.size(), nri_connected_ ? "refusing or slow" : "away");
+    log()->warn(
+        "{} containers not confirmed released (runtime {}); the journal keeps them and the "
+        "next colod releases them",
+        left.size(), nri_connected_ ? "refusing or slow" : "away");
   }
 }
 

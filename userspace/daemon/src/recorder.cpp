@@ -70,8 +70,7 @@ Result<void> TraceRecorders::serve(uint32_t seconds,
         break;
       }
     }
-    if (closed || cancelled() ||
-        (seconds > 0 && std::chrono::steady_clock::now() >= deadline)) {
+    if (closed || cancelled() || (seconds > 0 && std::chrono::steady_clock::now() >= deadline)) {
       break;
     }
   }

@@ -58,17 +58,17 @@ struct ReconcilerOptions {
 // One container's state, for the journal, explain and tests.
 struct ReconcileEntry {
   std::string id;
-  std::string name;            // namespace/pod/container, for people
-  policy::Resources base;      // tracked fields: the runtime's own values (unset = unset)
-  policy::Resources overlay;   // colod's wish; empty = release everything tracked
-  policy::Resources spec;      // the runtime's current values of the tracked fields
-  std::string why;             // the reason of the overlay, one line
+  std::string name;           // namespace/pod/container, for people
+  policy::Resources base;     // tracked fields: the runtime's own values (unset = unset)
+  policy::Resources overlay;  // colod's wish; empty = release everything tracked
+  policy::Resources spec;     // the runtime's current values of the tracked fields
+  std::string why;            // the reason of the overlay, one line
   // Values colod has sent, per field (canonical text, newest last, bounded): a resync or a
   // restart must recognise them as colod's own, never take them for the runtime's. Journaled.
   std::map<std::string, std::vector<std::string>> sent;
-  bool pending = false;        // desired != spec
+  bool pending = false;  // desired != spec
   int64_t pending_since_ns = 0;
-  uint32_t attempts = 0;       // failed attempts since the last success
+  uint32_t attempts = 0;  // failed attempts since the last success
   std::string last_error;
   friend bool operator==(const ReconcileEntry&, const ReconcileEntry&) = default;
 };
@@ -92,9 +92,9 @@ struct ReconcileNote {
 struct ReconcileStats {
   uint64_t tracked = 0;
   uint64_t pending = 0;
-  int64_t oldest_pending_ns = 0;  // age of the oldest pending container (0 = none)
-  uint64_t sends = 0;             // UpdateContainers calls made
-  uint64_t updates_applied = 0;   // container updates the runtime confirmed
+  int64_t oldest_pending_ns = 0;             // age of the oldest pending container (0 = none)
+  uint64_t sends = 0;                        // UpdateContainers calls made
+  uint64_t updates_applied = 0;              // container updates the runtime confirmed
   std::map<std::string, uint64_t> failures;  // by reason: refused, unknown, not_connected
   uint64_t external_changes = 0;  // base changes by someone else (kubelet, another agent)
   uint64_t dropped_full = 0;      // overlays refused because max_containers was reached
@@ -114,7 +114,8 @@ class ReconcilerState {
   // The kubelet (or anyone) asks the runtime to set `requested` (UpdateContainer): the requested
   // values of tracked fields become the base; returns colod's overlay fields to put in the reply
   // (empty when colod overlays none of the fields), so neither side's change is lost.
-  policy::Resources adjustUpdate(const std::string& id, const policy::Resources& requested,
+  policy::Resources adjustUpdate(const std::string& id,
+                                 const policy::Resources& requested,
                                  int64_t now_ns);
 
   // --- colod's wish ----------------------------------------------------------------------
