@@ -163,6 +163,25 @@ struct {
 	__type(value, struct colod_cg_pending);
 } cg_pending SEC(".maps");
 
+/* Wakeup watch of protected cgroups (struct colod_cg_watch), indexed like cg_sched. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, COLOD_DEFAULT_MAX_CGROUPS);
+	__type(key, __u32);
+	__type(value, struct colod_cg_watch);
+} cg_watch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, COLOD_WAKEUP_RINGBUF_BYTES);
+} wakeups SEC(".maps");
+
+/* Window of the wait accumulator (ns). */
+const volatile __u64 watch_window_ns = COLOD_DEFAULT_WATCH_WINDOW_NS;
+/* Number of slots userspace watches: 0 keeps cg_watch off the hot path entirely (one .bss
+ * load per recorded wait, next to attach_gen). */
+__u64 watched = 0;
+
 static __always_inline void count_drop(__u32 idx)
 {
 	__u64 *d = bpf_map_lookup_elem(&drops, &idx);
@@ -309,6 +328,47 @@ static __always_inline bool take_mark(struct task_struct *next, __u32 slot,
 	unpend(m->slot == slot ? g : bpf_map_lookup_elem(&cg_pending, &m->slot));
 	*at = m->at;
 	return true;
+}
+
+/* A task of next's cgroup (slot `slot`, id `id`) waited `wait` ns until `clock`: add it to the
+ * slot's watch accumulator, and post an event the first time a window's sum reaches the
+ * threshold. The fields are updated without atomics (no locked instruction on this path): two
+ * CPUs updating one slot at once can lose a wait of a window (an event a wait later), restart
+ * a window twice, or in a tight race both post for one window (one more event, which
+ * userspace's rate limit absorbs).
+ * Not inlined: a BPF-to-BPF call made only while a watch is set, so the switch handler's own
+ * code (registers, spills) stays what it was without one (measured in bpf/README.md). */
+static __noinline int watch_wait(__u32 slot, __u64 id, __u64 wait, __u64 clock)
+{
+	struct colod_cg_watch *w = bpf_map_lookup_elem(&cg_watch, &slot);
+	struct colod_wakeup ev;
+	__u64 start, acc;
+
+	if (!w || !w->threshold_ns || w->id != id)
+		return 0;
+	start = w->window_start;
+	/* rq clocks of two CPUs may disagree by a little: a clock behind the start is inside. */
+	if (start == 0 || (clock > start && clock - start > watch_window_ns)) {
+		start = clock;
+		w->window_start = start;
+		acc = wait;
+	} else {
+		acc = w->acc_ns + wait;
+	}
+	w->acc_ns = acc;
+	if (acc < w->threshold_ns || w->notified == start)
+		return 0;
+	w->notified = start;
+	w->events += 1;
+	ev.id = id;
+	ev.acc_ns = acc;
+	ev.window_start = start;
+	ev.at = clock;
+	/* Default wakeup: the reader is woken when it has caught up, which it has (events are
+	 * rare); bpf_ringbuf_output queues the wakeup as irq_work, safe under the rq lock. */
+	if (bpf_ringbuf_output(&wakeups, &ev, sizeof(ev), 0))
+		count_drop(COLOD_DROP_EVENT);
+	return 0; /* a subprogram's R0 must be set (the verifier reads it at exit) */
 }
 
 /* Field reads: direct CO-RE-relocated loads on BTF pointers (tp_btf), BPF_CORE_READ otherwise
@@ -463,6 +523,8 @@ static __always_inline int on_switch(struct task_struct *prev, struct task_struc
 	}
 	if (wait == 0)
 		ne->stale += 1;
+	else if (watched)
+		watch_wait(next_slot, next_id, wait, clock);
 	ne->hist[colod_ns_us_slot(wait)] += 1;
 	ne->count += 1;
 	ne->total_ns += wait;

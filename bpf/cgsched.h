@@ -36,6 +36,38 @@ struct colod_cg_pending {
 	__u64 pad[7];
 };
 
+/* Value of the array cg_watch (not per-CPU), indexed like cg_sched: the wakeup watch of a
+ * protected cgroup. Userspace writes `id` and `threshold_ns` (0: not watched) for the slot of
+ * each protected cgroup; the switch handler adds every run-queue wait of that cgroup's tasks
+ * to `acc_ns` within a window of window_ns (rodata) that starts at `window_start`, and posts
+ * one colod_wakeup to the ring buffer `wakeups` when `acc_ns` reaches `threshold_ns`:
+ * `notified` holds the window_start it posted for (at most one event per cgroup per window).
+ * One cache line per slot: protected cgroups' updates do not bounce other slots' lines. */
+struct colod_cg_watch {
+	__u64 id;           /* the cgroup this slot is watched for (0: not watched) */
+	__u64 threshold_ns; /* accumulated wait that posts an event (0: not watched) */
+	__u64 window_start; /* rq clock (ns) at the first wait of the current window */
+	__u64 acc_ns;       /* waits summed since window_start */
+	__u64 notified;     /* window_start of the last window that posted an event */
+	__u64 events;       /* events posted for this slot (diagnostics) */
+	__u64 pad[2];
+};
+
+/* Record of the ring buffer wakeups: a protected cgroup's tasks waited acc_ns within the
+ * window that started at window_start (rq clock, ns); `at`: the rq clock of the wait that
+ * crossed the threshold. */
+struct colod_wakeup {
+	__u64 id;
+	__u64 acc_ns;
+	__u64 window_start;
+	__u64 at;
+};
+
+/* Default size of the wakeups ring buffer (style rule 25: 256 KiB; a record is 40 bytes with
+ * its header, and at most one is posted per protected cgroup per window). */
+#define COLOD_WAKEUP_RINGBUF_BYTES (256 * 1024)
+#define COLOD_DEFAULT_WATCH_WINDOW_NS 10000000ULL
+
 /* cg_slots value meaning "no slot" (all max_cgroups slots taken; counted in drops). */
 #define COLOD_NO_SLOT 0xffffffffU
 

@@ -18,6 +18,7 @@
 #define COLOD_DROP_CG_ENTRY 0   /* per-cgroup map full */
 #define COLOD_DROP_PAIR 1       /* victim<-aggressor map full */
 #define COLOD_DROP_STORAGE 2    /* task storage / pid map could not be created */
+#define COLOD_DROP_EVENT 3      /* wakeup ring buffer full: an event was not posted */
 #define COLOD_DROP_MAX 4
 
 /* Default bounds; userspace overrides them with bpf_map__set_max_entries before load. */

@@ -347,4 +347,38 @@ Bytes encodeUpdatesResponse(const std::vector<ContainerUpdate>& updates) {
   return serialize(m);
 }
 
+Result<ValidateRequest> decodeValidateRequest(std::span<const std::byte> in) {
+  pb::ValidateContainerAdjustmentRequest m;
+  if (!parse(m, in)) {
+    return malformed("ValidateContainerAdjustmentRequest");
+  }
+  ValidateRequest out;
+  out.container_id = m.container().id();
+  for (const auto& e : m.owners().owners()) {
+    ContainerOwners o;
+    o.container_id = e.key();
+    for (const auto& s : e.value().simple()) {
+      o.simple[s.key()] = s.value();
+    }
+    for (const auto& c : e.value().compound()) {
+      auto& keys = o.compound[c.key()];
+      for (const auto& kv : c.value().owners()) {
+        keys[kv.key()] = kv.value();
+      }
+    }
+    out.owners.push_back(std::move(o));
+  }
+  for (const auto& p : m.plugins()) {
+    out.plugins.push_back(p.index() + "-" + p.name());
+  }
+  return out;
+}
+
+Bytes encodeValidateResponse(bool reject, const std::string& reason) {
+  pb::ValidateContainerAdjustmentResponse m;
+  m.set_reject(reject);
+  m.set_reason(reason);
+  return serialize(m);
+}
+
 }  // namespace colod::nri::codec

@@ -133,11 +133,13 @@ struct Session {
 
 class StubImpl final : public Stub {
  public:
-  StubImpl(Plugin& plugin, StubOptions options, std::string name, std::string idx)
+  StubImpl(Plugin& plugin, StubOptions options, std::string name, std::string idx, int inherited_fd)
       : plugin_(plugin),
         options_(std::move(options)),
         name_(std::move(name)),
         idx_(std::move(idx)),
+        label_(idx_ + "-" + name_),
+        inherited_fd_(inherited_fd),
         registry_(options_.registry) {
     h_.configure = dynamic_cast<ConfigureHandler*>(&plugin_);
     h_.synchronize = dynamic_cast<SynchronizeHandler*>(&plugin_);
@@ -212,7 +214,14 @@ class StubImpl final : public Stub {
   }
   const std::string& pluginName() const override { return name_; }
   const std::string& pluginIdx() const override { return idx_; }
-  EventMask handledEvents() const override { return h_.mask() | kRegistryEvents; }
+  EventMask handledEvents() const override {
+    return h_.mask() | kRegistryEvents |
+           (options_.report_ownership ? eventBit(Event::ValidateContainerAdjustment) : 0);
+  }
+  std::optional<std::string> fieldOwner(std::string_view container_id, Field field) const override {
+    return owners_.owner(container_id, field);
+  }
+  bool launched() const override { return inherited_fd_ >= 0; }
 
  private:
   Result<UniqueFd> obtainFd(bool& reconnectable);
@@ -220,6 +229,15 @@ class StubImpl final : public Stub {
   std::shared_ptr<Session> makeSession(UniqueFd fd);
   void registerMethods(Session& s);
   bool sleepInterruptible(std::chrono::milliseconds d);
+  void reportConflict(const OwnershipConflict& c) {
+    {
+      std::lock_guard lock(mu_);
+      ++stats_.ownership_conflicts;
+    }
+    if (options_.on_conflict) {
+      options_.on_conflict(c);
+    }
+  }
   void countHandlerError() {
     std::lock_guard lock(mu_);
     ++stats_.handler_errors;
@@ -235,7 +253,10 @@ class StubImpl final : public Stub {
   StubOptions options_;
   std::string name_;
   std::string idx_;
+  std::string label_;  // "NN-name", how runtimes name us in owners and conflicts
+  int inherited_fd_;   // >= 0: connection_fd or NRI_PLUGIN_SOCKET (resolved at create())
   Handlers h_;
+  OwnerTable owners_;
   Registry registry_;
 
   mutable std::mutex mu_;
@@ -266,21 +287,13 @@ void StubImpl::notify(ConnectionState state, std::optional<Error> err) {
 
 Result<UniqueFd> StubImpl::obtainFd(bool& reconnectable) {
   reconnectable = true;
-  if (options_.connection_fd >= 0 || (options_.use_environment && std::getenv("NRI_PLUGIN_SOCKET") != nullptr)) {  // NOLINT
+  if (inherited_fd_ >= 0) {
     reconnectable = false;
     if (fd_consumed_) {
       return COLOD_ERR(ENOTCONN, "the inherited NRI connection is gone; cannot reconnect");
     }
     fd_consumed_ = true;
-    int fd = options_.connection_fd;
-    if (fd < 0) {
-      std::string v = std::getenv("NRI_PLUGIN_SOCKET");  // NOLINT
-      auto r = std::from_chars(v.data(), v.data() + v.size(), fd);
-      if (r.ec != std::errc() || r.ptr != v.data() + v.size() || fd < 0) {
-        return COLOD_ERR(EINVAL, "NRI_PLUGIN_SOCKET='", v, "' is not an fd number");
-      }
-    }
-    return UniqueFd(fd);
+    return UniqueFd(inherited_fd_);
   }
   return wire::dialUnix(options_.socket_path.empty() ? kDefaultSocketPath : options_.socket_path);
 }
@@ -501,7 +514,8 @@ Result<Bytes> StubImpl::onConfigure(std::span<const std::byte> in) {
     }
   }
   // The registry needs its events whatever the plugin asked for.
-  mask = (mask == 0 ? handled : mask) | kRegistryEvents;
+  mask = (mask == 0 ? handled : mask) | kRegistryEvents |
+         (options_.report_ownership ? eventBit(Event::ValidateContainerAdjustment) : 0);
   // Bits the runtime does not know make it refuse the plugin (brief §3.2): keep only valid ones.
   mask &= valid;
   {
@@ -627,6 +641,7 @@ Result<void> StubImpl::dispatchContainer(Event e, const PodSandbox& pod, const C
       break;
     case Event::RemoveContainer:
       registry_.removeContainer(ctr.id);
+      owners_.forget(ctr.id);
       if (h_.remove != nullptr) r = h_.remove->removeContainer(pod, ctr);
       break;
     default:
@@ -776,6 +791,26 @@ void StubImpl::registerMethods(Session& s) {
     registry_.setContainerState(ev->container.id, ContainerState::Stopped);
     return codec::encodeUpdatesResponse(updates);
   }, h_.stop != nullptr);
+  // v0.10+ validation, only with report_ownership: the runtime's field owners. Without it the
+  // method stays unknown (UNIMPLEMENTED), as before.
+  if (options_.report_ownership) {
+    reg(
+        "ValidateContainerAdjustment",
+        [this](std::span<const std::byte> in) -> Result<Bytes> {
+          auto req = codec::decodeValidateRequest(in);
+          if (!req) {
+            return std::move(req).error();
+          }
+          for (auto& o : req->owners) {
+            if (options_.on_owners) {
+              options_.on_owners(o);
+            }
+            owners_.record(std::move(o));
+          }
+          return codec::encodeValidateResponse(false, "");
+        },
+        static_cast<bool>(options_.on_owners));
+  }
   reg("StateChange", [this](std::span<const std::byte> in) -> Result<Bytes> {
     auto ev = codec::decodeStateChange(in);
     if (!ev) {
@@ -826,6 +861,14 @@ Result<void> StubImpl::updateContainers(std::vector<ContainerUpdate> updates) {
       return COLOD_ERR(ENOTCONN, "not synchronized with the runtime");
     }
   }
+  if (options_.report_ownership) {
+    // Never fight another plugin over a field the runtime says it owns (brief §3.5).
+    for (auto& u : updates) {
+      for (const auto& c : owners_.stripOwnedByOthers(u, name_, label_)) {
+        reportConflict(c);
+      }
+    }
+  }
   auto reply = s->client->call(codec::kRuntimeService, "UpdateContainers",
                                codec::encodeUpdateContainers(updates), options_.update_timeout);
   {
@@ -838,6 +881,9 @@ Result<void> StubImpl::updateContainers(std::vector<ContainerUpdate> updates) {
     return std::move(reply).error().wrap("UpdateContainers");
   }
   if (!reply->status.ok()) {
+    if (auto c = parseConflictMessage(reply->status.message, name_, label_)) {
+      reportConflict(*c);
+    }
     std::lock_guard lock(mu_);
     ++stats_.updates_failed;
     return COLOD_ERR(EREMOTEIO, "runtime: some container updates failed (code ",
@@ -876,6 +922,22 @@ EventMask validEventMask(const ConfigureRequest& req) { return validEventMaskImp
 Result<std::unique_ptr<Stub>> Stub::create(Plugin& plugin, StubOptions options) {
   std::string name = options.plugin_name;
   std::string idx = options.plugin_idx;
+  // Launched by the runtime (brief §1.4): its fd, and the name/idx it knows us by.
+  int inherited_fd = options.connection_fd;
+  if (inherited_fd < 0 && (options.use_environment || options.adopt_inherited_socket)) {
+    if (std::string v = envOr("NRI_PLUGIN_SOCKET", true); !v.empty()) {
+      auto r = std::from_chars(v.data(), v.data() + v.size(), inherited_fd);
+      if (r.ec != std::errc() || r.ptr != v.data() + v.size() || inherited_fd < 0) {
+        return COLOD_ERR(EINVAL, "NRI_PLUGIN_SOCKET='", v, "' is not an fd number");
+      }
+      if (std::string n = envOr("NRI_PLUGIN_NAME", true); !n.empty()) {
+        name = n;
+      }
+      if (std::string i = envOr("NRI_PLUGIN_IDX", true); !i.empty()) {
+        idx = i;
+      }
+    }
+  }
   if (name.empty()) {
     name = envOr("NRI_PLUGIN_NAME", options.use_environment);
   }
@@ -903,8 +965,8 @@ Result<std::unique_ptr<Stub>> Stub::create(Plugin& plugin, StubOptions options) 
   if (!validIdx(idx)) {
     return COLOD_ERR(EINVAL, "plugin index '", idx, "' is not two digits");
   }
-  return std::unique_ptr<Stub>(new StubImpl(plugin, std::move(options), std::move(name),
-                                            std::move(idx)));
+  return std::unique_ptr<Stub>(
+      new StubImpl(plugin, std::move(options), std::move(name), std::move(idx), inherited_fd));
 }
 
 }  // namespace colod::nri

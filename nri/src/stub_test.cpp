@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <thread>
@@ -80,6 +81,40 @@ TEST(StubOptions, NameAndIndexResolution) {
              EINVAL, "two digits");
   EXPECT_EQ(s->handledEvents(),
             kRegistryEvents | eventBit(Event::CreateContainer) | eventBit(Event::RemoveContainer));
+}
+
+// Started by the runtime (brief §1.4): NRI_PLUGIN_SOCKET is honoured even with use_environment
+// off (how colod's daemon builds its stub), and the runtime's name/index replace the options.
+TEST(StubOptions, InheritedSocketFromTheRuntime) {
+  TestPlugin p;
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  ::close(sv[1]);
+  const std::string fd = std::to_string(sv[0]);
+  ::setenv("NRI_PLUGIN_SOCKET", fd.c_str(), 1);  // NOLINT(concurrency-mt-unsafe): test only
+  ::setenv("NRI_PLUGIN_NAME", "colod", 1);       // NOLINT(concurrency-mt-unsafe)
+  ::setenv("NRI_PLUGIN_IDX", "90", 1);           // NOLINT(concurrency-mt-unsafe)
+  {
+    auto s = ASSERT_OK(Stub::create(
+        p, {.plugin_name = "colod-cfg", .plugin_idx = "50", .use_environment = false}));
+    EXPECT_TRUE(s->launched());
+    EXPECT_EQ(s->pluginName(), "colod");
+    EXPECT_EQ(s->pluginIdx(), "90");
+    // The trunk's peer end is closed: run() ends (it cannot redial an inherited fd).
+    EXPECT_FALSE(s->run().has_value());
+    auto off = ASSERT_OK(Stub::create(p, {.plugin_name = "colod-cfg",
+                                          .plugin_idx = "50",
+                                          .use_environment = false,
+                                          .adopt_inherited_socket = false}));
+    EXPECT_FALSE(off->launched());
+    EXPECT_EQ(off->pluginName(), "colod-cfg");
+    ::setenv("NRI_PLUGIN_SOCKET", "three", 1);  // NOLINT(concurrency-mt-unsafe)
+    EXPECT_ERR(Stub::create(p, {.plugin_name = "x", .plugin_idx = "50", .use_environment = false}),
+               EINVAL, "NRI_PLUGIN_SOCKET");
+  }
+  ::unsetenv("NRI_PLUGIN_SOCKET");  // NOLINT(concurrency-mt-unsafe)
+  ::unsetenv("NRI_PLUGIN_NAME");    // NOLINT(concurrency-mt-unsafe)
+  ::unsetenv("NRI_PLUGIN_IDX");     // NOLINT(concurrency-mt-unsafe)
 }
 
 TEST(StubMask, ValidMaskPerRuntimeVersion) {

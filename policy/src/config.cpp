@@ -268,11 +268,10 @@ Result<Config> parseSectionNode(const Parser& p, const YAML::Node& root, const s
 
   if (const YAML::Node d = root["detection"]) {
     const std::string path = joinPath(pre, "detection");
-    COLOD_TRY_PLAIN(
-        p.checkMap(d, path,
-                   {"window_intervals", "hit_intervals", "min_samples", "baseline_alpha",
-                    "victim_tiers", "self_throttle_fraction", "self_wait_fraction", "wait_share",
-                    "wait_load_min"}));
+    COLOD_TRY_PLAIN(p.checkMap(
+        d, path,
+        {"window_intervals", "hit_intervals", "min_samples", "baseline_alpha", "victim_tiers",
+         "self_throttle_fraction", "self_wait_fraction", "wait_share", "wait_load_min"}));
     auto win = [&](const YAML::Node& n, const std::string& k) { return p.i32(n, k, 1, 1000); };
     auto samples = [&](const YAML::Node& n, const std::string& k) {
       return p.u64(n, k, 1, 1'000'000);
@@ -321,7 +320,8 @@ Result<Config> parseSectionNode(const Parser& p, const YAML::Node& root, const s
         a, path,
         {"cpu_ladder", "memory_ladder", "verify_intervals", "improve_ratio", "quiet_intervals",
          "relax_cooldown_intervals", "change_cooldown_intervals", "max_changes_per_round",
-         "max_antagonists", "min_antagonist_score", "max_escalations"}));
+         "max_antagonists", "min_antagonist_score", "max_escalations", "admission",
+         "blame_window_intervals", "min_blame_preemptions", "min_blame_wait_us"}));
     auto cpu = [&](const YAML::Node& n, const std::string& k) { return p.ladder(n, k, false); };
     auto mem = [&](const YAML::Node& n, const std::string& k) { return p.ladder(n, k, true); };
     auto pos = [&](const YAML::Node& n, const std::string& k) { return p.i32(n, k, 1, 100000); };
@@ -339,14 +339,32 @@ Result<Config> parseSectionNode(const Parser& p, const YAML::Node& root, const s
     COLOD_FIELD(a, path, "max_antagonists", c.actions.max_antagonists, pos);
     COLOD_FIELD(a, path, "min_antagonist_score", c.actions.min_antagonist_score, frac);
     COLOD_FIELD(a, path, "max_escalations", c.actions.max_escalations, pos);
+    COLOD_FIELD(a, path, "blame_window_intervals", c.actions.blame_window_intervals, pos);
+    auto count = [&](const YAML::Node& n, const std::string& k) {
+      return p.dbl(n, k, 0.0, 1'000'000.0);
+    };
+    COLOD_FIELD(a, path, "min_blame_preemptions", c.actions.min_blame_preemptions, count);
+    auto wait_us = [&](const YAML::Node& n, const std::string& k) {
+      return p.u64(n, k, 0, 60'000'000);
+    };
+    COLOD_FIELD(a, path, "min_blame_wait_us", c.actions.min_blame_wait_us, wait_us);
+    auto admission = [&](const YAML::Node& n, const std::string& k) -> Result<AdmissionMode> {
+      if (n.IsScalar() && n.Scalar() == "restrict") {
+        return AdmissionMode::Restrict;
+      }
+      if (n.IsScalar() && n.Scalar() == "off") {
+        return AdmissionMode::Off;
+      }
+      return p.err(n, k, n.IsScalar() ? n.Scalar() : std::string("?"), "expected restrict or off");
+    };
+    COLOD_FIELD(a, path, "admission", c.actions.admission, admission);
   }
 
   if (const YAML::Node f = root["floors"]) {
     const std::string path = joinPath(pre, "floors");
-    COLOD_TRY_PLAIN(p.checkMap(
-        f, path,
-        {"be_min_cpu_shares", "be_min_cpus", "be_min_quota_millicores", "be_min_memory_bytes",
-         "be_min_quota_node_fraction"}));
+    COLOD_TRY_PLAIN(p.checkMap(f, path,
+                               {"be_min_cpu_shares", "be_min_cpus", "be_min_quota_millicores",
+                                "be_min_memory_bytes", "be_min_quota_node_fraction"}));
     auto shares = [&](const YAML::Node& n, const std::string& k) {
       return p.u64(n, k, 2, 262144);  // kernel cpu.shares range
     };
@@ -373,10 +391,10 @@ Result<Config> parseSectionNode(const Parser& p, const YAML::Node& root, const s
 
   if (const YAML::Node l = root["levers"]) {
     const std::string path = joinPath(pre, "levers");
-    COLOD_TRY_PLAIN(p.checkMap(l, path,
-                               {"be_cpu_shares", "be_cpuset_max_fraction", "be_quota_fraction",
-                                "quota_headroom_fraction", "quota_step_fraction",
-                                "quota_period_us", "memory_step_fraction"}));
+    COLOD_TRY_PLAIN(p.checkMap(
+        l, path,
+        {"be_cpu_shares", "be_cpuset_max_fraction", "be_quota_fraction", "quota_headroom_fraction",
+         "quota_step_fraction", "quota_period_us", "memory_step_fraction"}));
     auto shares = [&](const YAML::Node& n, const std::string& k) { return p.u64(n, k, 2, 262144); };
     auto frac = [&](const YAML::Node& n, const std::string& k) { return p.dbl(n, k, 0.01, 1.0); };
     auto step = [&](const YAML::Node& n, const std::string& k) { return p.dbl(n, k, 0.01, 0.9); };
@@ -507,7 +525,8 @@ Result<void> validateConfig(const Config& c, std::string_view file) {
     }
   }
   if (a.verify_intervals < 1 || a.quiet_intervals < 1 || a.max_changes_per_round < 1 ||
-      a.max_antagonists < 1 || a.max_escalations < 1 || a.relax_cooldown_intervals < 0 ||
+      a.max_antagonists < 1 || a.max_escalations < 1 || a.blame_window_intervals < 1 ||
+      a.min_blame_preemptions < 0 || a.relax_cooldown_intervals < 0 ||
       a.change_cooldown_intervals < 0) {
     return bad("actions", "", "interval counts and limits must be >= 1 (cooldowns >= 0)");
   }

@@ -47,6 +47,9 @@ actions:
   cpu_ladder: [cpuset, cpu_shares]
   verify_intervals: 3
   quiet_intervals: 20
+  blame_window_intervals: 12
+  min_blame_preemptions: 2.5
+  min_blame_wait_us: 400
 floors:
   be_min_cpus: 2
 levers:
@@ -66,6 +69,9 @@ levers:
   EXPECT_EQ(c.actions.cpu_ladder, (std::vector<Lever>{Lever::Cpuset, Lever::CpuShares}));
   EXPECT_EQ(c.actions.verify_intervals, 3);
   EXPECT_EQ(c.actions.quiet_intervals, 20);
+  EXPECT_EQ(c.actions.blame_window_intervals, 12);
+  EXPECT_DOUBLE_EQ(c.actions.min_blame_preemptions, 2.5);
+  EXPECT_EQ(c.actions.min_blame_wait_us, 400u);
   EXPECT_EQ(c.floors.be_min_cpus, 2);
   EXPECT_EQ(c.levers.be_cpu_shares, 8u);
 }
@@ -94,6 +100,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         BadCase{"unknown_top_key", "dry_run: false\nfoo: 1\n",
                 R"(colod\.yaml:2:1: foo: unknown key \(allowed: dry_run detection)"},
+        BadCase{"blame_window_zero", "actions:\n  blame_window_intervals: 0\n",
+                R"(colod\.yaml:2:27: actions\.blame_window_intervals: "0": out of range)"},
         BadCase{"unknown_nested_key", "detection:\n  windw_intervals: 3\n",
                 R"(colod\.yaml:2:3: detection\.windw_intervals: unknown key)"},
         BadCase{"bad_type_bool", "dry_run: maybe\n",

@@ -75,7 +75,6 @@ ContainerSample hurtByHog1(uint64_t p99 = kHurtP99) {
   return lsSample("web", p99, {{"hog1", 80, 8'000'000}, {"hog2", 5, 200'000}});
 }
 
-
 // A starved, always-runnable victim (the full-loop finding): its tasks rarely wake up, so the
 // histogram has only a few samples, but they wait most of the time: wait_ns / interval =
 // `wait_load` tasks waiting on average, on-CPU 40 ms per 100 ms.
@@ -228,7 +227,9 @@ const Scenario kScenarios[] = {
        EXPECT_EQ(d.evidence.victim_p99_us, kHurtP99);
        EXPECT_EQ(d.evidence.hits, Config{}.detection.hit_intervals);
        ASSERT_FALSE(d.antagonists.empty());
-       EXPECT_EQ(d.antagonists[0].preemptions, 80u);
+       // The evidence over the blame window: two hurt intervals of 80 preemptions, the first
+       // decayed by 1 - 1/30.
+       EXPECT_EQ(d.antagonists[0].preemptions, 157u);
        EXPECT_NE(d.explanation.find("default/hog1-pod/main"), std::string::npos);
        EXPECT_NE(d.explanation.find("p99 5000"), std::string::npos);
      }},
@@ -312,15 +313,21 @@ const Scenario kScenarios[] = {
        const auto& ds = run.sim.decisions();
        EXPECT_EQ(ds[1].at_ns - ds[0].at_ns,
                  Config{}.actions.verify_intervals * testing::kIntervalNs);
-       EXPECT_EQ(ds[2].new_values.cpuset_cpus, "1");
-       // Aggregate budget: 2 CPUs - (LS/system/exclusive demand 1.5 + headroom 0.2) = 0.3 CPU
-       // over hog1, hog2 and idle, already at its floor (3 x 0.1): not tightened, undone.
+       // CPU 1 is exclusive to "pinned": the BE side of the split is CPU 0 (never an exclusive
+       // CPU).
+       EXPECT_EQ(ds[2].new_values.cpuset_cpus, "0");
+       // Quota by blame: only hog1 is capped (hog2's 5 preemptions and 0.2 ms of wait are under
+       // the cut-off). Budget: 2 CPUs - (LS/system/exclusive demand 1.5 + headroom 0.2) = 0.3,
+       // at least the node floor 0.2 CPU; not tightened below the floor, undone.
        int64_t sum = 0;
+       std::set<std::string> capped;
        for (size_t i = 4; i < ds.size() && ds[i].kind == DecisionKind::Escalate; ++i) {
          sum += ds[i].new_values.cpu_quota.value_or(0);
+         capped.insert(ds[i].target_id);
        }
+       EXPECT_EQ(capped, std::set<std::string>{"hog1"});
        EXPECT_LE(sum, 30'000);
-       EXPECT_GE(sum, 29'000);
+       EXPECT_GE(sum, 20'000);
      }},
     {"KeepsTheRungThatHelps",
      nullptr,
@@ -397,7 +404,9 @@ const Scenario kScenarios[] = {
        EXPECT_TRUE(said);
      }},
     {"PartiallyEffectiveRungKeptAndEscalated",
-     [](Config& c) { c.actions.cpu_ladder = {Lever::Cpuset, Lever::CpuQuota}; },
+     [](Config& c) {
+       c.actions.cpu_ladder = {Lever::Cpuset, Lever::CpuQuota};
+     },
      {},
      40,
      [](int r, const Engine& e) {
@@ -447,11 +456,15 @@ const Scenario kScenarios[] = {
          }
        }
        const bool hurt = r > 5 && r <= 60 && (sum == 0 || sum > 35'000);
-       return withVictim(hurt ? starved("web", "hog1", 0.5) : lsSample("web", 200), bg);
+       // All three preempt web (quota by blame caps only the blamed).
+       auto victim = starved("web", "hog1", 0.5);
+       victim.preempted_by = {
+           {"hog1", 6, 30'000'000}, {"hog2", 5, 20'000'000}, {"idle", 4, 10'000'000}};
+       return withVictim(hurt ? victim : lsSample("web", 200), bg);
      },
      [](const RunLog& run) {
-       // The three running BE containers share one budget, tightened step by step while web
-       // hurts, relaxed step by step after quiet, then removed.
+       // The three BE containers that preempt web share one budget, tightened step by step while
+       // web hurts, relaxed step by step after quiet, then removed.
        std::set<std::string> capped;
        int tightened = 0;
        int relax_steps = 0;
@@ -467,8 +480,7 @@ const Scenario kScenarios[] = {
        EXPECT_EQ(run.count(DecisionKind::Undo), 0);
        EXPECT_TRUE(run.sim.engine().applied().empty()) << "given back after quiet";
      }},
-    {"LateBeJoinsTheCpusetSplit",
-     [](Config& c) { c.actions.cpu_ladder = {Lever::Cpuset}; },
+    {"LateBeJoinsTheCpusetSplit", [](Config& c) { c.actions.cpu_ladder = {Lever::Cpuset}; },
      World{4096},  // BE outweighs LS: the split is held while hog1 saturates CPU 1
      40,
      [](int r, const Engine& e) {
@@ -500,7 +512,7 @@ const Scenario kScenarios[] = {
        EXPECT_EQ(joined->target_id, "idle");
        EXPECT_EQ(joined->kind, DecisionKind::Escalate);
        EXPECT_EQ(joined->victim_id, "web");
-       EXPECT_EQ(joined->new_values.cpuset_cpus, "1");
+       EXPECT_EQ(joined->new_values.cpuset_cpus, "0");  // CPU 1 is exclusive to "pinned"
        EXPECT_EQ(joined->original_values.cpuset_cpus, "0-1");
        EXPECT_NE(joined->explanation.find("it is idle"), std::string::npos);
        // Joined in the round after the split, long before it starts at round 20.
@@ -510,10 +522,8 @@ const Scenario kScenarios[] = {
        EXPECT_EQ(run.count(DecisionKind::Engage), 1);
        EXPECT_EQ(run.count(DecisionKind::Escalate), 1);
      }},
-    {"RelaxHeldWhileBeSaturatesItsCpus",
-     [](Config& c) { c.actions.cpu_ladder = {Lever::Cpuset}; },
-     World{4096},
-     80,
+    {"RelaxHeldWhileBeSaturatesItsCpus", [](Config& c) { c.actions.cpu_ladder = {Lever::Cpuset}; },
+     World{4096}, 80,
      [](int r, const Engine& e) {
        // hog1, split onto CPU 1, keeps it busy (95 %) until round 50, then stops. LS demand
        // (web 0.3 + api 0.3 + sys 0.1) is above 80 % of what the weights (LS 3 x 1024 against
@@ -553,9 +563,12 @@ const Scenario kScenarios[] = {
        return withVictim(v, background());
      },
      [](const RunLog& run) {
-       // hog1 has a minority of the wait (4 of 31 ms) : the latency is not BE's doing.
+       // hog1 has a minority of the wait (4 of 31 ms) : the latency is not BE's doing. The wait
+       // is behind an exclusive-CPU, a system and another LS container: uncontrolled work (it
+       // was "self_inflicted_contention" before issue 15 told it apart from the victim's own).
        EXPECT_TRUE(run.sim.decisions().empty());
-       EXPECT_TRUE(run.finding("self_inflicted_contention"));
+       EXPECT_TRUE(run.finding("uncontrolled_wait"));
+       EXPECT_EQ(run.sim.engine().stats().foreign_wait_episodes, 1u) << "said once";
      }},
     {"SelfThrottledVictimDoesNotPunishBe",
      nullptr,
@@ -670,7 +683,6 @@ INSTANTIATE_TEST_SUITE_P(Table, ScenarioTest, ::testing::ValuesIn(kScenarios), [
   return std::string(p.param.name);
 });
 
-
 // The cpuset rung against the node's CPU list and the victim's cpuset: BE keeps at least the
 // floor, away from the victim's CPUs whenever the node has any.
 struct CpusetCase {
@@ -720,7 +732,9 @@ const CpusetCase kCpusetCases[] = {
     {"VictimEverywhereButOneKeepsFloor", {0, 1, 2}, "0-1", "0-2", "2"},
 };
 
-INSTANTIATE_TEST_SUITE_P(Table, CpusetSplitTest, ::testing::ValuesIn(kCpusetCases),
+INSTANTIATE_TEST_SUITE_P(Table,
+                         CpusetSplitTest,
+                         ::testing::ValuesIn(kCpusetCases),
                          [](const auto& p) { return std::string(p.param.name); });
 
 // A noisy, steady antagonist: web is over threshold in 60 % of the intervals while hog1 runs

@@ -3,8 +3,9 @@
 # Writes example.trace.jsonl: a 2-CPU node, 100 ms intervals. web (LS, Koordinator label) is
 # quiet, then batch-a (BE) hogs the CPUs for 0.9 s. The weight rung is skipped (batch-a is in
 # another pod: a container weight only moves CPU inside its pod), the cpuset rung does not help
-# within the verify window and is undone, the aggregate BE quota budget is applied to both BE
-# containers, raised one step after quiet and then given back. api (LS) is
+# within the verify window and is undone (not retried on the same evidence), the BE quota budget
+# caps batch-a alone (batch-b's 4 preemptions a round are under the cut-off: quota by blame),
+# is raised one step after quiet and then given back. api (LS) is
 # throttled by its own quota (a finding, no decision). Regenerate the expected output with
 #   build-policy/policy/colod-replay policy/testdata/example.trace.jsonl \
 #     > policy/testdata/example.decisions.txt   (then drop the final "# N rounds" summary line)

@@ -36,6 +36,11 @@
 #   COLOD_BPF_FLOOR=<path to colod-bpf-floor> (default: next to colod-collect)
 #   COLOD_COLLECT=<path to colod-collect> (default: first build*/ dir that has one)
 #   COLLECT_ARGS="..." extra colod-collect flags (e.g. --wakeup-depth to add the wakeup hook)
+#   BENCH_WATCH=1: every ping-pong run (with, without, floor) runs in a cgroup of its own that
+#     colod-collect watches for wakeups (--watch, threshold BENCH_WATCH_US, default 3000 us of
+#     wait within 10 ms): the switch handler then also pays the protected-cgroup path of
+#     event-driven detection (one cg_watch lookup and the accumulator per wait; bpf/README.md).
+#     The ping-pong's waits are µs, so no event is posted: what is measured is the path's cost.
 set -euo pipefail
 pairs=${1:-15}
 secs=${2:-1}
@@ -71,14 +76,33 @@ use_floor=0
 work=$(mktemp -d /tmp/colod-bpf-overhead.XXXXXX)
 collector_pid=
 old_stats=$(sysctl -n kernel.bpf_stats_enabled)
+# The watched cgroup (BENCH_WATCH=1), in the hierarchy whose ids colod-collect keys by: the v1
+# cpu controller on v1/hybrid hosts, the cgroup2 root otherwise.
+watch_dir=
+if [[ ${BENCH_WATCH:-0} != 0 ]]; then
+  watch_root=/sys/fs/cgroup
+  [[ -d /sys/fs/cgroup/cpu ]] && watch_root=/sys/fs/cgroup/cpu
+  watch_name=colod-bench-watch-$$
+  watch_dir=$watch_root/$watch_name
+  mkdir "$watch_dir"
+  COLLECT_ARGS="${COLLECT_ARGS:-} --watch /$watch_name --watch-threshold-us ${BENCH_WATCH_US:-3000}"
+fi
 cleanup() {
   if [[ -n "$collector_pid" ]]; then kill "$collector_pid" 2>/dev/null || true; wait "$collector_pid" 2>/dev/null || true; fi
   sysctl -qw kernel.bpf_stats_enabled="$old_stats" || true
+  if [[ -n "$watch_dir" ]]; then rmdir "$watch_dir" 2>/dev/null || true; fi
   rm -rf "$work"
 }
 trap cleanup EXIT
 cc -O2 -Wall -o "$work/pingpong" "$here/pingpong.c"
-pingpong() { nice -n "$nice_val" "$work/pingpong" "$@"; }
+pingpong() {
+  if [[ -n "$watch_dir" ]]; then
+    # shellcheck disable=SC2016
+    nice -n "$nice_val" sh -c 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"' sh "$watch_dir" "$work/pingpong" "$@"
+  else
+    nice -n "$nice_val" "$work/pingpong" "$@"
+  fi
+}
 sysctl -qw kernel.bpf_stats_enabled="${BENCH_STATS:-1}"
 
 # bpftool here reports no owning pids, so the collector's programs are the ones that appear
@@ -130,7 +154,7 @@ stop_collector() {
 
 : > "$work/results"
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
-echo "bpf-overhead: $pairs pairs of ${secs}s on CPU $cpu (nice $nice_val, bpf_stats ${BENCH_STATS:-1}, collector on CPUs $collect_cpus), load average $load_before, $(nproc) CPUs"
+echo "bpf-overhead: $pairs pairs of ${secs}s on CPU $cpu (nice $nice_val, bpf_stats ${BENCH_STATS:-1}, collector on CPUs $collect_cpus, watch ${BENCH_WATCH:-0}), load average $load_before, $(nproc) CPUs"
 pingpong "$cpu" 0.3 > /dev/null  # warm-up (page cache, frequency), not recorded
 without=$(pingpong "$cpu" "$secs")
 # measure KIND: one run with the programs of KIND (colod: colod-collect; floor: the empty one)

@@ -1,34 +1,49 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# The colocation benchmark: LS alone, LS + BE without colod, LS + BE with colod, alternated
-# --rounds times in one run on this machine, medians and spread reported. See
-# scripts/bench/colocation/README.md for the setup and how each number is measured.
-#   sudo scripts/bench/colocation.sh [--rounds 5] [--duration 40] [--out DIR] ...
-# Last line:
+# The colocation benchmark (issue 15 item 4): in every round, in an order that rotates from round
+# to round, the phases
+#   solo             LS alone
+#   floor            LS alone on the CPUs colod's cpuset split leaves it (floors.be_min_cpus
+#                    taken away), no BE: the best any cpuset/quota controller can give here
+#   nocolod          LS + BE arriving as new pods (the antagonist pod joins mid-phase)
+#   colod            the same with colod
+#   suppress         the same with Koordinator's CPU Suppress rule (scripts/bench/suppress)
+#   busy             colod; an existing, idle BE container turns busy mid-phase
+#   foreign-nocolod  LS + BE pods + a hog outside any pod at default weight, without colod
+#   foreign-colod    the same with colod
+#   dynamic          colod; BE pods; the LS load steps 10 % -> 60 % -> 10 % of the node
+# and reports medians over rounds. Every request is recorded (--warmup 0 by default): the BE
+# arrival is in the LS p99. See scripts/bench/colocation/README.md for how each number is taken.
+#   sudo scripts/bench/colocation.sh [--rounds 5] [--duration 30] [--out DIR] ...
+# Last two lines:
 #   colocation: ls_p99_solo_us=.. ls_p99_nocolod_us=.. ls_p99_colod_us=.. be_ops_nocolod=..
 #               be_ops_colod=.. reaction_p50_ms=.. colod_rss_mib=..
+#   protection: ls_p99_solo_us=.. ls_p99_floor_us=.. ls_p99_colod_us=.. ls_p99_suppress_us=..
+#               ls_p99_nocolod_us=.. be_ops_nocolod=.. be_ops_colod=.. be_ops_suppress=..
+#               reaction_busy_p50_ms=.. foreign_ls_ratio=.. foreign_be_ratio=.. be_harvest=..
+#               colod_rss_mib=..
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=colocation/lib.sh
 source "$here/colocation/lib.sh"
 CB_TAG=colocation
 
-rounds=5 duration=40 warmup=5 gap=3 inject_at= backend=auto build=1 rss=1 rss_containers=1000
-phases="solo nocolod colod"
+all_phases="solo floor nocolod colod suppress busy foreign-nocolod foreign-colod dynamic"
+rounds=5 duration=30 warmup=0 gap=3 inject_at= build=1 rss=1 rss_containers=1000
+phases=$all_phases
 out=/tmp/colod-colocation-$(date +%Y%m%d-%H%M%S)
 usage() {
   cat <<USAGE
 usage: $0 [options]
-  --rounds N         phase rounds (solo, nocolod, colod), default $rounds (>= 5 for a result)
-  --duration S       seconds per phase, default $duration
+  --rounds N         rounds of every phase, default $rounds (>= 5 for a result); the phase
+                     order rotates by one each round
+  --duration S       seconds per phase, default $duration (dynamic: three steps of S/3)
   --warmup S         first seconds of every phase not recorded by the LS probe, default $warmup
-                     (LS and BE run from the phase start: colod's first reaction happens in the
-                     warm-up, the antagonist's inside the recorded window)
+                     (everything recorded: the BE arrival is in the LS p99)
   --gap S            idle seconds between phases, default $gap
-  --inject-at S      second of a BE phase at which the antagonist starts
-                     (default warmup + (duration - warmup)/3)
-  --phases LIST      subset/order of "solo nocolod colod", default "$phases"
-  --backend B        peer (colod-testpeer, needed for colod) | cgroup (plain cgroups) | auto
+  --inject-at S      second of a phase at which the antagonist pod arrives (nocolod, colod,
+                     suppress) or the idle BE container turns busy (busy); default S/3
+  --phases LIST      subset/order of "$all_phases"
   --rss-containers N fake containers the peer reports for colod_rss_mib, default $rss_containers
   --no-rss           skip the colod_rss_mib step
   --policy FILE      policy config for colod (format of policy/config/default.yaml; default that
@@ -48,7 +63,6 @@ while (($#)); do
     --gap) gap=$2; shift 2 ;;
     --inject-at) inject_at=$2; shift 2 ;;
     --phases) phases=$2; shift 2 ;;
-    --backend) backend=$2; shift 2 ;;
     --rss-containers) rss_containers=$2; shift 2 ;;
     --no-rss) rss=0; shift ;;
     --policy-set) COLOD_POLICY_SET="${COLOD_POLICY_SET:-} $2"; export COLOD_POLICY_SET; shift 2 ;;
@@ -61,10 +75,13 @@ while (($#)); do
   esac
 done
 [[ $rounds =~ ^[0-9]+$ && $rounds -ge 1 && $rounds -le 50 ]] || { echo "--rounds: 1..50" >&2; exit 3; }
-[[ $duration =~ ^[0-9]+$ && $duration -ge 5 && $duration -le 600 ]] || { echo "--duration: 5..600" >&2; exit 3; }
-[[ $warmup =~ ^[0-9]+$ && $warmup -le $((duration - 3)) ]] || { echo "--warmup: 0..duration-3" >&2; exit 3; }
-[[ -z $inject_at ]] && inject_at=$((warmup + (duration - warmup) / 3))
+[[ $duration =~ ^[0-9]+$ && $duration -ge 9 && $duration -le 600 ]] || { echo "--duration: 9..600" >&2; exit 3; }
+[[ $warmup =~ ^[0-9]+$ && $warmup -le $((duration / 3 - 1)) ]] || { echo "--warmup: 0..duration/3-1" >&2; exit 3; }
+[[ -z $inject_at ]] && inject_at=$((duration / 3))
 ((inject_at >= 1 && inject_at < duration - 2)) || { echo "--inject-at must be in [1, duration-3]" >&2; exit 3; }
+for k in $phases; do
+  [[ " $all_phases " == *" $k "* ]] || { echo "--phases: unknown phase $k" >&2; exit 3; }
+done
 
 cb_init "$out"
 trap cb_cleanup EXIT
@@ -72,89 +89,144 @@ for c in stress-ng redis-server redis-benchmark redis-cli python3; do
   command -v "$c" >/dev/null || cb_die "$c missing: run sudo scripts/install-deps.sh"
 done
 
+# Only what the chosen phases need (the peer always: BE arrives as pods through NRI).
+targets=(colod-probe colod-testpeer)
+[[ " $phases " =~ \ (colod|busy|foreign-colod|dynamic)\  ]] || ((rss)) && targets+=(colod)
+[[ " $phases " == *" suppress "* ]] && targets+=(colod-suppress)
 if ((build)); then
-  cb_log "building (build dir $CB_BUILD, -j${COLOD_JOBS:-2})"
-  cb_build colod-probe || cb_die "colod-probe does not build"
-  for t in colod-testpeer colod; do
-    if cb_has_target "$t"; then cb_build "$t" || cb_log "warning: $t does not build"; fi
-  done
+  cb_log "building ${targets[*]} (build dir $CB_BUILD, -j${COLOD_JOBS:-2})"
+  cb_build "${targets[@]}" || cb_die "the benchmark's targets do not build"
 fi
 probe=$(cb_bin colod-probe)
-[[ -n $probe ]] || cb_die "colod-probe not built"
-if [[ $backend == auto ]]; then
-  backend=cgroup
-  [[ -n $(cb_bin colod-testpeer) ]] && backend=peer
-fi
-have_colod=0
-[[ $backend == peer && -n $(cb_bin colod) ]] && have_colod=1
+for b in "${targets[@]}"; do
+  [[ -n $(cb_bin "$b") ]] || cb_die "$b is not built in $CB_BUILD"
+done
 
 # One calibration for every phase: identical work per request everywhere.
 ipu=$("$probe" --calibrate-only | sed -n 's/^iters_per_us=//p')
 cb_log "probe calibration: iters_per_us=$ipu"
 
 # LS weight 512 (probe 400m + redis 100m), BE 4x that (2 x 1000m), like Burstable batch pods that
-# request whole CPUs; the antagonist (another 1000m) joins each BE phase at --inject-at.
+# request whole CPUs; the antagonist (another 1000m) arrives at --inject-at. be-busy lives for the
+# whole run, idle until the busy phase.
 redis_port=$((16400 + $$ % 1000))
 cb_add ls-probe ls-probe ls 400 probe "$probe" --iters-per-us "$ipu" --warmup "$warmup"
 cb_add ls-redis ls-redis ls 100 redis "$redis_port"
-cb_add be-cpu be-cpu be 1000 stress --cpu 2
-cb_add be-cache be-cache be 1000 stress --cache 2
-cb_add be-antagonist be-antagonist be 1000 stress --vm 2 --vm-bytes 128M --cpu 1
+cb_add be-cpu be-cpu be 1000 job --cpu 2
+cb_add be-cache be-cache be 1000 job --cache 2
+cb_add be-antagonist be-antagonist be 1000 job --vm 2 --vm-bytes 128M --cpu 1
+cb_add be-busy be-busy be 1000 stress --cpu 2
 ls_names=(ls-probe ls-redis)
-be_names=(be-cpu be-cache)
-cb_start_node "$backend"
+be_pods=(be-cpu be-cache)
+cb_start_node peer
 
 colod_config=$CB_RUN/colod.yaml
-if ((have_colod)); then
-  bash "$here/colocation/colod-config.sh" "$CB_RUN" >"$colod_config"
-fi
+bash "$here/colocation/colod-config.sh" "$CB_RUN" >"$colod_config"
+ncpu=$(nproc)
+be_min_cpus=$(awk '/^ *be_min_cpus:/ {print $2; exit}' "$colod_config")
+be_min_cpus=${be_min_cpus:-1}
+((ncpu > be_min_cpus)) || cb_die "the floor phase needs more than $be_min_cpus CPUs"
+all_cpus=0-$((ncpu - 1))
+# colod's cpuset rung gives BE the highest-numbered CPUs: LS keeps the others.
+floor_cpus=0
+((ncpu - be_min_cpus > 1)) && floor_cpus=0-$((ncpu - be_min_cpus - 1))
+step_secs=$((duration / 3))
 
 {
-  echo "command: $0 ${COLOD_POLICY_SET:+--policy-set '$COLOD_POLICY_SET' }--rounds $rounds --duration $duration --warmup $warmup --gap $gap --inject-at $inject_at --node-shares $CB_NODE_SHARES"
-  echo "backend: $backend; colod: $have_colod; started $(date -u +%FT%TZ); host $(uname -r), $(nproc) CPUs"
+  echo "command: $0 ${COLOD_POLICY_SET:+--policy-set '$COLOD_POLICY_SET' }--rounds $rounds --duration $duration --warmup $warmup --gap $gap --inject-at $inject_at --node-shares $CB_NODE_SHARES --phases '$phases'"
+  echo "backend: peer; started $(date -u +%FT%TZ); host $(uname -r), $ncpu CPUs; floor LS CPUs $floor_cpus"
   echo "policy: ${COLOD_POLICY_FILE:-policy/config/default.yaml}${COLOD_POLICY_SET:+ with$COLOD_POLICY_SET}"
   echo "load before the run (1/5/15 min): $(cut -d' ' -f1-3 /proc/loadavg)"
 } >"$CB_RUN/meta.txt"
 
+be_phase() {  # TAG: LS + BE pods from the start, the antagonist pod at --inject-at
+  local tag=$1
+  cb_trigger "$tag" "$duration" "${ls_names[@]}"
+  cb_pods_start "$tag" "$duration" "${be_pods[@]}"
+  sleep "$inject_at"
+  cb_pods_start "$tag" $((duration - inject_at)) be-antagonist
+  cb_wait_done "$tag" $((duration + 30)) "${ls_names[@]}" "${be_pods[@]}" be-antagonist
+  cb_pods_stop "${be_pods[@]}" be-antagonist
+}
+
+dynamic_phase() {  # TAG: BE pods; the probe alone as LS, 10 % -> 60 % -> 10 % of the node
+  local tag=$1 i pct
+  cb_pods_start "$tag" $((duration + 2)) "${be_pods[@]}"
+  i=0
+  cb_usage_sample "$tag@0"
+  for pct in 10 60 10; do
+    i=$((i + 1))
+    # colod-probe: 2 threads, one request per 1000 us each -> work = pct x CPUs x 1000 / 2 us.
+    CB_TRIGGER_EXTRA="-w $((pct * ncpu * 10 / 2))" cb_trigger "$tag@$i" "$step_secs" ls-probe
+    cb_wait_done "$tag@$i" $((step_secs + 30)) ls-probe
+    cb_usage_sample "$tag@$i"
+  done
+  cb_wait_done "$tag" 60 "${be_pods[@]}"
+  cb_pods_stop "${be_pods[@]}"
+}
+
 run_phase() {  # TAG KIND
   local tag=$1 kind=$2
-  if [[ $kind == colod ]]; then
-    cb_start_colod "$colod_config" "$CB_RUN/colod.log" || { cb_log "$tag: colod unavailable, phase skipped"; return 0; }
-    echo "$tag colod-started $(cb_now_ns)" >>"$CB_RUN/triggers.txt"
-    sleep 1  # colod's first intervals: baselines from LS alone
-  fi
+  case $kind in
+    colod|busy|foreign-colod|dynamic)
+      cb_start_colod "$colod_config" "$CB_RUN/colod.log" || { cb_log "$tag: colod unavailable, phase skipped"; return 0; }
+      echo "$tag colod-started $(cb_now_ns)" >>"$CB_RUN/triggers.txt"
+      sleep 1 ;;  # colod's first intervals: baselines from LS alone
+    suppress)
+      cb_start_suppress "$CB_RUN/suppress.log" --be-min-cpus "$be_min_cpus" ||
+        { cb_log "$tag: colod-suppress unavailable, phase skipped"; return 0; }
+      echo "$tag suppress-started $(cb_now_ns)" >>"$CB_RUN/triggers.txt"
+      sleep 1 ;;
+    floor) cb_peer_cpus "$floor_cpus" "${ls_names[@]}" ;;
+  esac
   cb_log "$tag: ${duration}s"
   local cpu0
   cpu0=$(cb_cpu_sample)
-  cb_trigger "$tag" "$duration" "${ls_names[@]}"
-  if [[ $kind != solo ]]; then
-    cb_trigger "$tag" "$duration" "${be_names[@]}"
-    sleep "$inject_at"
-    cb_trigger "$tag" $((duration - inject_at)) be-antagonist
-    cb_wait_done "$tag" $((duration + 30)) "${ls_names[@]}" "${be_names[@]}" be-antagonist
-  else
-    cb_wait_done "$tag" $((duration + 30)) "${ls_names[@]}"
-  fi
-  echo "$tag $(nproc) $cpu0 $(cb_cpu_sample)" >>"$CB_RUN/phase-cpu.txt"
-  if [[ $kind == colod ]]; then
-    cb_stop_colod
-    echo "$tag colod-stopped $(cb_now_ns)" >>"$CB_RUN/triggers.txt"
-  fi
+  case $kind in
+    solo|floor)
+      cb_trigger "$tag" "$duration" "${ls_names[@]}"
+      cb_wait_done "$tag" $((duration + 30)) "${ls_names[@]}" ;;
+    nocolod|colod|suppress) be_phase "$tag" ;;
+    busy)
+      cb_trigger "$tag" "$duration" "${ls_names[@]}"
+      sleep "$inject_at"
+      cb_trigger "$tag" $((duration - inject_at)) be-busy
+      cb_wait_done "$tag" $((duration + 30)) "${ls_names[@]}" be-busy ;;
+    foreign-*)
+      cb_hog_start "$tag" "$duration"
+      cb_trigger "$tag" "$duration" "${ls_names[@]}"
+      cb_pods_start "$tag" "$duration" "${be_pods[@]}"
+      cb_wait_done "$tag" $((duration + 30)) "${ls_names[@]}" "${be_pods[@]}"
+      cb_pods_stop "${be_pods[@]}"
+      cb_hog_stop ;;
+    dynamic) dynamic_phase "$tag" ;;
+  esac
+  echo "$tag $ncpu $cpu0 $(cb_cpu_sample)" >>"$CB_RUN/phase-cpu.txt"
+  case $kind in
+    colod|busy|foreign-colod|dynamic)
+      cb_stop_colod
+      echo "$tag colod-stopped $(cb_now_ns)" >>"$CB_RUN/triggers.txt" ;;
+    suppress)
+      cb_stop_suppress
+      echo "$tag suppress-stopped $(cb_now_ns)" >>"$CB_RUN/triggers.txt" ;;
+    floor) cb_peer_cpus "$all_cpus" "${ls_names[@]}" ;;
+  esac
   # Phase line, so progress is visible and a killed run still leaves data.
   python3 "$here/colocation/summarize.py" --phase "$tag" "$CB_RUN" || true
 }
 
+read -r -a order <<<"$phases"
+n=${#order[@]}
 for r in $(seq 1 "$rounds"); do
-  for kind in $phases; do
-    if [[ $kind == colod && $have_colod -eq 0 ]]; then
-      continue
-    fi
+  # Rotate: each phase runs at a different position (early/late in a round) across rounds.
+  for ((i = 0; i < n; i++)); do
+    kind=${order[$(((i + r - 1) % n))]}
     run_phase "r$r-$kind" "$kind"
     sleep "$gap"
   done
 done
 
-if ((rss && have_colod)); then
+if ((rss)); then
   cb_log "colod_rss_mib: colod against a peer that reports $rss_containers containers"
   bash "$here/colocation/rss.sh" "$CB_RUN" "$rss_containers" >"$CB_RUN/rss.txt" || cb_log "warning: rss step failed"
   # The same with 10 containers: what the 1000 cost on top of colod's fixed footprint.

@@ -110,4 +110,8 @@ if (( have_go )); then
   ratio=$(quot "$cr" "$gr")
 fi
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+# Synchronize and CreateContainer per NRI level against the Go peer (issue 18): the line before
+# the last (scripts/bench/nri-levels.sh; NA without the Go peer or the test plugin).
+cmake --build "$build" --target colod-testplugin -j "${COLOD_JOBS:-2}" >/dev/null 2>&1 || true
+"$root/scripts/bench/nri-levels.sh" --build "$build" || echo "nri levels: NA"
 echo "nri: sync1000_ms=$s create_p99_us=$c rtt_ratio_vs_go=$ratio"

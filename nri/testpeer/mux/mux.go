@@ -40,15 +40,31 @@ const (
 	headerLen = 8
 	// MaxPayload is the largest frame payload accepted or sent: ttrpc header + 4 MiB.
 	MaxPayload = 10 + 4<<20
+	// LegacyMaxPayload is NRI <= v0.6.1's maxPayloadSize (1 << 24): frames up to 16 MiB, and a
+	// larger write fails with EMSGSIZE instead of being split (brief §1.2).
+	LegacyMaxPayload = 1 << 24
 	// ReadQueueLen is the per-connection queue depth, as upstream.
 	ReadQueueLen = 256
 )
+
+// Options are the frame limits of one NRI level.
+type Options struct {
+	// MaxPayload bounds every frame read or written.
+	MaxPayload int
+	// Split: a write longer than MaxPayload is sent as several frames (NRI >= v0.7); without it
+	// the write fails with EMSGSIZE and nothing is sent (<= v0.6.1).
+	Split bool
+}
+
+// DefaultOptions are NRI >= v0.7's limits.
+var DefaultOptions = Options{MaxPayload: MaxPayload, Split: true}
 
 // ErrFrameTooLarge is the §1.5 violation: a frame larger than the reader's buffer.
 var ErrFrameTooLarge = errors.New("mux: frame larger than the reader's buffer (frame rule §1.5)")
 
 // Mux multiplexes logical connections over one trunk.
 type Mux struct {
+	opts      Options
 	trunk     net.Conn
 	writeLock sync.Mutex
 
@@ -65,9 +81,15 @@ type Mux struct {
 	statsLock sync.Mutex
 }
 
-// New starts the reader over trunk.
-func New(trunk net.Conn) *Mux {
-	m := &Mux{trunk: trunk, conns: map[ConnID]*Conn{}, doneC: make(chan struct{})}
+// New starts the reader over trunk with NRI >= v0.7's limits.
+func New(trunk net.Conn) *Mux { return NewWithOptions(trunk, DefaultOptions) }
+
+// NewWithOptions starts the reader over trunk with the given limits.
+func NewWithOptions(trunk net.Conn, opts Options) *Mux {
+	if opts.MaxPayload <= 0 {
+		opts = DefaultOptions
+	}
+	m := &Mux{opts: opts, trunk: trunk, conns: map[ConnID]*Conn{}, doneC: make(chan struct{})}
 	go m.reader()
 	return m
 }
@@ -131,11 +153,16 @@ func (m *Mux) Close() error {
 }
 
 func (m *Mux) write(id ConnID, b []byte) (int, error) {
+	if !m.opts.Split && len(b) > m.opts.MaxPayload {
+		// Upstream <= v0.6.1: the write fails, the trunk stays up.
+		return 0, fmt.Errorf("mux: %d-byte write exceeds the %d-byte frame limit: %w", len(b),
+			m.opts.MaxPayload, syscall.EMSGSIZE)
+	}
 	written := 0
 	for len(b) > 0 {
 		n := len(b)
-		if n > MaxPayload {
-			n = MaxPayload
+		if n > m.opts.MaxPayload {
+			n = m.opts.MaxPayload
 		}
 		var hdr [headerLen]byte
 		binary.BigEndian.PutUint32(hdr[0:4], uint32(id))
@@ -179,8 +206,8 @@ func (m *Mux) reader() {
 		}
 		id := ConnID(binary.BigEndian.Uint32(hdr[0:4]))
 		n := binary.BigEndian.Uint32(hdr[4:8])
-		if n > MaxPayload {
-			m.Fail(fmt.Errorf("mux: frame of %d bytes exceeds the maximum %d", n, MaxPayload))
+		if int64(n) > int64(m.opts.MaxPayload) {
+			m.Fail(fmt.Errorf("mux: frame of %d bytes exceeds the maximum %d", n, m.opts.MaxPayload))
 			return
 		}
 		if n == 0 {

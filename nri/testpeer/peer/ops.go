@@ -253,13 +253,19 @@ func (rt *Runtime) createContainer(name string) (interface{}, error) {
 	c.cgroupsPath = path
 	initial := cloneResources(c.res)
 
-	// CreateContainer: each plugin sees the request as adjusted by the earlier ones.
+	// CreateContainer: each plugin sees the request as adjusted by the earlier ones; a field set
+	// by two plugins fails the creation (brief §3.5, §4.4).
+	pristine := c.proto()
+	own := newOwners(rt.cfg.Version)
+	merged := &api.LinuxResources{}
 	var others []*api.ContainerUpdate
+	var consulted []*plugin
 	adjusted := false
 	for _, pl := range rt.livePlugins() {
 		if !pl.subscribed(api.Event_CREATE_CONTAINER) {
 			continue
 		}
+		consulted = append(consulted, pl)
 		req := &api.CreateContainerRequest{Pod: p.proto(rt.cfg.CgroupDriver), Container: c.proto()}
 		resp := &api.CreateContainerResponse{}
 		ctx, cancel := pl.requestCtx()
@@ -269,18 +275,36 @@ func (rt *Runtime) createContainer(name string) (interface{}, error) {
 			if fatal(err) {
 				continue // plugin closed; the operation proceeds as if it returned nothing
 			}
-			return nil, fmt.Errorf("NRI CreateContainer failed: plugin %s: %w", pl.label(), err)
+			return nil, rt.createFailed(name, fmt.Errorf("NRI CreateContainer failed: plugin %s: %w", pl.label(), err))
 		}
 		for _, u := range resp.Update {
 			if u.ContainerId == c.id {
-				return nil, fmt.Errorf("plugin %s asked update of %s during creation", pl.label(), c.id)
+				return nil, rt.createFailed(name, fmt.Errorf("plugin %s asked update of %s during creation", pl.label(), c.id))
 			}
 		}
-		others = append(others, resp.Update...)
+		if err := own.claimAdjust(c.id, resp.Adjust, pl.label()); err != nil {
+			rt.logConflict(err, "CreateContainer", false, name)
+			return nil, rt.createFailed(name, fmt.Errorf("NRI CreateContainer failed: %w", err))
+		}
+		ups, err := rt.claimUpdates(own, resp.Update, pl.label(), "CreateContainer")
+		if err != nil {
+			return nil, rt.createFailed(name, fmt.Errorf("NRI CreateContainer failed: %w", err))
+		}
+		others = append(others, ups...)
 		if a := resp.Adjust; a != nil && a.Linux != nil && a.Linux.Resources != nil {
 			mergeResources(c.res, a.Linux.Resources)
+			mergeResources(merged, a.Linux.Resources)
 			adjusted = true
 		}
+	}
+	if rt.cfg.Version.Validation() {
+		if err := rt.validate(p, pristine, merged, others, own, consulted); err != nil {
+			return nil, rt.createFailed(name, err)
+		}
+	}
+	if len(consulted) > 1 || len(own.simple[c.id])+len(own.compound[c.id]) > 0 {
+		rt.log.Log("container-owners", Fields{"container": name, "id": c.id,
+			"owners": own.describe(c.id), "reported": rt.cfg.Version.Validation()})
 	}
 
 	if !def.Fake {
@@ -420,6 +444,7 @@ func (rt *Runtime) updateContainer(name string, r *scenario.Resources) (interfac
 		req.Unified = copyMap(r.Unified)
 	}
 	var others []*api.ContainerUpdate
+	own := newOwners(rt.cfg.Version)
 	for _, pl := range rt.livePlugins() {
 		if !pl.subscribed(api.Event_UPDATE_CONTAINER) {
 			continue
@@ -435,7 +460,11 @@ func (rt *Runtime) updateContainer(name string, r *scenario.Resources) (interfac
 			}
 			return nil, fmt.Errorf("NRI UpdateContainer failed: plugin %s: %w", pl.label(), err)
 		}
-		for _, u := range resp.Update {
+		ups, err := rt.claimUpdates(own, resp.Update, pl.label(), "UpdateContainer")
+		if err != nil {
+			return nil, fmt.Errorf("NRI UpdateContainer failed: %w", err)
+		}
+		for _, u := range ups {
 			if u.ContainerId == c.id {
 				if u.Linux != nil {
 					mergeResources(req, u.Linux.Resources)

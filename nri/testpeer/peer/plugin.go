@@ -48,6 +48,8 @@ type plugin struct {
 	closeOnce   sync.Once
 	closeReason string
 	unimpl      map[api.Event]bool
+
+	launched *launchedPlugin // non-nil: pre-installed, started by this runtime
 }
 
 func (p *plugin) label() string {
@@ -117,7 +119,7 @@ func (p *plugin) runtimeMethods() map[string]ttrpc.Method {
 			if !idxRe.MatchString(req.PluginIdx) {
 				return nil, fmt.Errorf("invalid plugin index %q, must be 2 digits", req.PluginIdx)
 			}
-			if req.PluginName == "" || (p.rt.cfg.Version == V012 && !nameRe.MatchString(req.PluginName)) {
+			if req.PluginName == "" || (p.rt.cfg.Version.StrictNames() && !nameRe.MatchString(req.PluginName)) {
 				return nil, fmt.Errorf("invalid plugin name %q", req.PluginName)
 			}
 			registered := false
@@ -140,10 +142,13 @@ func (p *plugin) runtimeMethods() map[string]ttrpc.Method {
 	}
 }
 
-// serve runs one plugin connection from accept to close.
-func (rt *Runtime) servePlugin(conn net.Conn, seq int) {
-	p := &plugin{rt: rt, seq: seq, mux: mux.New(conn), regC: make(chan *api.RegisterPluginRequest, 1),
-		unimpl: map[api.Event]bool{}}
+// serve runs one plugin connection from accept (or launch) to close.
+func (rt *Runtime) servePlugin(conn net.Conn, seq int, launched *launchedPlugin) {
+	p := &plugin{rt: rt, seq: seq, mux: mux.NewWithOptions(conn, rt.cfg.Version.MuxOptions()),
+		regC: make(chan *api.RegisterPluginRequest, 1), unimpl: map[api.Event]bool{}, launched: launched}
+	if launched != nil {
+		p.name, p.idx = launched.name, launched.idx
+	}
 	c1, _ := p.mux.Open(mux.PluginServiceConn)
 	c2, _ := p.mux.Open(mux.RuntimeServiceConn)
 	srv, err := ttrpc.NewServer()
@@ -166,9 +171,13 @@ func (rt *Runtime) servePlugin(conn net.Conn, seq int) {
 
 	select {
 	case req := <-p.regC:
-		p.name, p.idx = req.PluginName, req.PluginIdx
+		// A launched plugin keeps the name and index the runtime gave it (brief §1.4).
+		if launched == nil {
+			p.name, p.idx = req.PluginName, req.PluginIdx
+		}
 		rt.log.Log("plugin-registered", Fields{"plugin": p.label(), "name": p.name, "index": p.idx,
-			"nri_version": req.NRIVersion})
+			"nri_version": req.NRIVersion, "launched": launched != nil,
+			"registered_as": req.PluginIdx + "-" + req.PluginName})
 	case <-time.After(rt.cfg.RegistrationTimeout):
 		p.close("plugin registration timed out")
 	case <-p.mux.Done():
@@ -188,13 +197,14 @@ func (rt *Runtime) servePlugin(conn net.Conn, seq int) {
 
 func (p *plugin) configure() error {
 	rt := p.rt
-	req := &api.ConfigureRequest{
-		RuntimeName: rt.cfg.RuntimeName, RuntimeVersion: rt.cfg.RuntimeVersion,
-		RegistrationTimeout: rt.cfg.RegistrationTimeout.Milliseconds(),
-		RequestTimeout:      rt.cfg.RequestTimeout.Milliseconds(),
+	req := &api.ConfigureRequest{RuntimeName: rt.cfg.RuntimeName, RuntimeVersion: rt.cfg.RuntimeVersion,
+		NRIVersion: rt.cfg.Version.NRIVersion()}
+	if rt.cfg.Version.ConfigureTimeouts() {
+		req.RegistrationTimeout = rt.cfg.RegistrationTimeout.Milliseconds()
+		req.RequestTimeout = rt.cfg.RequestTimeout.Milliseconds()
 	}
-	if rt.cfg.Version == V012 {
-		req.NRIVersion = "v0.12.0"
+	if p.launched != nil {
+		req.Config = p.launched.config // external plugins always get ""
 	}
 	resp := &api.ConfigureResponse{}
 	ctx, cancel := p.requestCtx()
@@ -234,7 +244,7 @@ func (p *plugin) stateEvent(e api.Event, pd *api.PodSandbox, ctr *api.Container)
 	}
 	ctx, cancel := p.requestCtx()
 	defer cancel()
-	if method, ok := dedicatedRPC[e]; ok && p.rt.cfg.Version == V012 && !p.unimpl[e] {
+	if method, ok := dedicatedRPC[e]; ok && p.rt.cfg.Version.DedicatedRPCs() && !p.unimpl[e] {
 		var req interface{}
 		if ctr == nil {
 			req = &api.PodSandboxRequest{Pod: pd}
@@ -262,11 +272,12 @@ func (rt *Runtime) synchronize(p *plugin) error {
 	pods, ctrs := rt.snapshot()
 	total := len(pods) + len(ctrs)
 	perMsg := rt.cfg.SyncMaxObjects
-	if perMsg <= 0 || perMsg > total {
+	if perMsg <= 0 || perMsg > total || !rt.cfg.Version.ChunkedSync() {
+		// <= v0.6.1: one message whatever its size (old ttrpc sends > 4 MiB anyway).
 		perMsg = total
 	}
 	// NRI >= v0.7 shrinks the chunk while a message would exceed the ttrpc limit.
-	for perMsg > minSyncObjects {
+	for rt.cfg.Version.ChunkedSync() && perMsg > minSyncObjects {
 		if size := maxChunkSize(pods, ctrs, perMsg); size <= maxSyncMsg {
 			break
 		}

@@ -25,24 +25,6 @@ import (
 	"colod/testpeer/scenario"
 )
 
-// Version is the emulated NRI level.
-type Version string
-
-const (
-	// V08 is NRI v0.8 (containerd 1.7 - 2.1): StateChange for pod and post events, mask 0x7FF.
-	V08 Version = "v0.8"
-	// V012 is NRI v0.12 (containerd 2.3+): dedicated RPCs, mask 0x3FFF, NRI_version set.
-	V012 Version = "v0.12"
-)
-
-// ValidMask is the runtime's ValidEvents.
-func (v Version) ValidMask() int32 {
-	if v == V08 {
-		return 0x7FF
-	}
-	return 0x3FFF
-}
-
 // Config of a Runtime.
 type Config struct {
 	SocketPath          string
@@ -55,6 +37,12 @@ type Config struct {
 	CgroupParent        string // prefix dir under every hierarchy
 	CgroupDriver        string // cgroupfs | systemd
 	StopTimeout         time.Duration
+	// Pre-installed plugins (brief §1.4): executables NN-name in PluginDir are started by the
+	// runtime on an inherited socketpair; PluginConfigDir holds their NN-name.conf / name.conf.
+	PluginDir       string
+	PluginConfigDir string
+	// Where launched plugins' stderr goes (nil: /dev/null, as upstream).
+	PluginStderr *os.File
 }
 
 // Runtime is the emulated container runtime with its NRI adaptation.
@@ -89,6 +77,8 @@ type Runtime struct {
 	downMu sync.Mutex
 
 	faults faults
+
+	launched []*launchedPlugin // pre-installed plugins of the current incarnation (under lmu)
 }
 
 // New makes a runtime; cg may be nil when only fake containers are used.
@@ -124,7 +114,7 @@ func (rt *Runtime) Listen() error {
 	rt.log.Log("listening", Fields{"socket": rt.cfg.SocketPath, "nri_version": string(rt.cfg.Version)})
 	rt.wg.Add(1)
 	go rt.acceptLoop(l)
-	return nil
+	return rt.launchPlugins()
 }
 
 func (rt *Runtime) acceptLoop(l net.Listener) {
@@ -138,7 +128,7 @@ func (rt *Runtime) acceptLoop(l net.Listener) {
 		rt.seq++
 		seq := rt.seq
 		rt.lmu.Unlock()
-		go rt.servePlugin(conn, seq)
+		go rt.servePlugin(conn, seq, nil)
 	}
 }
 
@@ -247,6 +237,7 @@ func (rt *Runtime) goDown(delay time.Duration, outage bool) error {
 	}
 	rt.log.Log("runtime-restart", f)
 	rt.closeAllPlugins("runtime restarting")
+	rt.killLaunched()
 	return nil
 }
 
@@ -260,6 +251,7 @@ func (rt *Runtime) Shutdown() error {
 	}
 	rt.lmu.Unlock()
 	rt.closeAllPlugins("runtime shutting down")
+	rt.killLaunched()
 	_ = os.Remove(rt.cfg.SocketPath)
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
@@ -330,6 +322,20 @@ func (rt *Runtime) applyUpdates(ups []*api.ContainerUpdate, source, from string)
 			if !u.IgnoreFailure {
 				failed = append(failed, u)
 			}
+			continue
+		}
+		// One line per container per applied update: tools count writers per container (a
+		// field flipping between two plugins shows up as alternating plugins here).
+		if c, ok := rt.ctrByID[u.ContainerId]; ok && u.Linux != nil && u.Linux.Resources != nil {
+			o := newOwners(rt.cfg.Version)
+			_ = o.claimResources(u.ContainerId, u.Linux.Resources, from)
+			fields := []string{}
+			for f := range o.describe(u.ContainerId) {
+				fields = append(fields, f)
+			}
+			sort.Strings(fields)
+			rt.log.Log("container-updated", Fields{"container": c.spec.Name, "id": c.id,
+				"plugin": from, "source": source, "fields": fields})
 		}
 	}
 	return failed

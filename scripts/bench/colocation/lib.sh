@@ -11,6 +11,8 @@ CB_RUN=                 # run dir (FIFOs, outputs, logs); set by cb_init
 CB_BACKEND=             # peer | cgroup
 CB_PEER_PID=
 CB_COLOD_PID=
+CB_SUPPRESS_PID=
+CB_HOG_DIRS=()          # foreign-hog cgroups to remove
 CB_CG_DIRS=()           # cgroup backend: dirs to remove
 CB_WORKER_PIDS=()       # cgroup backend: worker pids
 CB_NAMES=()             # container names, in start order
@@ -62,13 +64,16 @@ cb_bin() {  # NAME -> path of a built binary, or empty
   local p
   for p in "$CB_BUILD/userspace/probe/$1" "$CB_BUILD/nri/testpeer/$1" \
            "$CB_BUILD/userspace/daemon/$1" "$CB_BUILD/userspace/ctl/$1" \
-           "$CB_BUILD/userspace/collectview/$1"; do
+           "$CB_BUILD/userspace/collectview/$1" "$CB_BUILD/scripts/bench/suppress/$1"; do
     [[ -x $p ]] && { echo "$p"; return 0; }
   done
   return 0
 }
 
 # Declares a container: cb_add NAME POD TIER MILLICPU KIND [ARGS...] (see worker.sh for KIND).
+# KIND job (stress-ng ARGS): a container that arrives as a new pod when a phase asks for it
+# (cb_pods_start: RunPodSandbox, CreateContainer, StartContainer through the peer) and is removed
+# with its pod at the phase end (cb_pods_stop); the others live for the whole run.
 cb_add() {
   local name=$1 pod=$2 tier=$3 milli=$4
   shift 4
@@ -86,6 +91,9 @@ cb_set_shares() {  # DIR SHARES: cpu.shares (v1) or the equivalent cpu.weight (v
   fi
 }
 
+cb_is_job() { [[ ${CB_SPEC[$1]} == *"|job"* ]]; }
+cb_resident_count() { local n c=0; for n in "${CB_NAMES[@]}"; do cb_is_job "$n" || c=$((c + 1)); done; echo $c; }
+
 cb_shares() { local m=$1; local s=$((m * 1024 / 1000)); ((s < 2)) && s=2; echo $s; }
 
 # Starts every declared container on the simulated node. BACKEND: peer (needs colod-testpeer)
@@ -94,6 +102,7 @@ cb_start_node() {  # BACKEND
   CB_BACKEND=$1
   local name
   for name in "${CB_NAMES[@]}"; do
+    cb_is_job "$name" && continue
     rm -f "$CB_RUN/fifo.$name"
     mkfifo "$CB_RUN/fifo.$name"
   done
@@ -118,14 +127,20 @@ t = 0
 for n in names:
     pod, tier, milli, args = spec[n]
     kind = args[0]
+    if kind == "job":
+        # Arrives per phase (pods.py start): defined here, not in the timeline.
+        command = ["bash", os.path.join(os.path.dirname(worker), "job.sh"), run, n] + args[1:]
+    else:
+        command = ["bash", worker, f"{run}/fifo.{n}", run, n] + args
     pods.append({"name": pod, "namespace": "bench", "qos": "burstable",
                  "annotations": {"colod.io/tier": tier}})
     ctrs.append({"name": n, "pod": pod,
-                 "command": ["bash", worker, f"{run}/fifo.{n}", run, n] + args,
+                 "command": command,
                  "annotations": {"colod.io/tier": tier},
                  "resources": {"cpu_request_milli": milli}})
-    tl += [{"at_ms": t, "op": "run_pod", "pod": pod},
-           {"at_ms": t, "op": "create_start", "container": n}]
+    if kind != "job":
+        tl += [{"at_ms": t, "op": "run_pod", "pod": pod},
+               {"at_ms": t, "op": "create_start", "container": n}]
 print(json.dumps({"pods": pods, "containers": ctrs, "timeline": tl}, indent=1))
 PY
 }
@@ -140,7 +155,8 @@ cb_start_peer() {
     --cgroup-parent "$CB_PEER_PARENT" --scenario "$CB_RUN/scenario.json" \
     >"$CB_RUN/peer.stdout" 2>&1 &
   CB_PEER_PID=$!
-  local want=${#CB_NAMES[@]} i
+  local want i
+  want=$(cb_resident_count)
   for i in $(seq 1 200); do  # <= 20 s
     kill -0 "$CB_PEER_PID" 2>/dev/null || { tail -5 "$CB_RUN/peer.stdout" "$CB_RUN/peer.log" >&2; cb_die "colod-testpeer exited"; }
     (( $(cb_count '"event":"container-started"' "$CB_RUN/peer.log") >= want )) && break
@@ -149,7 +165,7 @@ cb_start_peer() {
   (( $(cb_count '"event":"container-started"' "$CB_RUN/peer.log") >= want )) ||
     cb_die "colod-testpeer did not start $want containers in 20 s (log: $CB_RUN/peer.log)"
   cb_kubelet_pod_shares
-  cb_log "node: colod-testpeer pid $CB_PEER_PID, ${#CB_NAMES[@]} containers (cgroup parent $CB_PEER_PARENT)"
+  cb_log "node: colod-testpeer pid $CB_PEER_PID, $want resident containers, $((${#CB_NAMES[@]} - want)) arriving per phase (cgroup parent $CB_PEER_PARENT)"
 }
 
 # kubelet sets a pod cgroup's cpu.shares to the sum of its containers' requests; the peer creates
@@ -159,6 +175,7 @@ cb_kubelet_pod_shares() {
   local list name dir
   list=$(python3 "$CB_HERE/peerctl.py" "$CB_RUN/peer.ctl" '{"op":"list"}') || cb_die "peer list failed"
   for name in "${CB_NAMES[@]}"; do
+    cb_is_job "$name" && continue
     dir=$(python3 -c '
 import json, sys
 r = json.loads(sys.argv[1])["result"]
@@ -198,6 +215,7 @@ cb_start_cgroups() {
   CB_CG_DIRS+=("$base")
   cb_set_shares "$base" "$CB_NODE_SHARES"
   for name in "${CB_NAMES[@]}"; do
+    cb_is_job "$name" && continue  # pods arrive through the peer only
     IFS='|' read -r pod tier milli args <<<"${CB_SPEC[$name]}"
     local dir=$base/$name s
     s=$(cb_shares "$milli")
@@ -231,13 +249,14 @@ cb_cpu_sample() {
   echo "$(cb_now_ns) $busy $node"
 }
 
-# Tells containers to run their workload for SECONDS under TAG (does not wait).
+# Tells containers to run their workload for SECONDS under TAG (does not wait). $CB_TRIGGER_EXTRA,
+# if set, is passed on to the workload (worker.sh: extra probe flags).
 cb_trigger() {  # TAG SECONDS NAMES...
   local tag=$1 secs=$2 name
   shift 2
   for name in "$@"; do
     rm -f "$CB_RUN/$tag.$name.done"
-    timeout 10 bash -c 'echo "run $2 $3" >"$1"' _ "$CB_RUN/fifo.$name" "$tag" "$secs" ||
+    timeout 10 bash -c 'echo "run $2 $3 $4" >"$1"' _ "$CB_RUN/fifo.$name" "$tag" "$secs" "${CB_TRIGGER_EXTRA:-}" ||
       cb_die "container $name does not read its FIFO"
     echo "$tag $name $(cb_now_ns)" >>"$CB_RUN/triggers.txt"
   done
@@ -288,6 +307,8 @@ cb_stop_colod() {
 cb_cleanup() {
   set +e
   cb_stop_colod
+  cb_stop_suppress
+  cb_hog_stop
   local name
   for name in "${CB_NAMES[@]}"; do
     [[ -p $CB_RUN/fifo.$name ]] && timeout 2 bash -c 'echo exit >"$1"' _ "$CB_RUN/fifo.$name" 2>/dev/null
@@ -321,4 +342,115 @@ cb_cleanup() {
   done
   CB_WORKER_PIDS=()
   CB_CG_DIRS=()
+}
+
+# --- BE as new pods, the peer-rule controller, the foreign hog (issue 15 item 4) ---------------
+
+# Runs job containers as new pods for SECONDS under TAG: for each NAME, RunPodSandbox, the pod's
+# cpu.shares (kubelet's part), CreateContainer, StartContainer through the peer (pods.py); the
+# arrival time goes to triggers.txt ("TAG NAME TS_NS", taken before CreateContainer).
+cb_pods_start() {  # TAG SECONDS NAMES...
+  local tag=$1 secs=$2
+  shift 2
+  python3 "$CB_HERE/pods.py" start "$CB_RUN" "$tag" "$secs" "$@" ||
+    cb_die "starting pods $* for $tag failed (log: $CB_RUN/peer.log)"
+}
+
+cb_pods_stop() {  # NAMES...: StopPodSandbox + RemovePodSandbox (its containers with it)
+  python3 "$CB_HERE/pods.py" stop "$CB_RUN" "$@" || cb_log "warning: removing pods $* failed"
+}
+
+cb_usage_sample() {  # LABEL: every container's CPU time now, appended to usage.txt
+  python3 "$CB_HERE/pods.py" usage "$CB_RUN" "$1" || cb_log "warning: usage sample $1 failed"
+}
+
+cb_peer_cpus() {  # CPUS NAMES...: a kubelet update of the containers' cpuset through the peer
+  local cpus=$1 name
+  shift
+  for name in "$@"; do
+    python3 "$CB_HERE/peerctl.py" "$CB_RUN/peer.ctl" \
+      "{\"op\":\"update\",\"container\":\"$name\",\"resources\":{\"cpus\":\"$cpus\"}}" >/dev/null ||
+      cb_die "cpuset update of $name failed"
+  done
+}
+
+# Starts the Koordinator CPU Suppress controller (scripts/bench/suppress) as a second NRI plugin
+# and waits for its Synchronize. Returns 1 if it is not built or does not connect within 20 s.
+cb_start_suppress() {  # LOG [EXTRA ARGS...]
+  local bin synced0 i
+  bin=$(cb_bin colod-suppress)
+  [[ -n $bin ]] || { cb_log "colod-suppress is not built"; return 1; }
+  synced0=$(cb_count '"event":"plugin-synchronized"' "$CB_RUN/peer.log")
+  "$bin" --socket "$CB_RUN/nri.sock" "${@:2}" >>"$1" 2>&1 &
+  CB_SUPPRESS_PID=$!
+  for i in $(seq 1 200); do
+    kill -0 "$CB_SUPPRESS_PID" 2>/dev/null || { CB_SUPPRESS_PID=; tail -5 "$1" >&2; cb_log "colod-suppress exited"; return 1; }
+    (( $(cb_count '"event":"plugin-synchronized"' "$CB_RUN/peer.log") > synced0 )) && return 0
+    sleep 0.1
+  done
+  cb_log "colod-suppress did not synchronize within 20 s"
+  cb_stop_suppress
+  return 1
+}
+
+cb_stop_suppress() {
+  if [[ -n $CB_SUPPRESS_PID ]] && kill -0 "$CB_SUPPRESS_PID" 2>/dev/null; then
+    kill -TERM "$CB_SUPPRESS_PID"
+    local i
+    for i in $(seq 1 50); do kill -0 "$CB_SUPPRESS_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$CB_SUPPRESS_PID" 2>/dev/null && kill -KILL "$CB_SUPPRESS_PID"
+    wait "$CB_SUPPRESS_PID" 2>/dev/null || true
+  fi
+  CB_SUPPRESS_PID=
+}
+
+# The simulated node's top cgroup (colobench-<pid>) in the cpu hierarchy, from cgroups.txt.
+cb_node_top() {
+  local d
+  d=$(awk 'NR == 1 {print $2}' "$CB_RUN/cgroups.txt" 2>/dev/null)
+  [[ $d == */kubepods/* ]] && echo "${d%%/kubepods/*}"
+}
+
+# Work colod does not control: a stress-ng --cpu 1 hog in its own cgroup beside kubepods under
+# the node's top cgroup, at the default weight (1024; kubepods weighs CPUs x 1024), like a
+# system daemon or a process in system.slice on a real node. Runs SECONDS.
+cb_hog_start() {  # TAG SECONDS
+  local top dir
+  top=$(cb_node_top)
+  [[ -n $top && -d $top ]] || cb_die "no node top cgroup for the foreign hog"
+  dir=$top/foreign-hog
+  mkdir -p "$dir"
+  CB_HOG_DIRS+=("$dir")
+  cb_set_shares "$dir" 1024
+  if [[ $dir == /sys/fs/cgroup/cpu/* && -d /sys/fs/cgroup/cpuacct ]]; then
+    local acct=/sys/fs/cgroup/cpuacct/${dir#/sys/fs/cgroup/cpu/}
+    mkdir -p "$acct"
+    CB_HOG_DIRS+=("$acct")
+  fi
+  setsid bash -c 'for d in "${@:2}"; do echo $$ >"$d/cgroup.procs"; done; exec stress-ng --cpu 1 --timeout "$1" --metrics-brief' \
+    _ "$2" "${CB_HOG_DIRS[@]}" >"$CB_RUN/$1.foreign-hog.log" 2>&1 &
+  CB_HOG_PID=$!
+  echo "$1 foreign-hog $(cb_now_ns)" >>"$CB_RUN/triggers.txt"
+}
+
+# Runs under the callers' set -e: every kill/wait of what may be gone already is allowed to fail.
+cb_hog_stop() {
+  if [[ -n ${CB_HOG_PID:-} ]]; then
+    kill -TERM -- "-$CB_HOG_PID" 2>/dev/null || true
+    local i
+    for i in $(seq 1 30); do kill -0 "$CB_HOG_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL -- "-$CB_HOG_PID" 2>/dev/null || true
+    wait "$CB_HOG_PID" 2>/dev/null || true
+    CB_HOG_PID=
+  fi
+  local d p
+  for d in "${CB_HOG_DIRS[@]}"; do
+    if [[ -f $d/cgroup.procs ]]; then
+      while read -r p; do kill -KILL "$p" 2>/dev/null || true; done <"$d/cgroup.procs"
+    fi
+  done
+  for d in "${CB_HOG_DIRS[@]}"; do
+    for _ in 1 2 3 4 5; do rmdir "$d" 2>/dev/null && break; [[ -d $d ]] || break; sleep 0.2; done
+  done
+  CB_HOG_DIRS=()
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # plot.sh RUNDIR OUT.png: LS p99 (log scale) and BE work kept, per phase kind (medians over
-# rounds), from summarize.py --tsv. gnuplot from Debian (gnuplot-nox).
+# rounds): LS alone, LS+BE with nothing acting, under Koordinator's CPU Suppress rule, with colod
+# (the kinds the run has), from summarize.py --tsv. gnuplot from Debian (gnuplot-nox).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 run=$1 png=$2
@@ -13,22 +14,26 @@ def med(kind, col):
     v = [float(r[col]) for r in rows if r[1] == kind and r[col] != "NA"]
     return statistics.median(v) if v else None
 base = med("nocolod", 4)
-labels = {"solo": "LS alone", "nocolod": "LS+BE, no colod", "colod": "LS+BE, colod"}
-for i, k in enumerate(("solo", "nocolod", "colod")):
+labels = {"solo": "LS alone", "floor": "LS alone, split CPUs", "nocolod": "LS+BE, nothing",
+          "suppress": "LS+BE, Koordinator suppress", "colod": "LS+BE, colod"}
+i = 0
+for k in ("solo", "floor", "nocolod", "suppress", "colod"):
     p99, redis, ops = med(k, 2), med(k, 3), med(k, 4)
     if p99 is None:
         continue
     kept = 100.0 * ops / base if (ops is not None and base) else float("nan")
     print(f'{i} "{labels[k]}" {p99 / 1000.0:.3f} {(redis or 0) / 1000.0:.3f} {kept:.1f}')
+    i += 1
 PY
+n=$(wc -l <"$run/plot.dat")
 gnuplot <<GP
-set terminal pngcairo size 1100,450 font ",10"
+set terminal pngcairo size 1300,450 font ",10"
 set output "$png"
 set multiplot layout 1,2 title "colod colocation demo ($(nproc) CPUs; medians over rounds)"
 set style fill solid 0.8 border -1
 set boxwidth 0.35
 set grid ytics
-set xrange [-0.6:2.6]
+set xrange [-0.6:$((n > 0 ? n : 1))-0.4]
 set title "LS latency p99 (ms, log scale; lower is better)"
 set logscale y
 set yrange [0.01:*]

@@ -122,12 +122,121 @@ class SummarizeTest(unittest.TestCase):
     def test_final_line_is_medians(self):
         out = subprocess.run([sys.executable, os.path.join(HERE, "summarize.py"), self.d],
                              check=True, capture_output=True, text=True).stdout
-        last = out.strip().splitlines()[-1]
-        self.assertEqual(last, "colocation: ls_p99_solo_us=600 ls_p99_nocolod_us=4000000 "
-                               "ls_p99_colod_us=800 be_ops_nocolod=1100 be_ops_colod=950 "
-                               "reaction_p50_ms=151 colod_rss_mib=21.5")
-        self.assertIn("target ls_p99_colod_us <= 1.5 x solo: PASS", out)
+        lines = out.strip().splitlines()
+        self.assertEqual(lines[-2], "colocation: ls_p99_solo_us=600 ls_p99_nocolod_us=4000000 "
+                                    "ls_p99_colod_us=800 be_ops_nocolod=1100 be_ops_colod=950 "
+                                    "reaction_p50_ms=151 colod_rss_mib=21.5")
+        # Phases this run did not have are NA, never guessed.
+        self.assertEqual(lines[-1], "protection: ls_p99_solo_us=600 ls_p99_floor_us=NA "
+                                    "ls_p99_colod_us=800 ls_p99_suppress_us=NA "
+                                    "ls_p99_nocolod_us=4000000 be_ops_nocolod=1100 "
+                                    "be_ops_colod=950 be_ops_suppress=NA reaction_busy_p50_ms=NA "
+                                    "foreign_ls_ratio=NA foreign_be_ratio=NA be_harvest=NA "
+                                    "colod_rss_mib=21.5")
         self.assertIn("target be_ops_colod >= 0.7 x nocolod: PASS", out)
+        self.assertFalse([l for l in lines if l.startswith("target") and "floor" in l])
+
+
+
+def cgw(ts, c, new, old, source="update", f="cpuset.cpus"):
+    return ('{"event":"cgroup-write","container":"%s","file":"%s","new":"%s","old":"%s",'
+            '"source":"%s","ts_ns":%d}' % (c, f, new, old, source, ts))
+
+
+class ProtectionTest(unittest.TestCase):
+    """The issue-15 phases: floor, suppress, busy, foreign, dynamic and the protection line."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        d = self.d = self.tmp.name
+        s = 10**9
+        p99 = {"solo": [500, 520], "floor": [1000, 1100], "nocolod": [9_000_000, 8_000_000],
+               "colod": [1150, 1250], "suppress": [3000, 2000], "busy": [1300, 1400],
+               "foreign-nocolod": [40_000, 60_000], "foreign-colod": [30_000, 40_000]}
+        ops = {"nocolod": [1000, 1000], "colod": [800, 760], "suppress": [500, 700],
+               "busy": [400, 400], "foreign-nocolod": [600, 600], "foreign-colod": [540, 600]}
+        trig, log, usage = [], [], []
+        for r in range(2):
+            for k in list(p99) + ["dynamic"]:
+                tag = f"r{r + 1}-{k}"
+                if k in p99:
+                    write(d, f"{tag}.ls-probe.out", PROBE.format(m=0, p99=p99[k][r]))
+                if k in ops:
+                    name = "be-busy" if k == "busy" else "be-cpu"
+                    write(d, f"{tag}.{name}.out", STRESS.format(ops=ops[k][r]))
+            t0 = (100 + 100 * r) * s
+            # busy: be-busy triggered at +5 s; colod restricts it 12 / 18 ms later.
+            trig += [f"r{r + 1}-busy colod-started {t0}", f"r{r + 1}-busy be-busy {t0 + 5 * s}",
+                     f"r{r + 1}-busy colod-stopped {t0 + 9 * s}"]
+            log.append(cgw(t0 + 5 * s + (12 + 6 * r) * 10**6, "be-busy", "1", "0-1"))
+            # colod: BE pods placed at creation (adjust, 3 ms after the arrival stamp).
+            t1 = t0 + 20 * s
+            trig += [f"r{r + 1}-colod colod-started {t1}", f"r{r + 1}-colod be-cpu {t1 + s}",
+                     f"r{r + 1}-colod colod-stopped {t1 + 9 * s}"]
+            log.append(cgw(t1 + s + 3 * 10**6, "be-cpu", "1", "0-1", source="adjust"))
+            # The suppress plugin's writes in its own phase are not colod's reactions.
+            trig += [f"r{r + 1}-suppress suppress-started {t1 + 30 * s}"]
+            log.append(cgw(t1 + 31 * s, "be-cpu", "1", "0-1"))
+            # dynamic: 3 steps of 10 s on 2 CPUs; LS 2 / 12 / 2 CPU-s; BE 16 / 7 / 17 CPU-s.
+            tag = f"r{r + 1}-dynamic"
+            for k, p in enumerate((700, 1500, 800)):
+                write(d, f"{tag}@{k + 1}.ls-probe.out", PROBE.format(m=0, p99=p + r))
+            ls = be = 0
+            tu = 1000 * s * (r + 1)
+            usage.append(f"{tag}@0 {tu} 2 ls-probe=0 be-cpu=0 be-busy=5")
+            for k, (dl, db) in enumerate(((2, 16), (12, 7), (2, 17))):
+                ls, be = ls + dl * s, be + db * s
+                usage.append(f"{tag}@{k + 1} {tu + 10 * s * (k + 1)} 2 ls-probe={ls} "
+                             f"be-cpu={be} be-busy=5")
+        write(d, "triggers.txt", "\n".join(trig) + "\n")
+        write(d, "peer.log", "\n".join(log) + "\n")
+        write(d, "usage.txt", "\n".join(usage) + "\n")
+        write(d, "rss.txt", "colod_rss_mib=30.0 containers=1000\n")
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_harvest_from_usage_samples(self):
+        h, steps = summarize.harvest(self.d, "r1-dynamic")
+        # idle for BE: 20-2=18, 20-12=8, 20-2=18 CPU-s; BE used 16, 7, 17 -> 40/44.
+        self.assertAlmostEqual(h, 40 / 44)
+        self.assertEqual([round(x, 3) for x in steps], [round(16 / 18, 3), 0.875,
+                                                         round(17 / 18, 3)])
+        self.assertEqual(summarize.harvest(self.d, "r9-dynamic"), (None, []))
+
+    def test_dynamic_row_has_steps_and_worst_step_p99(self):
+        row = [r for r in summarize.phases(self.d) if r["tag"] == "r2-dynamic"][0]
+        self.assertEqual(row["step_p99"], [701, 1501, 801])
+        self.assertEqual(row["p99"], 1501)
+        # Step tags are not phases of their own.
+        self.assertFalse([r for r in summarize.phases(self.d) if "@" in r["tag"]])
+        self.assertIn("step_p99_us=701,1501,801 be_harvest=0.91", summarize.phase_line(row))
+
+    def test_reactions_busy_and_admission(self):
+        busy, notes = summarize.reactions(self.d, "busy")
+        self.assertEqual(sorted(round(x) for x in busy), [12, 18])
+        self.assertEqual(notes, [])
+        arrive, _ = summarize.reactions(self.d)
+        self.assertEqual(sorted(round(x) for x in arrive), [3, 3])
+
+    def test_protection_line(self):
+        out = subprocess.run([sys.executable, os.path.join(HERE, "summarize.py"), self.d],
+                             check=True, capture_output=True, text=True).stdout
+        last = out.strip().splitlines()[-1]
+        self.assertEqual(last, "protection: ls_p99_solo_us=510 ls_p99_floor_us=1050 "
+                               "ls_p99_colod_us=1200 ls_p99_suppress_us=2500 "
+                               "ls_p99_nocolod_us=8500000 be_ops_nocolod=1000 be_ops_colod=780 "
+                               "be_ops_suppress=600 reaction_busy_p50_ms=15 "
+                               "foreign_ls_ratio=0.70 foreign_be_ratio=0.95 be_harvest=0.91 "
+                               "colod_rss_mib=30.0")
+        self.assertIn("target ls_p99_colod_us <= 1.2 x floor: PASS (1.14x)", out)
+        self.assertIn("target ls_p99_colod_us <= ls_p99_suppress_us: PASS", out)
+        self.assertIn("target be_ops_colod >= be_ops_suppress: PASS (1.30x)", out)
+        self.assertIn("target be_harvest >= 0.8: PASS (0.91)", out)
+        self.assertIn("target reaction_busy_p50_ms <= 20: PASS (15 ms)", out)
+        self.assertIn("target foreign_ls_ratio <= 1.0: PASS (0.70)", out)
+        self.assertIn("target foreign_be_ratio >= 0.9: PASS (0.95)", out)
+        self.assertIn("LS p99 us per step (med) 700 1500 800", out)
 
 
 if __name__ == "__main__":

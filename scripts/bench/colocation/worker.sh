@@ -10,6 +10,7 @@
 #       stress ARGS = stress-ng stressor flags (e.g. --cpu 2)
 # Commands, one per line on the FIFO:
 #   run TAG SECONDS   run the workload SECONDS, write OUTDIR/TAG.NAME.out, then OUTDIR/TAG.NAME.done
+#                     (probe: "run TAG SECONDS FLAGS..." adds the flags, e.g. -w 100 for a lighter load)
 #   exit              stop
 set -u
 fifo=$1 outdir=$2 name=$3 kind=$4
@@ -47,7 +48,7 @@ run_redis() {  # TAG SECONDS: bursts of 1000 GETs every 0.5 s (light: a second L
 
 # Bounded: at most 10000 commands, each a bounded run.
 for _ in $(seq 1 10000); do
-  if ! read -r cmd tag secs <"$fifo"; then
+  if ! read -r cmd tag secs extra <"$fifo"; then
     sleep 0.05
     continue
   fi
@@ -55,7 +56,9 @@ for _ in $(seq 1 10000); do
     run)
       out=$outdir/$tag.$name.out
       case $kind in
-        probe) "$1" "${@:2}" -d "$secs" >"$out" 2>&1 ;;
+        probe)
+          # shellcheck disable=SC2086  # extra: the phase's probe flags, e.g. "-w 100"
+          "$1" "${@:2}" ${extra:-} -d "$secs" >"$out" 2>&1 ;;
         redis) run_redis "$tag" "$secs" >"$out" 2>&1 ;;
         stress) stress-ng "$@" --timeout "${secs}s" --metrics-brief >"$out" 2>&1 ;;
       esac

@@ -14,6 +14,7 @@
 
 #include "bpf_util.h"
 #include "entry_delta.h"
+#include "watch.h"
 #include "colod/cgroup/cgroup.h"
 #include "colod/cgroup/parse.h"
 #include "cgsched.h"
@@ -95,6 +96,8 @@ class Collector::Impl {
   int ncpu = 1;
   SchedSkel sched_skel;
   ReclaimSkel reclaim_skel;
+  // After the skeletons: destroyed first (its ring buffer reads a map of sched_skel).
+  std::optional<detail::Watch> watch;
 
   std::unordered_map<uint64_t, detail::SchedEntry> prev_sched;
   // cg_sched slots of cgroups pruned at the previous snapshot: zeroed and handed back to the
@@ -158,8 +161,11 @@ Result<void> Collector::Impl::load(AttachKind kind) {
                             "sizing free_slots"), "sched");
   COLOD_TRY_VOID(bpf::check(bpf_map__set_max_entries((*s)->maps.cg_pending, opts.max_cgroups),
                             "sizing cg_pending"), "sched");
+  COLOD_TRY_VOID(bpf::check(bpf_map__set_max_entries((*s)->maps.cg_watch, opts.max_cgroups),
+                            "sizing cg_watch"), "sched");
   COLOD_TRY_VOID(bpf::check(bpf_map__set_max_entries((*s)->maps.pairs, opts.max_pairs),
                             "sizing pairs"), "sched");
+  (*s)->rodata->watch_window_ns = static_cast<uint64_t>(opts.watch_window.count());
   auto set = [](bpf_program* p, bool on) { bpf_program__set_autoload(p, on); };
   set((*s)->progs.handle_sched_switch, btf);
   set((*s)->progs.handle_sched_switch_raw, !btf);
@@ -197,8 +203,17 @@ Result<void> Collector::Impl::load(AttachKind kind) {
                    "reclaim");
     r = std::move(*rs);
   }
+  auto w = detail::Watch::create({.cg_slots = bpf_map__fd((*s)->maps.cg_slots),
+                                  .cg_watch = bpf_map__fd((*s)->maps.cg_watch),
+                                  .wakeups = bpf_map__fd((*s)->maps.wakeups),
+                                  .watched = &(*s)->bss->watched});
+  if (!w) {
+    return std::move(w).error();
+  }
+  watch.reset();
   sched_skel = std::move(*s);
   reclaim_skel = std::move(r);
+  watch.emplace(std::move(w).value());
   attach = kind;
   return {};
 }
@@ -447,6 +462,11 @@ Result<Snapshot> Collector::Impl::snapshot() {
 
   releaseSlots();
   retryDeletes();
+  // Watched cgroups that got a slot since (or a new one): bound now. A refused write is
+  // counted and retried here at the next snapshot.
+  if (auto r = watch->rebind(); !r) {
+    ++stats.watch_write_errors;
+  }
   const int pairs_fd = bpf_map__fd(sched_skel->maps.pairs);
   auto sched = readSched();
   if (!sched) {
@@ -681,6 +701,9 @@ Result<Collector> Collector::create(const CollectorOptions& options) {
   if (impl->opts.max_cgroups == 0 || impl->opts.max_pairs == 0) {
     return COLOD_ERR(EINVAL, "max_cgroups and max_pairs must be > 0");
   }
+  if (impl->opts.watch_window.count() <= 0) {
+    return COLOD_ERR(EINVAL, "watch_window must be > 0");
+  }
   if (options.log) {
     bpf::setLibbpfLog(options.log);
   }
@@ -737,6 +760,15 @@ Collector::~Collector() = default;
 
 Result<Snapshot> Collector::snapshot() {
   return impl_->snapshot();
+}
+Result<void> Collector::setWatched(const std::vector<WatchedCgroup>& cgroups) {
+  return impl_->watch->set(cgroups);
+}
+int Collector::wakeupFd() const {
+  return impl_->watch->fd();
+}
+Result<std::vector<WakeupEvent>> Collector::consumeWakeups() {
+  return impl_->watch->consume();
 }
 CgroupMode Collector::mode() const {
   return impl_->mode;

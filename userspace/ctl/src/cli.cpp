@@ -1,14 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "cli.h"
 
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cinttypes>
@@ -19,18 +15,16 @@
 #include <sstream>
 #include <thread>
 
-#include "colod/base/unique_fd.h"
 #include "colod/base/version.h"
 #include "colod/collect/format.h"
 #include "colod/control/client.h"
 #include "colod/control/names.h"
+#include "colod/daemon/config.h"
 #include "colod/policy/config.h"
 #include "colod/policy/decision.h"
 #include "colod/policy/trace.h"
 #include "format.h"
 #include "json.h"
-
-extern char** environ;
 
 namespace colod::ctl {
 
@@ -89,91 +83,6 @@ bool readFile(const std::string& path, std::string& out, std::string& why) {
   ss << in.rdbuf();
   out = ss.str();
   return true;
-}
-
-bool isExecutable(const std::string& path) {
-  std::error_code ec;
-  return std::filesystem::is_regular_file(path, ec) && ::access(path.c_str(), X_OK) == 0;
-}
-
-// colod for `config check`: $COLOD_BIN, else beside coloctl (an install: both in one bin
-// directory), else the build tree's layout (userspace/ctl/coloctl, userspace/daemon/colod).
-std::optional<std::string> findColod(const CliIo& io) {
-  if (!io.env_colod_bin.empty()) {
-    return io.env_colod_bin;
-  }
-  if (io.self_exe.empty()) {
-    return std::nullopt;
-  }
-  const auto dir = std::filesystem::path(io.self_exe).parent_path();
-  for (const auto& candidate : {dir / "colod", dir.parent_path() / "daemon" / "colod"}) {
-    if (isExecutable(candidate.string())) {
-      return candidate.string();
-    }
-  }
-  return std::nullopt;
-}
-
-struct ChildResult {
-  int exit_code = -1;  // -1: killed by a signal
-  std::string output;  // stdout and stderr, interleaved
-};
-
-// Runs argv (no shell) and collects its output. Errors: the errno of pipe/posix_spawn.
-Result<ChildResult> runChild(const std::vector<std::string>& argv) {
-  std::array<int, 2> fds{};
-  if (::pipe2(fds.data(), O_CLOEXEC) != 0) {
-    const int err = errno;
-    return Error(err, std::string("cannot create a pipe: ") + std::strerror(err));
-  }
-  UniqueFd read_end(fds[0]);
-  UniqueFd write_end(fds[1]);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, write_end.get(), STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, write_end.get(), STDERR_FILENO);
-  std::vector<char*> cargv;
-  cargv.reserve(argv.size() + 1);
-  for (const auto& a : argv) {
-    cargv.push_back(const_cast<char*>(a.c_str()));  // posix_spawn's signature; not written
-  }
-  cargv.push_back(nullptr);
-  pid_t pid = 0;
-  const int rc = ::posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, cargv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) {
-    return Error(rc, "cannot run " + argv[0] + ": " + std::strerror(rc));
-  }
-  write_end.reset();
-  ChildResult out;
-  std::array<char, 4096> buf{};
-  for (;;) {
-    const ssize_t n = ::read(read_end.get(), buf.data(), buf.size());
-    if (n > 0) {
-      out.output.append(buf.data(), static_cast<std::size_t>(n));
-      continue;
-    }
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    break;
-  }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  out.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return out;
-}
-
-// The first line of colod's output without its "colod: invalid configuration: " lead.
-std::string colodMessage(const std::string& output) {
-  std::string line = output.substr(0, output.find('\n'));
-  for (const std::string lead : {"colod: invalid configuration: ", "colod: "}) {
-    if (line.rfind(lead, 0) == 0) {
-      return line.substr(lead.size());
-    }
-  }
-  return line;
 }
 
 std::vector<uint32_t> clampSlots(const google::protobuf::RepeatedField<uint64_t>& src) {
@@ -303,7 +212,7 @@ int runCli(const std::vector<std::string>& args, CliIo& io) {
   std::string show_out = "table";
   addOutput(cshow, show_out);
   auto* ccheck = config->add_subcommand(
-      "check", "validate a configuration file (offline, with colod --check-config)");
+      "check", "validate a configuration file (offline, with colod's own parser)");
   std::string check_file;
   ccheck->add_option("file", check_file, "YAML file")->required();
   auto* creload = config->add_subcommand("reload", "reload the daemon's config file now");
@@ -424,39 +333,10 @@ int runCli(const std::vector<std::string>& args, CliIo& io) {
     if (!readFile(check_file, yaml, why)) {
       return report.invalidConfig("cannot read " + check_file + ": " + why);
     }
-    // Offline: colod's own parser, run as `colod --check-config FILE`. (coloctl does not link
-    // the daemon library: it pulls libbpf through the collector.)
-    if (auto colod = findColod(io)) {
-      auto r = runChild({*colod, "--check-config", check_file});
-      if (!r) {
-        return report.fail(r.error());
-      }
-      if (r->exit_code == kExitOk) {
-        io.out << check_file << ": ok\n";
-        return kExitOk;
-      }
-      if (r->exit_code == kExitInvalid) {
-        return report.invalidConfig(colodMessage(r->output));
-      }
-      return report.fail(*colod + " --check-config failed (exit " + std::to_string(r->exit_code) +
-                             "): " + colodMessage(r->output),
-                         kExitError);
-    }
-    // No colod here: ask the running daemon, which parses it with the same code.
-    auto client = control::Client::connect(socket);
-    if (!client) {
-      return report.fail(Error(client.error().code(),
-                               "cannot check " + check_file +
-                                   ": no colod binary beside coloctl (or in COLOD_BIN) to check "
-                                   "it offline, and " +
-                                   control::operatorMessage(client.error())));
-    }
-    auto r = client->configCheck(yaml, check_file);
-    if (!r) {
-      return report.fail(r.error());
-    }
-    if (!r->ok()) {
-      return report.invalidConfig(r->error());
+    // Offline, in-process: the daemon's own parser (colod::daemon_config, no BPF), the same
+    // code `colod --check-config` and a reload run.
+    if (auto r = daemon::parseConfig(yaml, check_file); !r) {
+      return report.invalidConfig(r.error().context());
     }
     io.out << check_file << ": ok\n";
     return kExitOk;

@@ -27,11 +27,8 @@ struct CliIo {
   std::function<void()> enter_live = [] {};
   // Polled by the live commands: true ends them cleanly.
   std::function<bool()> stop = [] { return false; };
-  // The running coloctl (/proc/self/exe): `config check` looks for colod beside it.
-  std::string self_exe;
-  // From the environment (main reads them; tests set them): COLOD_SOCKET, COLOD_BIN.
+  // From the environment (main reads it; tests set it): COLOD_SOCKET.
   std::string env_socket;
-  std::string env_colod_bin;
 };
 
 // Runs `coloctl args[1..]` (args[0] is the program name) and returns the exit code.

@@ -226,7 +226,8 @@ void renderConfig(const ConfigNode& node,  // NOLINT(misc-no-recursion)
     const std::string indent(2 * depth, ' ');
     if (c->leaf != nullptr) {
       const std::string text = indent + c->name + ": " + c->leaf->value();
-      out += padRight(text, comment_col) + "  # " + sourceText(*c->leaf) + "\n";
+      out += padRight(text, comment_col) + "  # " + sourceText(*c->leaf) +
+             (c->leaf->note().empty() ? std::string() : "; " + c->leaf->note()) + "\n";
     } else {
       out += indent + c->name + ":\n";
       renderConfig(*c, depth + 1, comment_col, out);

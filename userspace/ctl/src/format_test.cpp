@@ -7,6 +7,7 @@
 #include <sstream>
 #include <vector>
 
+#include "json.h"
 #include "text.h"
 
 namespace colod::ctl {
@@ -258,6 +259,23 @@ TEST(CtlFormat, ConfigShowSaysWhereEachValueComesFrom) {
   old.set_path("/etc/colod/colod.yaml");
   old.set_yaml("daemon:\n  decisions_kept: 64\n");
   EXPECT_EQ(formatConfigShow(old), "# /etc/colod/colod.yaml\ndaemon:\n  decisions_kept: 64\n");
+}
+
+// A value that is not simply the file's says why after its source.
+TEST(CtlFormat, ConfigShowPrintsTheNote) {
+  control::v1::ConfigShowReply r;
+  auto* v = r.add_values();
+  v->set_key("daemon.control_socket");
+  v->set_value("/run/a.sock");
+  v->set_source(control::v1::ConfigValue::SOURCE_FILE);
+  v->set_note("the file says /run/b.sock; takes effect after a restart");
+  const std::string t = formatConfigShow(r);
+  EXPECT_NE(t.find("control_socket: /run/a.sock  # file; the file says /run/b.sock; takes effect "
+                   "after a restart\n"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(configShowJson(r).find("\"note\": \"the file says /run/b.sock"), std::string::npos)
+      << configShowJson(r);
 }
 
 // Failed attempts that were retried are not failures of the update: status says what is still

@@ -187,7 +187,8 @@ std::string configShowJson(const v1::ConfigShowReply& config, bool compact) {
     values.push_back({{"key", v.key()},
                       {"value", v.value()},
                       {"source", sourceName(v.source())},
-                      {"flag", v.flag()}});
+                      {"flag", v.flag()},
+                      {"note", v.note()}});
   }
   ordered_json doc = {{"path", config.path()},
                       {"loaded_unix_ms", config.loaded_unix_ms()},

@@ -151,7 +151,8 @@ TEST(CtlJson, ConfigShow) {
   EXPECT_EQ(doc["values"][0], (json{{"key", "daemon.mode"},
                                     {"value", "dry-run"},
                                     {"source", "command_line"},
-                                    {"flag", "--mode"}}));
+                                    {"flag", "--mode"},
+                                    {"note", ""}}));
 }
 
 TEST(CtlJson, DumpIsTheDaemonsDocumentAndRendersAsText) {

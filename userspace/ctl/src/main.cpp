@@ -28,8 +28,6 @@ std::string env(const char* name) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::error_code ec;
-  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
   colod::ctl::CliIo io{.out = std::cout,
                        .err = std::cerr,
                        .out_is_tty = ::isatty(STDOUT_FILENO) != 0,
@@ -44,9 +42,7 @@ int main(int argc, char** argv) {
                              ::sigaction(SIGTERM, &sa, nullptr);
                            },
                        .stop = [] { return g_stop.load(); },
-                       .self_exe = ec ? std::string() : self.string(),
-                       .env_socket = env("COLOD_SOCKET"),
-                       .env_colod_bin = env("COLOD_BIN")};
+                       .env_socket = env("COLOD_SOCKET")};
   const std::vector<std::string> args(argv, argv + argc);
   const int rc = colod::ctl::runCli(args, io);
   std::cout.flush();

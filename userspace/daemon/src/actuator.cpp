@@ -12,10 +12,15 @@ namespace colod::daemon {
 namespace {
 
 // Applies `wishes` to `state` against the registry's view (see Actuator::setOverlays).
+// `creating` holds the containers colod is placing at creation: the runtime does not list them
+// yet, their spec is what the runtime handed colod. With `consume`, a first commit marks the
+// creation as taken (preview() works on copies and must not).
 std::vector<std::string> applyWishes(ReconcilerState& state,
                                      const Wishes& wishes,
                                      const nri::RegistrySnapshot* snap,
-                                     int64_t now) {
+                                     int64_t now,
+                                     std::map<std::string, Actuator::Creation>& creating,
+                                     bool consume) {
   std::vector<std::string> refused;
   for (const auto& [id, overlay] : state.overlays()) {
     if (wishes.count(id) == 0) {
@@ -25,7 +30,25 @@ std::vector<std::string> applyWishes(ReconcilerState& state,
   for (const auto& [id, w] : wishes) {
     const nri::Container* ctr = snap != nullptr ? snap->container(id) : nullptr;
     if (ctr == nullptr) {
-      refused.push_back(id);  // the runtime does not know it (any more): nothing to change
+      auto c = creating.find(id);
+      if (c == creating.end()) {
+        refused.push_back(id);  // the runtime does not know it (any more): nothing to change
+        continue;
+      }
+      if (!state.setOverlay(id, w.name, w.overlay, c->second.spec, w.why, now)) {
+        refused.push_back(id);
+        continue;
+      }
+      if (!c->second.taken) {
+        policy::Resources adjusted;
+        for (Field f : kAllFields) {
+          if (hasField(c->second.adjusted, f) && hasField(w.overlay, f)) {
+            copyField(adjusted, w.overlay, f);
+          }
+        }
+        state.adjustedAtCreation(id, adjusted, now);
+        c->second.taken = consume;
+      }
       continue;
     }
     if (!state.setOverlay(id, w.name, w.overlay, toPolicyResources(ctr->resources), w.why, now)) {
@@ -115,6 +138,27 @@ void Actuator::stop() {
   }
 }
 
+void Actuator::expectCreation(const std::string& id,
+                              const policy::Resources& spec_handed,
+                              const policy::Resources& adjusted) {
+  std::lock_guard lk(mu_);
+  const int64_t t = now();
+  for (auto it = creating_.begin(); it != creating_.end();) {
+    // Bounded: a creation the runtime never completed is forgotten after the grace period.
+    it = t - it->second.since_ns >= options_.reconciler.creation_grace_ns ? creating_.erase(it)
+                                                                          : std::next(it);
+  }
+  if (creating_.size() >= kMaxCreating) {
+    creating_.erase(creating_.begin());
+  }
+  creating_[id] = Creation{.spec = spec_handed, .adjusted = adjusted, .since_ns = t};
+}
+
+void Actuator::forgetCreation(const std::string& id) {
+  std::lock_guard lk(mu_);
+  creating_.erase(id);
+}
+
 void Actuator::kick() {
   {
     std::lock_guard lk(mu_);
@@ -126,8 +170,9 @@ void Actuator::kick() {
 std::vector<ReconcileEntry> Actuator::preview(const Wishes& wishes) const {
   std::lock_guard lk(mu_);
   ReconcilerState copy = state_;
+  auto creating = creating_;
   const auto snap = options_.registry != nullptr ? options_.registry->snapshot() : nullptr;
-  (void)applyWishes(copy, wishes, snap.get(), now());
+  (void)applyWishes(copy, wishes, snap.get(), now(), creating, false);
   return copy.entries();
 }
 
@@ -136,7 +181,7 @@ Actuator::Committed Actuator::setOverlays(const Wishes& wishes) {
   {
     std::lock_guard lk(mu_);
     const auto snap = options_.registry != nullptr ? options_.registry->snapshot() : nullptr;
-    out.refused = applyWishes(state_, wishes, snap.get(), now());
+    out.refused = applyWishes(state_, wishes, snap.get(), now(), creating_, true);
     out.version = state_.version();
     kicked_ = true;
   }
@@ -220,8 +265,17 @@ void Actuator::observeLocked(int64_t t) {
     return;
   }
   seen_generation_ = snap->generation;
+  for (auto it = creating_.begin(); it != creating_.end();) {
+    const bool listed = snap->container(it->first) != nullptr;
+    it = listed || t - it->second.since_ns >= options_.reconciler.creation_grace_ns
+             ? creating_.erase(it)
+             : std::next(it);
+  }
   for (const auto& e : state_.entries()) {
     const nri::Container* ctr = snap->container(e.id);
+    if (ctr == nullptr && state_.awaitingCreation(e.id, t)) {
+      continue;  // placed at creation; the runtime lists it once the creation completes
+    }
     if (ctr == nullptr || ctr->state == nri::ContainerState::Stopped) {
       state_.containerGone(e.id);
     } else {

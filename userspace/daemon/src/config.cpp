@@ -410,7 +410,13 @@ Result<Config> loadConfig(const std::string& path) {
   if (ss.str().size() > (1U << 20)) {
     return COLOD_ERR(EFBIG, "config ", path, " is larger than 1 MiB");
   }
-  return parseConfig(ss.str(), path);
+  auto parsed = parseConfig(ss.str(), path);
+  if (parsed) {
+    parsed->loaded_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count();
+  }
+  return parsed;
 }
 
 std::string policySectionYaml(std::string_view yaml_text) {

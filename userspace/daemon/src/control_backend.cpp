@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "colod/control/names.h"
+#include "colod/daemon/config_values.h"
 #include "colod/daemon/convert.h"
 #include "colod/policy/config.h"
 #include "colod/policy/tier.h"
@@ -14,6 +15,40 @@
 namespace colod::daemon {
 
 namespace v1 = control::v1;
+
+namespace {
+
+// When colod first applied `lever` on `target` for `victim`, from the decision log (oldest
+// first): the first engage/escalate/relax of that lever since the last undo or restore. 0 when the
+// decision is no longer in the log (it keeps the last daemon.decisions_kept) or the restriction
+// came back from the journal after a restart.
+int64_t sinceUnixMs(const std::vector<v1::Decision>& about_target,
+                    const std::string& target_id,
+                    const std::string& victim_id,
+                    std::string_view lever) {
+  int64_t since = 0;
+  for (const auto& d : about_target) {
+    if (d.container_id() != target_id) {
+      continue;
+    }
+    const std::string_view kind(d.kind());
+    if (kind.starts_with("restore")) {
+      since = 0;  // everything on the target released
+      continue;
+    }
+    if (d.victim_id() != victim_id || d.lever() != lever) {
+      continue;
+    }
+    if (kind.starts_with("undo")) {
+      since = 0;
+    } else if (since == 0 && d.outcome().rfind("failed", 0) != 0) {
+      since = d.unix_ms();
+    }
+  }
+  return since;
+}
+
+}  // namespace
 
 ControlBackend::ControlBackend(const ViewStore& views,
                                const DecisionLog& log,
@@ -251,6 +286,8 @@ Result<v1::ExplainReply> ControlBackend::explain(const std::string& query) {
       r.set_lever(std::string(policy::leverName(a.lever)));
       r.set_rung(static_cast<uint32_t>(a.rung + 1));
       r.set_values(describeResources(a.applied_values));
+      r.set_since_unix_ms(
+          sinceUnixMs(log_.about(a.target_id), a.target_id, a.victim_id, r.lever()));
       auto e = std::find_if(entries.begin(), entries.end(),
                             [&](const ReconcileEntry& x) { return x.id == a.target_id; });
       if (e != entries.end()) {
@@ -286,6 +323,25 @@ Result<v1::ConfigShowReply> ControlBackend::configShow() {
     out.set_yaml(yaml);
   } else {
     out.set_yaml(conf->text);
+  }
+  out.set_loaded_unix_ms(conf->loaded_unix_ms > 0 ? conf->loaded_unix_ms : hooks_.started_unix_ms);
+  for (const auto& e : effectiveValues(*conf, hooks_.overrides)) {
+    auto* v = out.add_values();
+    v->set_key(e.key);
+    v->set_value(e.value);
+    switch (e.source) {
+      case ValueSource::Default:
+        v->set_source(v1::ConfigValue::SOURCE_DEFAULT);
+        break;
+      case ValueSource::File:
+        v->set_source(v1::ConfigValue::SOURCE_FILE);
+        break;
+      case ValueSource::CommandLine:
+        v->set_source(v1::ConfigValue::SOURCE_COMMAND_LINE);
+        break;
+    }
+    v->set_flag(e.flag);
+    v->set_note(e.note);
   }
   return out;
 }

@@ -45,6 +45,7 @@ Result<void> Daemon::Impl::init() {
   collect::CollectorOptions copts;
   copts.cgroup_root = s.cgroup_root;
   copts.max_cgroups = s.max_cgroups;
+  copts.watch_window = wakeup_.window;
   copts.log = [](int level, const std::string& msg) {
     if (level == 0) {
       log()->warn("libbpf: {}", msg);
@@ -110,7 +111,8 @@ Result<void> Daemon::Impl::init() {
   if (!event_fd_) {
     return COLOD_ERR(errno, "eventfd");
   }
-  for (int fd : {signal_fd_.get(), timer_fd_.get(), event_fd_.get()}) {
+  // The collector's wakeup ring buffer: event-driven detection (wakeup.cpp).
+  for (int fd : {signal_fd_.get(), timer_fd_.get(), event_fd_.get(), collector_->wakeupFd()}) {
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.fd = fd;
@@ -123,6 +125,8 @@ Result<void> Daemon::Impl::init() {
   decisions_.setKept(s.decisions_kept);
   ControlHooks hooks;
   hooks.config_path = options_.config_path;
+  hooks.overrides = options_.overrides;
+  hooks.started_unix_ms = started_unix_ms_;
   hooks.config = [this] { return cfg(); };
   hooks.describe = [this](const std::string& id) -> Result<policy::ContainerView> {
     std::lock_guard lk(engine_mu_);
@@ -202,61 +206,69 @@ Result<void> Daemon::Impl::init() {
   }
 
   auto stub = nri::Stub::create(
-      *this, {.socket_path = s.nri_socket,
-              .plugin_name = s.plugin_name,
-              .plugin_idx = s.plugin_idx,
-              .use_environment = false,
-              // A runtime that comes back is found within half a second: colod's pending
-              // restores go out then (a 5 s cap left a BE restricted seconds after the runtime
-              // returned). A dial to a missing socket costs a failed connect(), nothing more.
-              .backoff = {.initial = std::chrono::milliseconds(50),
-                          .max = std::chrono::milliseconds(500),
-                          .multiplier = 2.0,
-                          .jitter = 0.2},
-              .on_connection = [this](const nri::ConnectionEvent& ev) {
-                // Events come from different stub threads and may arrive out of order
-                // (Synchronized can overtake Connected): the state itself is read from
-                // stub_->stats() by refreshNriState(); this only logs and wakes the loop.
-                switch (ev.state) {
-                  case nri::ConnectionState::Synchronized:
-                    log()->info("nri: synchronized with the runtime (connects={}, reconnects={})",
-                                ev.connects, ev.reconnects);
-                    {
-                      std::lock_guard lk(nri_log_mu_);
-                      nri_last_failure_.clear();
-                    }
-                    break;
-                  case nri::ConnectionState::Disconnected: {
-                    // Every failed dial reports here (twice a second while the runtime is
-                    // away): a failure is logged once, then again only when it changes.
-                    const std::string why = ev.error ? ev.error->message() : std::string("closed");
-                    std::lock_guard lk(nri_log_mu_);
-                    if (why != nri_last_failure_) {
-                      log()->warn(
-                          "nri: disconnected: {} (retrying every 0.5 s; logged again "
-                          "when this changes)",
-                          why);
-                      nri_last_failure_ = why;
-                    } else {
-                      log()->debug("nri: still disconnected: {}", why);
-                    }
-                    break;
-                  }
-                  default:
-                    break;
-                }
-                // Wake the loop and the actuator so the change is seen without waiting.
-                if (actuator_) {
-                  actuator_->kick();
-                }
-                uint64_t one = 1;
-                (void)!::write(event_fd_.get(), &one, sizeof one);
-              }});
+      *this,
+      {.socket_path = s.nri_socket,
+       .plugin_name = s.plugin_name,
+       .plugin_idx = s.plugin_idx,
+       .use_environment = false,
+       // A runtime that comes back is found within half a second: colod's pending
+       // restores go out then (a 5 s cap left a BE restricted seconds after the runtime
+       // returned). A dial to a missing socket costs a failed connect(), nothing more.
+       .backoff = {.initial = std::chrono::milliseconds(50),
+                   .max = std::chrono::milliseconds(500),
+                   .multiplier = 2.0,
+                   .jitter = 0.2},
+       .on_connection =
+           [this](const nri::ConnectionEvent& ev) {
+             // Events come from different stub threads and may arrive out of order
+             // (Synchronized can overtake Connected): the state itself is read from
+             // stub_->stats() by refreshNriState(); this only logs and wakes the loop.
+             switch (ev.state) {
+               case nri::ConnectionState::Synchronized:
+                 log()->info("nri: synchronized with the runtime (connects={}, reconnects={})",
+                             ev.connects, ev.reconnects);
+                 {
+                   std::lock_guard lk(nri_log_mu_);
+                   nri_last_failure_.clear();
+                 }
+                 break;
+               case nri::ConnectionState::Disconnected: {
+                 // Every failed dial reports here (twice a second while the runtime is
+                 // away): a failure is logged once, then again only when it changes.
+                 const std::string why = ev.error ? ev.error->message() : std::string("closed");
+                 std::lock_guard lk(nri_log_mu_);
+                 if (why != nri_last_failure_) {
+                   log()->warn(
+                       "nri: disconnected: {} (retrying every 0.5 s; logged again "
+                       "when this changes)",
+                       why);
+                   nri_last_failure_ = why;
+                 } else {
+                   log()->debug("nri: still disconnected: {}", why);
+                 }
+                 break;
+               }
+               default:
+                 break;
+             }
+             // Wake the loop and the actuator so the change is seen without waiting.
+             if (actuator_) {
+               actuator_->kick();
+             }
+             uint64_t one = 1;
+             (void)!::write(event_fd_.get(), &one, sizeof one);
+           },
+       // v0.10+: the runtime reports who owns each field of a container; colod never
+       // writes a field another plugin owns (the stub leaves it out and says so here).
+       .report_ownership = true,
+       .on_conflict = [this](const nri::OwnershipConflict& c) { onPluginConflict(c); }});
   if (!stub) {
     return std::move(stub).error().wrap("NRI plugin options");
   }
   stub_ = std::move(stub).value();
-  if (!std::filesystem::exists(s.nri_socket)) {
+  if (stub_->launched()) {
+    log()->info("nri: started by the runtime (pre-installed plugin): no socket to dial");
+  } else if (!std::filesystem::exists(s.nri_socket)) {
     log()->warn("nri: socket {} does not exist: observe-only until it appears (retrying)",
                 s.nri_socket);
   }
@@ -375,7 +387,12 @@ int Daemon::Impl::run() {
   bool running = true;
   while (running) {
     epoll_event events[8];
-    const int n = ::epoll_wait(epoll_.get(), events, 8, 1000);
+    // A rate-limited event round left pending wakes the loop when it is due.
+    int timeout_ms = 1000;
+    if (const auto due = event_limiter_.untilDue(Clock::now())) {
+      timeout_ms = static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(*due).count());
+    }
+    const int n = ::epoll_wait(epoll_.get(), events, 8, timeout_ms);
     if (n < 0) {
       if (errno == EINTR) {
         continue;
@@ -402,6 +419,9 @@ int Daemon::Impl::run() {
           tick_overruns_ += expirations - 1;
         }
         tick();
+        syncWatched();
+      } else if (fd == collector_->wakeupFd()) {
+        onWakeup();
       } else if (fd == event_fd_.get()) {
         uint64_t v = 0;
         (void)!::read(event_fd_.get(), &v, sizeof v);
@@ -410,6 +430,9 @@ int Daemon::Impl::run() {
       } else if (inotify_fd_ && fd == inotify_fd_.get()) {
         onInotify();
       }
+    }
+    if (event_limiter_.due(Clock::now())) {
+      eventRound();
     }
     if (reload_pending_ && Clock::now() >= reload_due_) {
       reload_pending_ = false;
@@ -518,6 +541,7 @@ Result<bool> Daemon::Impl::reload(const std::string& why) {
   fresh->daemon = mergeReload(running->daemon, next->daemon, options_.overrides);
   fresh->policy = next->policy;
   fresh->text = next->text;
+  fresh->loaded_unix_ms = next->loaded_unix_ms;
   {
     std::lock_guard lk(config_mu_);
     config_ = fresh;

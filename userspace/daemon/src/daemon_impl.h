@@ -44,6 +44,7 @@
 #include "colod/control/names.h"
 #include "colod/control/server.h"
 #include "colod/daemon/actuator.h"
+#include "colod/daemon/cgroup_discovery.h"
 #include "colod/daemon/cgroup_path.h"
 #include "colod/daemon/control_backend.h"
 #include "colod/daemon/convert.h"
@@ -60,6 +61,7 @@
 #include "colod/policy/engine.h"
 #include "colod/policy/tier.h"
 #include "colod/policy/trace.h"
+#include "wakeup.h"
 
 namespace colod::daemon {
 
@@ -126,6 +128,9 @@ inline std::string readSmallFile(const std::string& path) {
   return ss.str();
 }
 
+// Why a decision round runs: the interval timer, or a wakeup from the BPF side (wakeup.h).
+enum class RoundReason { Timer, Wakeup };
+
 class Daemon::Impl final : public nri::Plugin,
                            public nri::CreateContainerHandler,
                            public nri::UpdateContainerHandler {
@@ -143,6 +148,9 @@ class Daemon::Impl final : public nri::Plugin,
   Result<void> init();
   int run();
 
+  // How long the runtime's CreateContainer waits for the admission decision (issue #8).
+  static constexpr std::chrono::milliseconds kAdmissionWait{500};
+
   // NRI handlers (stub handler thread; quick, never send).
   Result<nri::CreateContainerResult> createContainer(const nri::PodSandbox& pod,
                                                      const nri::Container& ctr) override;
@@ -158,7 +166,11 @@ class Daemon::Impl final : public nri::Plugin,
     return config_;
   }
   // Loop thread.
-  void tick();
+  void tick(RoundReason reason = RoundReason::Timer);
+  // Event-driven detection (wakeup.cpp).
+  void syncWatched();
+  void onWakeup();
+  void eventRound();
   void syncRegistry();
   // The engine's ContainerInfo of a known container, rebuilt from its registry objects.
   [[nodiscard]] policy::ContainerInfo fullInfo(const Known& k) const {
@@ -182,6 +194,11 @@ class Daemon::Impl final : public nri::Plugin,
   void reconcileJournal(int64_t now_ns);
   void checkUnprovenRestrictions();
   void handleDecisions(const policy::RoundResult& round);
+  // Admission placement of a container being created (loop thread): the adjustment for the
+  // CreateContainer reply (empty: created as asked). `may_adjust` false: the reply has gone
+  // already, the placement reaches the container by an update.
+  nri::ContainerAdjustment admit(const nri::PodSandbox& pod, const nri::Container& ctr,
+                                 bool may_adjust);
   // Turns the engine's restrictions into overlays, journals them (write-ahead) and hands them to
   // the actuator. `round` (may be null) holds the decisions that led there.
   void commitOverlays(const policy::RoundResult* round);
@@ -191,6 +208,9 @@ class Daemon::Impl final : public nri::Plugin,
   // Reloads the config file: whether it differed from the running configuration.
   Result<bool> reload(const std::string& why);
   void restoreOnStop();
+  // Another NRI plugin owns a field colod would set (stub thread): counted and logged once per
+  // (container, field, plugin).
+  void onPluginConflict(const nri::OwnershipConflict& c);
   void post(std::function<void()> fn);
   void drainPosted();
   Mode effectiveMode() const;
@@ -218,6 +238,9 @@ class Daemon::Impl final : public nri::Plugin,
   std::unique_ptr<nri::Stub> stub_;
   std::atomic<bool> nri_connected_{false};
   std::atomic<uint64_t> nri_reconnects_{0};
+  std::mutex conflicts_mu_;
+  std::map<std::string, uint64_t> plugin_conflicts_;      // other plugin -> fields left to it
+  std::set<std::string> conflicts_logged_;                // container/field/plugin, bounded
   std::mutex nri_log_mu_;
   std::string nri_last_failure_;  // the last disconnect reason logged (stub threads)
   // The actuator's (version, pending) when the view was last published (loop thread).
@@ -243,6 +266,9 @@ class Daemon::Impl final : public nri::Plugin,
   std::vector<std::function<void()>> posted_;
 
   // Loop-thread state.
+  // Where the containers come from: the runtime's registry, or the kubepods cgroup tree until the
+  // runtime has synchronized once (observe-only without NRI; loop.cpp syncRegistry).
+  RegistrySource registry_source_;
   std::map<std::string, Known, std::less<>> known_;
   std::unordered_map<uint64_t, std::string> by_cgroup_;
   uint64_t registry_generation_ = UINT64_MAX;
@@ -262,6 +288,8 @@ class Daemon::Impl final : public nri::Plugin,
   std::atomic<int64_t> last_tick_ns_{0};  // steady clock, for /healthz
   std::atomic<uint64_t> tick_overruns_{0};
   std::atomic<uint64_t> updates_dropped_{0};
+  std::atomic<uint64_t> admissions_{0};          // containers placed by the creation reply
+  std::atomic<uint64_t> admission_deferred_{0};  // placements (partly) left to an update
   std::atomic<uint64_t> reloads_{0};
   std::atomic<uint64_t> reload_failures_{0};
   std::atomic<uint64_t> snapshot_errors_{0};
@@ -270,6 +298,13 @@ class Daemon::Impl final : public nri::Plugin,
   std::atomic<uint64_t> bpf_drops_{0};
   std::atomic<uint64_t> bpf_delete_errors_{0};
   std::atomic<uint64_t> bpf_deletes_pending_{0};
+  // Event-driven detection (wakeup.cpp; loop thread but the counters, read by publish()).
+  WakeupSettings wakeup_;
+  EventRoundLimiter event_limiter_{wakeup_.min_gap};
+  std::vector<collect::WatchedCgroup> watched_;
+  uint64_t watch_errors_ = 0;
+  std::atomic<uint64_t> event_wakeups_{0};  // events read from the ring buffer
+  std::atomic<uint64_t> event_rounds_{0};   // decision rounds run on them
 
   // The current containers, for the upserts that open a new recording (encoded when one starts,
   // not kept encoded: ~2 KB of JSON a container). Guarded by the recorders' lock.

@@ -6,7 +6,17 @@
 namespace colod::daemon {
 
 void Daemon::Impl::syncRegistry() {
-  const auto snap = stub_->registry().snapshot();
+  // Observe-only without NRI: until the runtime has synchronized once, the node's containers come
+  // from the kubepods cgroup tree (rescanned about once a second); then the runtime's view wins.
+  auto source = registry_source_.choose(stub_->registry().snapshot(),
+                                        {.hierarchy_root = hierarchy_root_,
+                                         .prefix = cfg()->daemon.systemd_cgroup_prefix,
+                                         .max_cgroups = cfg()->daemon.max_cgroups},
+                                        tick_no_ % 10 == 1);
+  if (!source.note.empty()) {
+    log()->info("{}", source.note);
+  }
+  const auto snap = std::move(source.snapshot);
   if (snap->generation == registry_generation_) {
     return;
   }
@@ -145,16 +155,20 @@ void Daemon::Impl::resolveCgroups(bool force) {
   }
 }
 
-void Daemon::Impl::tick() {
+void Daemon::Impl::tick(RoundReason reason) {
   const auto t0 = Clock::now();
-  ++tick_no_;
-  ++ticks_;
-  last_tick_ns_ =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(t0.time_since_epoch()).count();
-  if (t0 - last_tick_ > cfg()->daemon.interval * 3) {
-    ++tick_overruns_;
+  // An event round (wakeup.cpp) is a round, not a tick: the tick cadence (per-10-tick work,
+  // liveness, overruns) stays the timer's.
+  if (reason == RoundReason::Timer) {
+    ++tick_no_;
+    ++ticks_;
+    last_tick_ns_ =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(t0.time_since_epoch()).count();
+    if (t0 - last_tick_ > cfg()->daemon.interval * 3) {
+      ++tick_overruns_;
+    }
+    last_tick_ = t0;
   }
-  last_tick_ = t0;
   refreshNriState();
   syncRegistry();
   if (tick_no_ % 10 == 0) {
@@ -239,7 +253,8 @@ void Daemon::Impl::tick() {
   // colod_reconcile_pending and coloctl say it within a tick, not a second later.
   const std::pair<uint64_t, uint64_t> actuator_state{actuator_->version(),
                                                      actuator_->stats().pending};
-  if (!round.decisions.empty() || tick_no_ % 10 == 0 || actuator_state != published_actuator_) {
+  if (!round.decisions.empty() || (reason == RoundReason::Timer && tick_no_ % 10 == 0) ||
+      actuator_state != published_actuator_) {
     published_actuator_ = actuator_state;
     publish();
   }
@@ -267,7 +282,10 @@ void Daemon::Impl::handleDecisions(const policy::RoundResult& round) {
     return;
   }
   const auto conf = cfg();
-  const Mode mode = conf->daemon.mode;
+  // Containers listed from the cgroup tree (no runtime has synchronized yet) are observed only:
+  // their tier is a guess from the QoS class and nothing may be queued for a runtime that has
+  // never said what it runs.
+  const Mode mode = registry_source_.discovering() ? Mode::ObserveOnly : conf->daemon.mode;
   for (const auto& d : round.decisions) {
     const std::string kind(policy::decisionKindName(d.kind));
     const std::string values = describeResources(d.new_values);
@@ -396,6 +414,12 @@ void Daemon::Impl::publish() {
     d.update_failures = failed;
   }
   d.updates_dropped = updates_dropped_ + rs.dropped_full;
+  d.admissions = admissions_;
+  d.admission_deferred = admission_deferred_;
+  {
+    std::lock_guard lk(conflicts_mu_);
+    d.plugin_conflicts = plugin_conflicts_;
+  }
   d.reconcile_tracked = rs.tracked;
   d.reconcile_pending = rs.pending;
   d.reconcile_oldest_pending_seconds = static_cast<double>(rs.oldest_pending_ns) / 1e9;
@@ -407,6 +431,8 @@ void Daemon::Impl::publish() {
   d.bpf_deletes_pending = bpf_deletes_pending_;
   d.ticks = ticks_;
   d.tick_overruns = tick_overruns_;
+  d.event_wakeups = event_wakeups_;
+  d.event_rounds = event_rounds_;
   d.config_reloads = reloads_;
   d.config_reload_failures = reload_failures_;
   d.unresolved_containers = unresolved;

@@ -188,11 +188,17 @@ void Daemon::Impl::commitOverlays(const policy::RoundResult* round) {
   }
   const Actuator::Committed committed = actuator_->setOverlays(wishes);
   for (const auto& id : committed.refused) {
-    log()->warn(
-        "overlay for {} not taken (container unknown to the runtime or the bound of {} "
-        "tracked containers reached)",
-        id.substr(0, 12), conf->daemon.journal_max_entries);
-    ++updates_dropped_;
+    if (known_.count(id) != 0) {
+      log()->warn(
+          "overlay for {} not taken (container unknown to the runtime or the bound of {} "
+          "tracked containers reached)",
+          id.substr(0, 12), conf->daemon.journal_max_entries);
+      ++updates_dropped_;
+    } else {
+      // Placed at creation while the runtime was not synchronized: taken once it lists it.
+      log()->debug("overlay for {} waits until the runtime lists the container", id.substr(0, 12));
+      wishes.erase(id);  // not committed: the next commit offers it again
+    }
   }
   committed_ = std::move(wishes);
   if (journaled) {
@@ -208,11 +214,117 @@ void Daemon::Impl::commitOverlays(const policy::RoundResult* round) {
 
 Result<nri::CreateContainerResult> Daemon::Impl::createContainer(const nri::PodSandbox& pod,
                                                                  const nri::Container& ctr) {
-  // For now only learned (the registry records the container at PostCreateContainer); admission
-  // placement (#8) will answer here.
   log()->debug("create container {}/{}/{} ({})", pod.namespace_name, pod.name, ctr.name,
                ctr.id.substr(0, 12));
-  return nri::CreateContainerResult{};
+  if (cfg()->policy.actions.admission == policy::AdmissionMode::Off) {
+    return nri::CreateContainerResult{};
+  }
+  // Decided on the loop thread, which owns the engine's view, the overlays and the journal. The
+  // runtime waits for this reply (and holds its NRI lock meanwhile), so the wait is bounded: a
+  // late decision is not lost, it is placed by an update once the container exists.
+  struct Handoff {
+    std::mutex mu;
+    bool abandoned = false;
+  };
+  auto handoff = std::make_shared<Handoff>();
+  auto reply = std::make_shared<std::promise<nri::ContainerAdjustment>>();
+  auto future = reply->get_future();
+  post([this, handoff, reply, pod, ctr] {
+    std::lock_guard lk(handoff->mu);
+    reply->set_value(admit(pod, ctr, /*may_adjust=*/!handoff->abandoned));
+  });
+  if (future.wait_for(kAdmissionWait) != std::future_status::ready) {
+    std::unique_lock lk(handoff->mu);
+    if (future.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+      handoff->abandoned = true;
+      lk.unlock();
+      log()->warn(
+          "admission of {}/{}/{} not decided within {} ms (colod's loop is busy); it is created "
+          "as asked and placed by an update right after if it must be",
+          pod.namespace_name, pod.name, ctr.name, kAdmissionWait.count());
+      return nri::CreateContainerResult{};
+    }
+  }
+  nri::CreateContainerResult out;
+  auto adjust = future.get();
+  if (adjust.resources) {
+    out.adjust = std::move(adjust);
+  }
+  return out;
+}
+
+// Loop thread. The engine decides whether the new container must start restricted; the fields
+// the runtime (the kubelet) or another plugin already set in the spec colod is handed are left
+// out of the reply -- two plugins setting one field fail the container's creation (brief §3.5)
+// -- and reach the container by an update once it exists.
+nri::ContainerAdjustment Daemon::Impl::admit(const nri::PodSandbox& pod,
+                                             const nri::Container& ctr,
+                                             bool may_adjust) {
+  const auto conf = cfg();
+  const int64_t now_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+  policy::RoundResult round;
+  {
+    std::lock_guard lk(engine_mu_);
+    round = engine_->admit(toContainerInfo(&pod, ctr, node_cpus_), now_ns);
+  }
+  const auto placed =
+      std::find_if(round.decisions.begin(), round.decisions.end(),
+                   [&](const policy::Decision& d) { return d.target_id == ctr.id; });
+  if (placed == round.decisions.end()) {
+    handleDecisions(round);  // findings only (or nothing)
+    return {};
+  }
+  // What colod would set, and which of it goes into the reply.
+  policy::Resources wanted;
+  for (const auto& d : round.decisions) {
+    if (d.target_id != ctr.id) {
+      continue;
+    }
+    for (Field f : kAllFields) {
+      if (hasField(d.new_values, f)) {
+        copyField(wanted, d.new_values, f);
+      }
+    }
+  }
+  const policy::Resources handed = toPolicyResources(ctr.resources);
+  policy::Resources adjusted;
+  std::vector<std::string> left_out;
+  for (Field f : kAllFields) {
+    if (!hasField(wanted, f)) {
+      continue;
+    }
+    if (!may_adjust) {
+      left_out.emplace_back(std::string(fieldName(f)) + " (decided after the reply)");
+    } else if (setAtCreation(handed, f)) {
+      left_out.emplace_back(std::string(fieldName(f)) + " (already set in the spec colod was " +
+                            "handed: by the kubelet or another plugin)");
+    } else {
+      copyField(adjusted, wanted, f);
+    }
+  }
+  if (!left_out.empty()) {
+    ++admission_deferred_;
+    log()->info(
+        "admission of {}/{}/{}: {} left out of the creation reply; placed by an update once the "
+        "container exists",
+        pod.namespace_name, pod.name, ctr.name, joinText(left_out, ", "));
+  }
+  if (conf->daemon.mode == Mode::Act && nri_connected_) {
+    actuator_->expectCreation(ctr.id, handed, adjusted);
+  }
+  handleDecisions(round);  // logged, journaled (write-ahead) and handed to the actuator
+  if (committed_.count(ctr.id) == 0) {
+    actuator_->forgetCreation(ctr.id);
+    return {};  // dry-run, observe-only, or the journal refused it: created as asked
+  }
+  if (adjusted == policy::Resources{}) {
+    return {};
+  }
+  ++admissions_;
+  nri::ContainerAdjustment out;
+  out.resources = toLinuxResources(adjusted, all_cpus_);
+  return out;
 }
 
 Result<std::vector<nri::ContainerUpdate>> Daemon::Impl::updateContainer(
@@ -228,6 +340,26 @@ Result<std::vector<nri::ContainerUpdate>> Daemon::Impl::updateContainer(
               describeResources(toPolicyResources(requested)), describeResources(adj));
   return std::vector<nri::ContainerUpdate>{
       {.container_id = ctr.id, .resources = toLinuxResources(adj, all_cpus_)}};
+}
+
+void Daemon::Impl::onPluginConflict(const nri::OwnershipConflict& c) {
+  bool first = false;
+  {
+    std::lock_guard lk(conflicts_mu_);
+    ++plugin_conflicts_[c.other_plugin.empty() ? "unknown" : c.other_plugin];
+    if (conflicts_logged_.size() > 4096) {
+      conflicts_logged_.clear();
+    }
+    first = conflicts_logged_.insert(c.container_id + "/" + c.field + "/" + c.other_plugin).second;
+  }
+  if (first) {
+    log()->warn(
+        "plugin {} owns {} of container {}: colod leaves it to that plugin ({}){}",
+        c.other_plugin.empty() ? "(unnamed)" : c.other_plugin, c.field,
+        c.container_id.empty() ? "(unnamed)" : c.container_id.substr(0, 12),
+        c.source == "owned" ? "the runtime reported the owner" : "the runtime refused the write",
+        c.message.empty() ? "" : ": " + c.message);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -258,5 +258,86 @@ TEST_F(ControlBackendTest, DumpConfigAndReload) {
   EXPECT_NE(rl.error().find("bad file"), std::string::npos);
 }
 
+// config show: the effective values with their sources, and when the configuration was loaded
+// (colod's start for the built-in defaults).
+TEST_F(ControlBackendTest, ConfigShowFillsTheEffectiveValues) {
+  auto conf = std::make_shared<Config>(
+      ASSERT_OK(parseConfig("daemon:\n  interval_ms: 200\n", "/etc/colod/colod.yaml")));
+  conf->loaded_unix_ms = 1'700'000'000'123;
+  hooks_.overrides.log_level = "debug";
+  conf->daemon.log_level = "debug";
+  hooks_.config = [conf] { return conf; };
+  hooks_.started_unix_ms = 1'600'000'000'000;
+  auto b = backend();
+  auto show = ASSERT_OK(b.configShow());
+  EXPECT_EQ(show.loaded_unix_ms(), 1'700'000'000'123);
+  ASSERT_GT(show.values_size(), 30);
+  EXPECT_EQ(show.values(0).key(), "daemon.interval_ms");
+  EXPECT_EQ(show.values(0).value(), "200");
+  EXPECT_EQ(show.values(0).source(), v1::ConfigValue::SOURCE_FILE);
+  bool saw_flag = false;
+  for (const auto& v : show.values()) {
+    if (v.key() == "daemon.log_level") {
+      saw_flag = true;
+      EXPECT_EQ(v.source(), v1::ConfigValue::SOURCE_COMMAND_LINE);
+      EXPECT_EQ(v.flag(), "--log-level");
+      EXPECT_EQ(v.value(), "debug");
+    }
+  }
+  EXPECT_TRUE(saw_flag);
+
+  hooks_.config = [] { return std::make_shared<const Config>(); };
+  auto b2 = backend();
+  auto defaults = ASSERT_OK(b2.configShow());
+  EXPECT_EQ(defaults.loaded_unix_ms(), 1'600'000'000'000);
+  EXPECT_EQ(defaults.values(0).source(), v1::ConfigValue::SOURCE_DEFAULT);
+}
+
+// An unchanged file: ok, changed=false (coloctl prints "unchanged").
+TEST_F(ControlBackendTest, ReloadOfAnUnchangedFileSaysSo) {
+  hooks_.reload = []() -> Result<bool> { return false; };
+  auto b = backend();
+  auto rl = ASSERT_OK(b.configReload());
+  EXPECT_TRUE(rl.ok());
+  EXPECT_FALSE(rl.changed());
+  hooks_.reload = []() -> Result<bool> { return true; };
+  auto b2 = backend();
+  EXPECT_TRUE(ASSERT_OK(b2.configReload()).changed());
+}
+
+// explain: since_unix_ms is when the lever was first applied for the victim (the decision log),
+// reset by an undo; unknown (0) once the decision has left the log.
+TEST_F(ControlBackendTest, ExplainSaysSinceWhenARestrictionHolds) {
+  auto dec = [](uint64_t seq, const std::string& kind, const std::string& lever, int64_t ms) {
+    v1::Decision d = decision(seq, "bbbb2222");
+    d.set_kind(kind + "/" + lever);
+    d.set_lever(lever);
+    d.set_victim_id("aaaa1111");
+    d.set_unix_ms(ms);
+    return d;
+  };
+  log_.add(dec(2, "engage", "cpu_quota", 1000), "engage");
+  log_.add(dec(3, "undo", "cpu_quota", 2000), "undo");
+  log_.add(dec(4, "engage", "cpu_quota", 3000), "engage");
+  log_.add(dec(5, "escalate", "cpu_quota", 4000), "escalate");
+  log_.add(dec(6, "engage", "cpuset", 3500), "engage");
+  policy::AppliedAction held;
+  held.target_id = "bbbb2222";
+  held.victim_id = "aaaa1111";
+  held.lever = policy::Lever::CpuQuota;
+  held.rung = 2;
+  held.applied_values.cpu_quota = 20000;
+  hooks_.applied = [held] { return std::vector<policy::AppliedAction>{held}; };
+  auto b = backend();
+  auto x = ASSERT_OK(b.explain("web/c"));
+  ASSERT_EQ(x.protections_size(), 1);
+  EXPECT_EQ(x.protections(0).since_unix_ms(), 3000);  // after the undo, the second engage
+  EXPECT_EQ(x.protections(0).rung(), 3U);
+  // Only a later decision for that lever is left in the log: since is unknown.
+  log_.setKept(1);
+  auto b2 = backend();
+  EXPECT_EQ(ASSERT_OK(b2.explain("web/c")).protections(0).since_unix_ms(), 0);
+}
+
 }  // namespace
 }  // namespace colod::daemon

@@ -159,6 +159,35 @@ std::string canonicalField(const policy::Resources& r, Field f, std::string_view
   return "";
 }
 
+bool setAtCreation(const policy::Resources& handed, Field f) {
+  switch (f) {
+    case Field::CpuShares:
+      return handed.cpu_shares.has_value();
+    case Field::CpuQuota:
+      return handed.cpu_quota.value_or(0) > 0;
+    case Field::CpuPeriod:
+      return handed.cpu_quota.value_or(0) > 0 && handed.cpu_period.has_value();
+    case Field::CpusetCpus:
+      return !handed.cpuset_cpus.value_or("").empty();
+    case Field::CpusetMems:
+      return !handed.cpuset_mems.value_or("").empty();
+    case Field::MemoryLimit:
+      return handed.memory_limit.value_or(0) > 0;
+  }
+  return true;
+}
+
+std::string joinText(const std::vector<std::string>& parts, std::string_view sep) {
+  std::string out;
+  for (const auto& p : parts) {
+    if (!out.empty()) {
+      out += sep;
+    }
+    out += p;
+  }
+  return out;
+}
+
 std::string_view outcomeName(SendOutcome o) {
   switch (o) {
     case SendOutcome::Applied:
@@ -266,6 +295,7 @@ void ReconcilerState::observeSpec(const std::string& id,
     return;
   }
   Tracked& t = it->second;
+  t.creating = false;  // the runtime lists it: created
   for (Field f : kAllFields) {
     if (!hasField(t.e.base, f)) {
       continue;
@@ -397,6 +427,34 @@ bool ReconcilerState::setOverlay(const std::string& id,
   return true;
 }
 
+void ReconcilerState::adjustedAtCreation(const std::string& id,
+                                         const policy::Resources& adjusted,
+                                         int64_t now_ns) {
+  auto it = tracked_.find(id);
+  if (it == tracked_.end()) {
+    return;
+  }
+  Tracked& t = it->second;
+  for (Field f : kAllFields) {
+    if (!hasField(adjusted, f) || !hasField(t.e.base, f)) {
+      continue;
+    }
+    copyField(t.e.spec, adjusted, f);
+    makeExplicit(t.e.spec, f, options_.all_cpus);
+    remember(t, f, canonicalField(adjusted, f, options_.all_cpus));
+  }
+  t.creating = true;
+  t.created_at_ns = now_ns;
+  ++version_;
+  refresh(t, now_ns);
+}
+
+bool ReconcilerState::awaitingCreation(std::string_view id, int64_t now_ns) const {
+  auto it = tracked_.find(id);
+  return it != tracked_.end() && it->second.creating &&
+         now_ns - it->second.created_at_ns < options_.creation_grace_ns;
+}
+
 std::map<std::string, policy::Resources> ReconcilerState::overlays() const {
   std::map<std::string, policy::Resources> out;
   for (const auto& [id, t] : tracked_) {
@@ -410,7 +468,9 @@ std::map<std::string, policy::Resources> ReconcilerState::overlays() const {
 std::vector<PlannedUpdate> ReconcilerState::plan(int64_t now_ns) const {
   std::vector<const Tracked*> due;
   for (const auto& [id, t] : tracked_) {
-    if (t.e.pending && t.next_try_ns <= now_ns) {
+    // A container still being created is updated once the runtime lists it (an update sent
+    // before would find no container).
+    if (t.e.pending && t.next_try_ns <= now_ns && !t.creating) {
       due.push_back(&t);
     }
   }
@@ -507,7 +567,7 @@ void ReconcilerState::resetBackoff() {
 int64_t ReconcilerState::nextDueNs() const {
   int64_t due = std::numeric_limits<int64_t>::max();
   for (const auto& [id, t] : tracked_) {
-    if (t.e.pending) {
+    if (t.e.pending && !t.creating) {
       due = std::min(due, t.next_try_ns);
     }
   }

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 namespace colod::daemon {
 namespace {
 
@@ -24,9 +26,7 @@ policy::Resources spec150() {
   return r;
 }
 
-ReconcilerState makeState() {
-  return ReconcilerState({.all_cpus = "0-1", .max_batch = 4});
-}
+ReconcilerState makeState() { return ReconcilerState({.all_cpus = "0-1", .max_batch = 4}); }
 
 TEST(Reconciler, AnOverlayIsPlannedAndConvergesWhenApplied) {
   auto st = makeState();
@@ -162,8 +162,8 @@ TEST(Reconciler, AFailedBatchIsRetriedOneContainerAtATime) {
 TEST(Reconciler, ABatchIsBoundedAndOldestFirst) {
   auto st = makeState();
   for (int i = 0; i < 6; ++i) {
-    ASSERT_TRUE(st.setOverlay("c" + std::to_string(5 - i), "", quota(50000), spec150(), "",
-                              i * kMs));
+    ASSERT_TRUE(
+        st.setOverlay("c" + std::to_string(5 - i), "", quota(50000), spec150(), "", i * kMs));
   }
   auto plan = st.plan(10 * kMs);
   ASSERT_EQ(plan.size(), 4U);
@@ -227,8 +227,7 @@ TEST(Reconciler, ARestartRecognisesEveryValueColodSent) {
   st.onSent(st.plan(2 * kMs), SendOutcome::NotConnected, "", 2 * kMs);
   const auto journaled = st.entries();
   ASSERT_EQ(journaled.size(), 1U);
-  EXPECT_EQ(journaled[0].sent.at("cpu_quota"),
-            (std::vector<std::string>{"100000", "81346"}))
+  EXPECT_EQ(journaled[0].sent.at("cpu_quota"), (std::vector<std::string>{"100000", "81346"}))
       << "the release never reached a runtime (NotConnected): not remembered";
   for (const int64_t left : {100000, 81346}) {
     auto next = makeState();
@@ -299,6 +298,87 @@ TEST(Reconciler, CanonicalValuesMeanWhatTheRuntimeMeans) {
   EXPECT_EQ(canonicalField(a, Field::CpusetCpus, "0-1"),
             canonicalField(b, Field::CpusetCpus, "0-1"));
   EXPECT_EQ(fieldName(Field::MemoryLimit), "memory_limit");
+}
+
+// --- admission placement (issue #8) ---------------------------------------------------------
+
+policy::Resources cpus(const std::string& list) {
+  policy::Resources r;
+  r.cpuset_cpus = list;
+  return r;
+}
+
+TEST(Reconciler, APlacementAtCreationIsColodsOwnAndConvergedWithoutAnUpdate) {
+  auto st = makeState();
+  policy::Resources handed;  // a BestEffort container: no cpuset, no quota
+  handed.cpu_shares = 2;
+  ASSERT_TRUE(st.setOverlay("be", "ns/p/be", cpus("1"), handed, "admission", 0));
+  st.adjustedAtCreation("be", cpus("1"), 0);
+  EXPECT_TRUE(st.awaitingCreation("be", kMs));
+  EXPECT_TRUE(st.plan(kMs).empty()) << "the reply carried it: nothing to send";
+  const auto* e = st.find("be");
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->base.cpuset_cpus, "0-1") << "the runtime's own value: the node's CPUs";
+  EXPECT_EQ(e->spec.cpuset_cpus, "1");
+  EXPECT_EQ(e->sent.at("cpuset_cpus"), std::vector<std::string>{"1"});
+  // The runtime lists it with colod's value: recognised as colod's, not an external change.
+  st.observeSpec("be", cpus("1"), 2 * kMs);
+  EXPECT_FALSE(st.awaitingCreation("be", 2 * kMs));
+  EXPECT_EQ(st.stats(2 * kMs).external_changes, 0U);
+  EXPECT_EQ(st.find("be")->base.cpuset_cpus, "0-1");
+  // Released: back to the runtime's own value.
+  ASSERT_TRUE(st.setOverlay("be", "", {}, cpus("1"), "released", 3 * kMs));
+  auto plan = st.plan(3 * kMs);
+  ASSERT_EQ(plan.size(), 1U);
+  EXPECT_EQ(plan[0].values.cpuset_cpus, "0-1");
+}
+
+TEST(Reconciler, AFieldLeftOutOfTheReplyIsSentOnceTheContainerIsListed) {
+  auto st = makeState();
+  policy::Resources handed = cpus("0-1");  // the kubelet (or a plugin) set the cpuset
+  policy::Resources overlay = cpus("1");
+  ASSERT_TRUE(st.setOverlay("be", "", overlay, handed, "admission", 0));
+  st.adjustedAtCreation("be", {}, 0);  // nothing went into the reply
+  EXPECT_TRUE(st.plan(kMs).empty()) << "no update before the container exists";
+  EXPECT_EQ(st.nextDueNs(), std::numeric_limits<int64_t>::max());
+  st.observeSpec("be", handed, 2 * kMs);
+  auto plan = st.plan(2 * kMs);
+  ASSERT_EQ(plan.size(), 1U);
+  EXPECT_EQ(plan[0].values.cpuset_cpus, "1");
+}
+
+TEST(Reconciler, ACreationThatNeverShowsUpStopsWaitingAfterTheGrace) {
+  ReconcilerState st({.all_cpus = "0-1", .creation_grace_ns = 10 * kMs});
+  ASSERT_TRUE(st.setOverlay("be", "", cpus("1"), {}, "admission", 0));
+  st.adjustedAtCreation("be", cpus("1"), 0);
+  EXPECT_TRUE(st.awaitingCreation("be", 9 * kMs));
+  EXPECT_FALSE(st.awaitingCreation("be", 10 * kMs));
+  EXPECT_FALSE(st.awaitingCreation("other", 0));
+}
+
+TEST(Reconciler, SetAtCreationTellsWhatTheHandedSpecAlreadySets) {
+  policy::Resources none;
+  for (Field f : kAllFields) {
+    EXPECT_FALSE(setAtCreation(none, f)) << fieldName(f);
+  }
+  policy::Resources r;
+  r.cpu_shares = 2;
+  r.cpu_quota = -1;
+  r.cpu_period = 100000;
+  r.cpuset_cpus = "";
+  r.memory_limit = 0;
+  EXPECT_TRUE(setAtCreation(r, Field::CpuShares));
+  EXPECT_FALSE(setAtCreation(r, Field::CpuQuota)) << "-1 is unlimited";
+  EXPECT_FALSE(setAtCreation(r, Field::CpuPeriod)) << "a period without a quota sets nothing";
+  EXPECT_FALSE(setAtCreation(r, Field::CpusetCpus)) << "an empty cpuset is unset";
+  EXPECT_FALSE(setAtCreation(r, Field::MemoryLimit));
+  r.cpu_quota = 50000;
+  r.cpuset_cpus = "0-3";
+  EXPECT_TRUE(setAtCreation(r, Field::CpuQuota));
+  EXPECT_TRUE(setAtCreation(r, Field::CpuPeriod));
+  EXPECT_TRUE(setAtCreation(r, Field::CpusetCpus));
+  EXPECT_EQ(joinText({"a", "b", "c"}, ", "), "a, b, c");
+  EXPECT_EQ(joinText({}, ", "), "");
 }
 
 }  // namespace

@@ -10,7 +10,8 @@ namespace colod::metrics {
 namespace {
 
 Labels containerLabels(const ContainerMetrics& c) {
-  return {{"pod", c.pod}, {"namespace", c.namespace_}, {"container", c.container}, {"tier", c.tier}};
+  return {
+      {"pod", c.pod}, {"namespace", c.namespace_}, {"container", c.container}, {"tier", c.tier}};
 }
 
 void perContainer(TextWriter& w,
@@ -96,6 +97,13 @@ std::string formatColodMetrics(const MetricsView& view) {
       {"colod_nri_updates_dropped_total", MetricType::Counter,
        "Overlays refused because the bound on tracked containers was reached.",
        static_cast<double>(d.updates_dropped)},
+      {"colod_admissions_total", MetricType::Counter,
+       "Containers placed by colod's CreateContainer reply (admission placement).",
+       static_cast<double>(d.admissions)},
+      {"colod_admission_deferred_total", MetricType::Counter,
+       "Admission placements (partly) left out of the creation reply -- a field the kubelet or "
+       "another plugin set, or a decision after the reply -- and applied by an update instead.",
+       static_cast<double>(d.admission_deferred)},
       {"colod_reconcile_tracked", MetricType::Gauge,
        "Containers on which colod holds or is releasing an overlay.",
        static_cast<double>(d.reconcile_tracked)},
@@ -125,6 +133,12 @@ std::string formatColodMetrics(const MetricsView& view) {
        static_cast<double>(d.ticks)},
       {"colod_tick_overruns_total", MetricType::Counter,
        "Ticks that took longer than the interval.", static_cast<double>(d.tick_overruns)},
+      {"colod_event_wakeups_total", MetricType::Counter,
+       "Wakeups from the BPF side: a protected container's run-queue wait crossed the threshold.",
+       static_cast<double>(d.event_wakeups)},
+      {"colod_event_rounds_total", MetricType::Counter,
+       "Decision rounds run on a wakeup, between ticks (at most one per 20 ms).",
+       static_cast<double>(d.event_rounds)},
       {"colod_config_reloads_total", MetricType::Counter, "Successful configuration reloads.",
        static_cast<double>(d.config_reloads)},
       {"colod_config_reload_failures_total", MetricType::Counter,
@@ -151,6 +165,12 @@ std::string formatColodMetrics(const MetricsView& view) {
     auto it = d.reconcile_failures.find(reason);
     w.sample("colod_reconcile_failures_total", {{"reason", reason}},
              it == d.reconcile_failures.end() ? 0.0 : static_cast<double>(it->second));
+  }
+  w.family("colod_plugin_conflicts_total", MetricType::Counter,
+           "Fields colod left to another NRI plugin that owns them (the runtime reported the "
+           "owner, or refused colod's write naming it), by that plugin.");
+  for (const auto& [plugin, n] : d.plugin_conflicts) {
+    w.sample("colod_plugin_conflicts_total", {{"plugin", plugin}}, static_cast<double>(n));
   }
   w.family("colod_mode", MetricType::Gauge, "The operating mode (1 for the current one).");
   for (const char* m : {"act", "dry-run", "observe-only"}) {

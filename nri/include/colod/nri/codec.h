@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "colod/base/result.h"
+#include "colod/nri/ownership.h"
 #include "colod/nri/types.h"
 
 namespace colod::nri::codec {
@@ -70,6 +71,16 @@ Result<StateChange> decodeStateChange(std::span<const std::byte> in);
 Bytes encodeCreateContainerResponse(const CreateContainerResult& result);
 // UpdateContainerResponse and StopContainerResponse share the shape {1: repeated update}.
 Bytes encodeUpdatesResponse(const std::vector<ContainerUpdate>& updates);
+// ValidateContainerAdjustment (v0.10+): the container being created and the field owners the
+// runtime reports (the request's owners map, one entry per container it covers).
+struct ValidateRequest {
+  std::string container_id{};
+  std::vector<ContainerOwners> owners{};
+  std::vector<std::string> plugins{};  // consulted plugins as "NN-name"
+};
+Result<ValidateRequest> decodeValidateRequest(std::span<const std::byte> in);
+Bytes encodeValidateResponse(bool reject, const std::string& reason);
+
 // Empty and every empty *Response: zero bytes.
 inline Bytes encodeEmpty() { return {}; }
 

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "colod/base/result.h"
+#include "colod/nri/ownership.h"
 #include "colod/nri/registry.h"
 #include "colod/nri/types.h"
 
@@ -158,6 +159,12 @@ struct StubOptions {
   int connection_fd = -1;
   // Read NRI_PLUGIN_SOCKET / NRI_PLUGIN_NAME / NRI_PLUGIN_IDX (off in hermetic tests).
   bool use_environment = true;
+  // A pre-installed plugin (brief §1.4): when the runtime started us, NRI_PLUGIN_SOCKET names the
+  // inherited fd. With this on (default) that fd is used even if use_environment is off, and
+  // NRI_PLUGIN_NAME / NRI_PLUGIN_IDX replace plugin_name / plugin_idx: the runtime ignores what a
+  // launched plugin registers as and knows it by its file name, so owners and conflicts name us
+  // that way. Without NRI_PLUGIN_SOCKET in the environment nothing changes.
+  bool adopt_inherited_socket = true;
   bool reconnect = true;
   BackoffOptions backoff{};
   // Deadline of our RegisterPlugin call (sent as timeout_nano, as the Go stub does).
@@ -175,6 +182,16 @@ struct StubOptions {
   bool inline_handlers = false;
   // Connection state changes (metrics). Runs on stub threads; must not call back into the stub.
   std::function<void(const ConnectionEvent&)> on_connection{};
+  // Field ownership (ownership.h). With report_ownership on, a v0.10+ runtime makes us a validator
+  // (event 14; the stub accepts every adjustment) so it reports the owners of every field of each
+  // container created; they are kept until the container is removed (fieldOwner()), passed to
+  // on_owners, and updateContainers() leaves out fields another plugin owns, reporting each via
+  // on_conflict (source "owned") instead of fighting over it. Older runtimes report no owners.
+  // Conflict errors the runtime returns to us are parsed and reported too (source "runtime").
+  // Both callbacks run on stub threads and must not call back into the stub.
+  bool report_ownership = false;
+  std::function<void(const ContainerOwners&)> on_owners{};
+  std::function<void(const OwnershipConflict&)> on_conflict{};
   // Per served runtime call: method, status code, first request byte -> last reply byte.
   std::function<void(std::string_view method, int32_t code, std::chrono::nanoseconds took)> on_call{};
 };
@@ -187,6 +204,7 @@ struct StubStats {
   uint64_t handler_errors = 0;
   uint64_t updates_sent = 0;
   uint64_t updates_failed = 0;
+  uint64_t ownership_conflicts = 0;  // reported through on_conflict
   bool connected = false;
   bool synchronized = false;
   EventMask mask = 0;  // what the last Configure subscribed to
@@ -226,6 +244,12 @@ class Stub {
   [[nodiscard]] virtual const std::string& pluginIdx() const = 0;
   // Events the stub handles for this plugin (registry needs + implemented handlers).
   [[nodiscard]] virtual EventMask handledEvents() const = 0;
+  // The plugin ("NN-name") the runtime reported as owner of a container's field (report_ownership,
+  // v0.10+); nullopt when unknown or unset.
+  [[nodiscard]] virtual std::optional<std::string> fieldOwner(std::string_view container_id,
+                                                              Field field) const = 0;
+  // True when the runtime started us on an inherited fd (NRI_PLUGIN_SOCKET or connection_fd).
+  [[nodiscard]] virtual bool launched() const = 0;
 };
 
 // The mask the runtime behind `req` accepts: NRI_version >= v0.10 (or a runtime version known to

@@ -29,27 +29,30 @@ func fatalConfig(format string, a ...interface{}) {
 
 func main() {
 	var (
-		socket       = flag.String("socket", "", "NRI socket to listen on (required)")
-		version      = flag.String("nri-version", "v0.12", "emulated NRI level: v0.8 or v0.12")
-		rtName       = flag.String("runtime-name", "containerd", "ConfigureRequest.runtime_name")
-		rtVersion    = flag.String("runtime-version", "2.3.0-colod-testpeer", "ConfigureRequest.runtime_version")
-		regTimeout   = flag.Duration("registration-timeout", 5*time.Second, "accept → RegisterPlugin deadline")
-		reqTimeout   = flag.Duration("request-timeout", 2*time.Second, "deadline of every runtime→plugin call")
-		syncMax      = flag.Int("sync-max-objects", 0, "max pods+containers per Synchronize message (0: one message unless > 4 MiB)")
-		cgRoot       = flag.String("cgroup-root", "/sys/fs/cgroup", "cgroup mount root")
-		cgParent     = flag.String("cgroup-parent", "", "private prefix dir under every hierarchy (default colod-testpeer-<pid>)")
-		cgDriver     = flag.String("cgroup-driver", "cgroupfs", "kubelet cgroup naming: cgroupfs or systemd")
-		scenarioPath = flag.String("scenario", "", "JSON scenario file")
-		control      = flag.String("control", "", "control socket path (JSON lines)")
-		logPath      = flag.String("log", "-", "JSON-lines event log file (- = stdout)")
-		restartAfter = flag.Duration("restart-after", 0, "restart the runtime every DUR (0 = never)")
-		restartCount = flag.Int("restart-count", 0, "stop restarting after N restarts (0 = unlimited)")
-		restartDelay = flag.Duration("restart-delay", 200*time.Millisecond, "downtime of a restart")
+		socket        = flag.String("socket", "", "NRI socket to listen on (required)")
+		version       = flag.String("nri-version", "v0.12", "emulated NRI level: v0.6, v0.8, v0.11 or v0.12")
+		rtName        = flag.String("runtime-name", "containerd", "ConfigureRequest.runtime_name")
+		rtVersion     = flag.String("runtime-version", "", "ConfigureRequest.runtime_version (default: a containerd release of the level)")
+		pluginDir     = flag.String("plugin-dir", "", "start the pre-installed plugins NN-name found here (like containerd's plugin_path)")
+		pluginCfgDir  = flag.String("plugin-config-dir", "", "their NN-name.conf / name.conf (like plugin_config_path)")
+		pluginErr     = flag.String("plugin-stderr", "", "append launched plugins' stderr to this file (default /dev/null, as upstream)")
+		regTimeout    = flag.Duration("registration-timeout", 5*time.Second, "accept → RegisterPlugin deadline")
+		reqTimeout    = flag.Duration("request-timeout", 2*time.Second, "deadline of every runtime→plugin call")
+		syncMax       = flag.Int("sync-max-objects", 0, "max pods+containers per Synchronize message (0: one message unless > 4 MiB)")
+		cgRoot        = flag.String("cgroup-root", "/sys/fs/cgroup", "cgroup mount root")
+		cgParent      = flag.String("cgroup-parent", "", "private prefix dir under every hierarchy (default colod-testpeer-<pid>)")
+		cgDriver      = flag.String("cgroup-driver", "cgroupfs", "kubelet cgroup naming: cgroupfs or systemd")
+		scenarioPath  = flag.String("scenario", "", "JSON scenario file")
+		control       = flag.String("control", "", "control socket path (JSON lines)")
+		logPath       = flag.String("log", "-", "JSON-lines event log file (- = stdout)")
+		restartAfter  = flag.Duration("restart-after", 0, "restart the runtime every DUR (0 = never)")
+		restartCount  = flag.Int("restart-count", 0, "stop restarting after N restarts (0 = unlimited)")
+		restartDelay  = flag.Duration("restart-delay", 200*time.Millisecond, "downtime of a restart")
 		restartSynced = flag.Bool("restart-when-synced", false,
 			"count --restart-after from the moment a plugin is synchronized with the current incarnation (at most 30s of waiting), so every restart cuts a live session")
-		synthPods    = flag.Int("synth-pods", 0, "synthetic (fake) pods")
-		synthCtrs    = flag.Int("synth-containers", 0, "synthetic (fake) containers, spread over the synthetic pods")
-		exitAfter    = flag.Bool("exit-after-scenario", false, "exit when the timeline is done")
+		synthPods = flag.Int("synth-pods", 0, "synthetic (fake) pods")
+		synthCtrs = flag.Int("synth-containers", 0, "synthetic (fake) containers, spread over the synthetic pods")
+		exitAfter = flag.Bool("exit-after-scenario", false, "exit when the timeline is done")
 	)
 	flag.Parse()
 	if flag.NArg() != 0 {
@@ -58,9 +61,19 @@ func main() {
 	if *socket == "" {
 		fatalConfig("--socket is required")
 	}
-	v := peer.Version(*version)
-	if v != peer.V08 && v != peer.V012 {
-		fatalConfig("--nri-version %q: want v0.8 or v0.12", *version)
+	v, err := peer.ParseVersion(*version)
+	if err != nil {
+		fatalConfig("--nri-version: %v", err)
+	}
+	if *rtVersion == "" {
+		*rtVersion = v.DefaultRuntimeVersion()
+	}
+	var pluginStderr *os.File
+	if *pluginErr != "" {
+		if pluginStderr, err = os.OpenFile(*pluginErr, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644); err != nil {
+			fatalConfig("opening --plugin-stderr: %v", err)
+		}
+		defer pluginStderr.Close()
 	}
 	if *cgDriver != "cgroupfs" && *cgDriver != "systemd" {
 		fatalConfig("--cgroup-driver %q: want cgroupfs or systemd", *cgDriver)
@@ -119,7 +132,8 @@ func main() {
 
 	rt := peer.New(peer.Config{SocketPath: *socket, Version: v, RuntimeName: *rtName,
 		RuntimeVersion: *rtVersion, RegistrationTimeout: *regTimeout, RequestTimeout: *reqTimeout,
-		SyncMaxObjects: *syncMax, CgroupParent: *cgParent, CgroupDriver: *cgDriver}, elog, cg)
+		SyncMaxObjects: *syncMax, CgroupParent: *cgParent, CgroupDriver: *cgDriver,
+		PluginDir: *pluginDir, PluginConfigDir: *pluginCfgDir, PluginStderr: pluginStderr}, elog, cg)
 
 	if sc != nil {
 		for _, p := range sc.Pods {

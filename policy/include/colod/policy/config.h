@@ -67,6 +67,10 @@ struct DetectionConfig {
   friend bool operator==(const DetectionConfig&, const DetectionConfig&) = default;
 };
 
+// Admission placement (issue #8): a BE container created while LS containers need protection
+// starts where the restriction in force would put it (restrict), or as the runtime asked (off).
+enum class AdmissionMode : uint8_t { Restrict, Off };
+
 struct ActionsConfig {
   std::vector<Lever> cpu_ladder = {Lever::CpuShares, Lever::Cpuset, Lever::CpuQuota};
   std::vector<Lever> memory_ladder = {Lever::MemoryLimit};
@@ -81,6 +85,15 @@ struct ActionsConfig {
   int max_antagonists = 3;            // per victim
   double min_antagonist_score = 0.1;  // evidence share below which a BE is left alone
   int max_escalations = 8;            // per episode: rungs tried before giving up
+  // Blame (issue 19): evidence per (victim, BE) is summed over about this many intervals with
+  // exponential decay (each interval weighs 1 - 1/N of the next), so a bursty antagonist keeps
+  // its blame while idle. A BE is blamed only with at least min_blame_preemptions preemptions of
+  // the victim and min_blame_wait_us of the victim's wait in that window (when the victim's
+  // preemptions are attributed at all); below it nothing is restricted.
+  int blame_window_intervals = 30;
+  double min_blame_preemptions = 3;
+  uint64_t min_blame_wait_us = 1000;
+  AdmissionMode admission = AdmissionMode::Restrict;
 
   friend bool operator==(const ActionsConfig&, const ActionsConfig&) = default;
 };

@@ -35,9 +35,12 @@ enum class Lever {
 struct Antagonist {
   std::string id;
   std::string name;                  // "namespace/pod/container" when known
-  uint64_t preemptions = 0;          // preemptions of the victim by it this interval
-  uint64_t wait_ns = 0;              // victim run-queue wait attributed to it
-  uint64_t oncpu_ns = 0;             // its CPU time this interval
+  // CPU antagonists: the evidence over the blame window (actions.blame_window_intervals, decayed
+  // sums): preemptions of the victim by it, the victim's wait attributed to it, and its run time
+  // on the CPUs the victim may use.
+  uint64_t preemptions = 0;
+  uint64_t wait_ns = 0;
+  uint64_t oncpu_ns = 0;
   uint64_t memory_growth_bytes = 0;  // memory victims: its growth this interval
   double score = 0.0;                // share of the evidence, 0..1
 

@@ -29,6 +29,26 @@ struct EngineStats {
   uint64_t tracked_containers = 0;
   uint64_t active_episodes = 0;
   uint64_t episodes_started = 0;
+  uint64_t admissions = 0;  // containers placed at creation (admission placement)
+  // Episodes of a victim waiting mostly behind work colod does not control (host, system,
+  // unlabelled or unknown cgroups, other LS): BE is left where it is and nothing escalates.
+  uint64_t foreign_wait_episodes = 0;
+};
+
+// The evidence against one BE container for one victim over the blame window (decayed sums),
+// and whether it was blamed: what `coloctl explain <be>` shows.
+struct BlameView {
+  std::string victim_id;
+  std::string victim_name;
+  double preemptions = 0;     // preemptions of the victim by it
+  uint64_t wait_ns = 0;       // victim run-queue wait attributed to it
+  uint64_t overlap_ns = 0;    // its run time on the CPUs the victim may use
+  double score = 0;           // share of the evidence, 0..1 (latest ranking)
+  bool blamed = false;        // ranked as an antagonist (restricted if a rung acts on it)
+  bool restricted = false;    // a restriction for this victim is in force on it
+  std::string why;            // why it was or was not blamed / restricted
+
+  friend bool operator==(const BlameView&, const BlameView&) = default;
 };
 
 // Current view of a container, for `coloctl explain`.
@@ -42,6 +62,7 @@ struct ContainerView {
   bool victim = false;                      // in an active episode as the victim
   std::vector<AppliedAction> restrictions;  // applied to it (as a target)
   std::string last_explanation;             // last decision or finding sentence about it
+  std::vector<BlameView> blame;             // a BE: the evidence against it, per victim
 };
 
 class Engine {
@@ -69,6 +90,13 @@ class Engine {
   // One round. Samples for ids not in the registry are ignored (counted). Deterministic: the
   // same sequence of calls gives the same output.
   [[nodiscard]] RoundResult evaluate(const Snapshot& snapshot);
+
+  // Admission placement (issue #8): `info` is a container being created (registered here, as by
+  // upsertContainer). When it is BE and admission is on, the decisions that place it where the
+  // restrictions in force (or a running protected LS) say it must start: kind Engage, rule
+  // "admission", already applied in the engine's view (applied() lists them). Empty: created as
+  // asked. Off, not BE, or before the first evaluate() (the node's CPUs are unknown): empty.
+  [[nodiscard]] RoundResult admit(ContainerInfo info, int64_t now_ns);
 
   // Decisions that return every restricted container to its original values and clear all
   // episodes (for a clean daemon stop). Kind Restore, ordered by target id.

@@ -127,6 +127,7 @@ struct CollectorStats {
   // snapshot until it succeeds, so nothing leaks; until then the entry stays in its map.
   uint64_t map_delete_errors = 0;
   uint64_t map_deletes_pending = 0;  // now: those waiting for their retry (bounded by map sizes)
+  uint64_t watch_write_errors = 0;   // cg_watch writes refused (retried at the next snapshot)
 };
 
 struct Snapshot {
@@ -135,6 +136,24 @@ struct Snapshot {
   CgroupMode mode = CgroupMode::V1Cpu;
   std::vector<CgroupSample> cgroups;  // only cgroups with activity or file data; sorted by path
   CollectorStats stats;               // cumulative
+};
+
+// A protected cgroup whose run-queue wait wakes the reader (Collector::setWatched): when its
+// tasks' waits summed within one window (CollectorOptions::watch_window) reach threshold, the
+// BPF side posts one WakeupEvent (at most one per cgroup per window).
+struct WatchedCgroup {
+  uint64_t id = 0;  // as CgroupSample::id
+  std::chrono::nanoseconds threshold{0};
+  bool operator==(const WatchedCgroup&) const = default;
+};
+
+// One crossing of a watched cgroup's threshold. Times are the kernel's rq clock (sched_clock,
+// ns): comparable with each other, not with steady_clock.
+struct WakeupEvent {
+  uint64_t cgroup_id = 0;
+  uint64_t waited_ns = 0;        // waits summed in the window when the threshold was reached
+  uint64_t window_start_ns = 0;  // rq clock at the window's first wait
+  uint64_t at_ns = 0;            // rq clock of the wait that crossed the threshold
 };
 
 struct CollectorOptions {
@@ -148,6 +167,8 @@ struct CollectorOptions {
   bool wakeup_depth = false;
   bool reclaim = true;                         // attach the vmscan programs
   bool read_files = true;                      // read cpu.stat / PSI per cgroup
+  // Window of the wakeup watch's wait accumulator (setWatched).
+  std::chrono::nanoseconds watch_window{std::chrono::milliseconds(10)};
   // Fault injection, for tests only (production leaves it empty): consulted before each map
   // write the collector makes to clean up after a vanished cgroup -- deleting its key from
   // "cg_slots", "cg_reclaim" or "pairs", and handing its slot back (zeroing it in "cg_sched"
@@ -173,6 +194,17 @@ class Collector {
   // Deletes map entries of cgroups that no longer exist. Errors: only if a BPF map cannot be
   // read at all (EBADF/EFAULT); vanished cgroups and missing files are not errors.
   Result<Snapshot> snapshot();
+
+  // Wakeup watch (event-driven detection, issue 15): replaces the set of watched cgroups.
+  // A cgroup is watched from the moment the BPF side has given it a slot (its tasks ran once):
+  // now if it has one, else from the first snapshot() after. Nothing is watched by default,
+  // and then the switch handler pays one .bss load per wait (bpf/README.md).
+  // Errors: a map write the kernel refused (the previous set stays partly in force).
+  Result<void> setWatched(const std::vector<WatchedCgroup>& cgroups);
+  // Readable (EPOLLIN) when wakeup events are waiting: add it to an epoll set.
+  [[nodiscard]] int wakeupFd() const;
+  // The events posted since the last call (non-blocking; empty when none).
+  Result<std::vector<WakeupEvent>> consumeWakeups();
 
   [[nodiscard]] CgroupMode mode() const;
   [[nodiscard]] AttachKind attachKind() const;

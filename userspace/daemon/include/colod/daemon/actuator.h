@@ -91,6 +91,22 @@ class Actuator {
   // base; returns colod's overlay to merge into the reply (empty: nothing to add).
   [[nodiscard]] policy::Resources adjustUpdate(const std::string& id,
                                                const nri::LinuxResources& requested);
+  // Admission placement (issue #8). The container `id` is being created: the runtime handed
+  // colod `spec_handed`, and colod's CreateContainer reply will set the fields of `adjusted`.
+  // The next setOverlays() tracks it although the runtime does not list it yet (preview()
+  // shows it too, so the journal holds it before the reply goes out). forgetCreation(): the
+  // reply will not carry the adjustment after all (the journal could not be written).
+  struct Creation {
+    policy::Resources spec;
+    policy::Resources adjusted;
+    int64_t since_ns = 0;
+    bool taken = false;  // setOverlays() has applied it
+  };
+  void expectCreation(const std::string& id,
+                      const policy::Resources& spec_handed,
+                      const policy::Resources& adjusted);
+  void forgetCreation(const std::string& id);
+
   // Wakes the thread (a registry change, a new session).
   void kick();
 
@@ -115,6 +131,8 @@ class Actuator {
   std::condition_variable cv_;
   std::condition_variable converged_cv_;
   ReconcilerState state_;
+  static constexpr std::size_t kMaxCreating = 1024;
+  std::map<std::string, Creation> creating_;  // containers being created with colod's placement
   uint64_t seen_generation_ = UINT64_MAX;
   uint64_t seen_session_ = 0;
   bool kicked_ = false;

@@ -30,7 +30,7 @@ struct DaemonSettings {
   std::chrono::milliseconds interval{100};
   std::string nri_socket = "/var/run/nri/nri.sock";
   std::string plugin_name = "colod";
-  std::string plugin_idx = "50";
+  std::string plugin_idx = "90";  // late: colod sees what other plugins set at creation
   Mode mode = Mode::Act;
   std::string cgroup_root = "/sys/fs/cgroup";
   CgroupDriver cgroup_driver = CgroupDriver::Auto;
@@ -83,11 +83,13 @@ struct Config {
   policy::Config policy;
   std::string text;  // the YAML it was parsed from ("" for the built-in defaults)
   std::string path;
+  int64_t loaded_unix_ms = 0;  // when loadConfig read the file (0: parsed from a string)
 };
 
 // Parses a whole document. `file` is used in messages only.
 Result<Config> parseConfig(std::string_view yaml_text, std::string_view file);
-// Reads and parses a file (ENOENT etc. from the read, EINVAL from the parse).
+// Reads and parses a file (ENOENT etc. from the read, EINVAL from the parse); stamps
+// loaded_unix_ms with the wall clock.
 Result<Config> loadConfig(const std::string& path);
 
 // The `policy:` mapping of a daemon config document as YAML text (the bare section the policy

@@ -26,6 +26,10 @@ namespace colod::daemon {
 // Every hook must be thread-safe (gRPC calls them concurrently).
 struct ControlHooks {
   std::string config_path;
+  // The command-line settings (they win over the file) and when colod started (the load time of
+  // the built-in defaults), for `config show`.
+  SettingsOverrides overrides;
+  int64_t started_unix_ms = 0;
   std::function<std::shared_ptr<const Config>()> config;
   // The engine's view of a container (ENOENT when it does not track it).
   std::function<Result<policy::ContainerView>(const std::string& id)> describe;

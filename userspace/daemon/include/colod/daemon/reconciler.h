@@ -38,6 +38,15 @@ void clearField(policy::Resources& r, Field f);
 // they mean the same thing.
 std::string canonicalField(const policy::Resources& r, Field f, std::string_view all_cpus);
 
+// Whether the runtime's spec for a container being created already sets `f` (the kubelet or an
+// earlier plugin did): an unset cpuset is empty, an unlimited quota or memory is absent or <= 0,
+// a period counts only with a quota. Setting such a field again at creation could collide with
+// another plugin, which fails the creation.
+bool setAtCreation(const policy::Resources& handed, Field f);
+
+// "a, b, c".
+std::string joinText(const std::vector<std::string>& parts, std::string_view sep);
+
 // Why a container is not converged (for metrics: colod_reconcile_failures_total{reason}).
 enum class SendOutcome {
   Applied,       // the runtime answered success
@@ -53,6 +62,9 @@ struct ReconcilerOptions {
   int64_t backoff_initial_ns = 100'000'000;  // 100 ms
   int64_t backoff_max_ns = 5'000'000'000;    // 5 s: retried forever, never given up
   std::size_t max_containers = 65536;        // bound on tracked containers
+  // How long a container colod placed at creation may stay absent from the runtime's list
+  // before it is taken as never created (its creation failed after colod's reply).
+  int64_t creation_grace_ns = 30'000'000'000;
 };
 
 // One container's state, for the journal, explain and tests.
@@ -128,6 +140,16 @@ class ReconcilerState {
                   const policy::Resources& spec_now,
                   const std::string& why,
                   int64_t now_ns);
+  // Admission placement (issue #8): the container is being created and colod's reply to the
+  // runtime's CreateContainer carries `adjusted` (a subset of the overlay's fields). The fields
+  // are taken as colod's own sent values and as the spec the container will be created with;
+  // `spec_handed` (what the runtime handed colod) is the base, the runtime's own values. The
+  // container is not in the runtime's list yet: until it shows up (or `creation_grace_ns`
+  // passes) it is not taken as gone. Call after setOverlay() for the same container.
+  void adjustedAtCreation(const std::string& id, const policy::Resources& adjusted, int64_t now_ns);
+  // Whether `id` is still waiting for its creation to show up (see adjustedAtCreation()).
+  [[nodiscard]] bool awaitingCreation(std::string_view id, int64_t now_ns) const;
+
   // Overlays of every tracked container (for diffing against the engine's wish).
   [[nodiscard]] std::map<std::string, policy::Resources> overlays() const;
 
@@ -169,6 +191,8 @@ class ReconcilerState {
     bool solo = false;
     int64_t next_try_ns = 0;
     bool spec_known = false;
+    bool creating = false;  // adjusted at creation, not yet seen in the runtime's list
+    int64_t created_at_ns = 0;
   };
   [[nodiscard]] policy::Resources desiredOf(const Tracked& t) const;
   [[nodiscard]] std::vector<Field> diffOf(const Tracked& t) const;

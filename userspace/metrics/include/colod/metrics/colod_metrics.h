@@ -42,6 +42,9 @@ struct DaemonMetrics {
   uint64_t updates_sent = 0;
   uint64_t update_failures = 0;      // UpdateContainers attempts that failed
   uint64_t updates_dropped = 0;      // overlays refused by the tracked-container bound
+  uint64_t admissions = 0;           // containers placed by the CreateContainer reply
+  uint64_t admission_deferred = 0;   // placements left to an update after creation
+  std::map<std::string, uint64_t> plugin_conflicts;  // other plugin ("NN-name") -> fields left
   // The reconciler (level-triggered actuator): containers whose runtime spec differs from what
   // colod wants, the age of the oldest, and failed convergence attempts by reason.
   uint64_t reconcile_tracked = 0;
@@ -55,6 +58,8 @@ struct DaemonMetrics {
   uint64_t bpf_deletes_pending = 0;  // those waiting for their retry now
   uint64_t ticks = 0;
   uint64_t tick_overruns = 0;
+  uint64_t event_wakeups = 0;  // wakeup events from the BPF side (protected cgroups waiting)
+  uint64_t event_rounds = 0;   // decision rounds run on them (rate-limited)
   uint64_t config_reloads = 0;
   uint64_t config_reload_failures = 0;
   uint64_t unresolved_containers = 0;  // containers whose cgroup could not be found

@@ -1,0 +1,201 @@
+// SPDX-License-Identifier: Apache-2.0
+// Admission placement (issue #8): a BE container that is being created starts where the
+// restrictions in force would put it, so its first instruction already runs away from the LS
+// it would hurt -- no reactive controller can beat a placement made before the job runs.
+//
+// Two cases:
+//   * a restriction is in force for a victim (a cpuset step, the quota budget): the new BE joins
+//     it at once, as extendSteps() would have it join one round later;
+//   * no restriction is in force but a protected LS container is running: the new BE starts off
+//     that LS's CPUs, under an episode that is held (not verified: the new BE did not cause the
+//     wait it prevents) and relaxed by the usual quiet rule once the LS shows no wait and the
+//     relax would not hurt it (relaxWouldHurt()).
+// The placement is a restriction like any other: it is in applied() (journaled by the daemon),
+// explained, dry-run aware (the daemon does not apply it) and relaxed through the same steps.
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "engine_state.h"
+
+namespace colod::policy {
+
+namespace {
+
+// A protected LS counts as running when it used at least this share of one CPU last round.
+constexpr double kAdmissionLsRunningCpus = 0.05;
+
+}  // namespace
+
+bool EngineState::placeCpusetAtCreation(Tracked& t,
+                                        Tracked& v,
+                                        const std::string& key,
+                                        Episode& ep,
+                                        Step& step,
+                                        const std::string& because,
+                                        std::vector<Decision>& out) {
+  auto values = restricted(t, v, Lever::Cpuset);
+  if (!values) {
+    return false;
+  }
+  Restriction r;
+  r.lever = Lever::Cpuset;
+  r.rung = step.rung;
+  r.applied = *values;
+  r.original = leverValues(t.info.resources, Lever::Cpuset);
+  r.owners.insert(key);
+  t.last_applied[Lever::Cpuset] = r.applied;
+  t.last_original[Lever::Cpuset] = r.original;
+  std::ostringstream os;
+  os << "placed at creation because " << because << ": "
+     << describeValues(current(t, Lever::Cpuset), Lever::Cpuset) << " -> "
+     << describeValues(*values, Lever::Cpuset);
+  t.last_change_round = round_;
+  t.last_explanation = os.str();
+  out.push_back(makeDecision(DecisionKind::Engage, Lever::Cpuset, step.rung, t, *values,
+                             restoreValues(r.original, Lever::Cpuset, node_cpus_), &v, &ep,
+                             step.antagonists, "admission", os.str()));
+  restrictions_[t.info.id].emplace(Lever::Cpuset, std::move(r));
+  step.targets.push_back(t.info.id);
+  return true;
+}
+
+bool EngineState::placeQuotaAtCreation(Tracked& t,
+                                       Tracked& v,
+                                       const std::string& key,
+                                       Episode& ep,
+                                       Step& step,
+                                       std::vector<Decision>& out) {
+  if (quota_budget_ <= 0) {
+    return false;
+  }
+  // An equal share of the aggregate budget; the next redistribution re-splits it by use.
+  const uint64_t period = t.info.resources.cpu_period.value_or(100000);
+  const double share = quota_budget_ / static_cast<double>(step.targets.size() + 1);
+  const auto quota = std::max<int64_t>(static_cast<int64_t>(minQuotaUs()),
+                                       std::llround(share * static_cast<double>(period)));
+  Restriction r;
+  r.lever = Lever::CpuQuota;
+  r.rung = step.rung;
+  r.applied.cpu_quota = quota;
+  r.applied.cpu_period = period;
+  r.original = leverValues(t.info.resources, Lever::CpuQuota);
+  r.owners.insert(key);
+  t.last_applied[Lever::CpuQuota] = r.applied;
+  t.last_original[Lever::CpuQuota] = r.original;
+  std::ostringstream os;
+  os << "placed at creation because " << displayName(v.info) << " is protected by rung "
+     << step.rung + 1 << " (cpu_quota), the aggregate BE budget of "
+     << std::round(quota_budget_ * 100) / 100 << " CPUs: it starts with a share of it; "
+     << describeValues(current(t, Lever::CpuQuota), Lever::CpuQuota) << " -> "
+     << describeValues(r.applied, Lever::CpuQuota);
+  t.last_change_round = round_;
+  t.last_explanation = os.str();
+  out.push_back(makeDecision(DecisionKind::Engage, Lever::CpuQuota, step.rung, t, r.applied,
+                             restoreValues(r.original, Lever::CpuQuota, node_cpus_), &v, &ep,
+                             step.antagonists, "admission", os.str()));
+  restrictions_[t.info.id].emplace(Lever::CpuQuota, std::move(r));
+  step.targets.push_back(t.info.id);
+  return true;
+}
+
+RoundResult EngineState::admit(ContainerInfo info, int64_t now_ns) {
+  RoundResult result;
+  const std::string id = info.id;
+  upsert(std::move(info));
+  auto it = tracked_.find(id);
+  if (config_.actions.admission == AdmissionMode::Off || it == tracked_.end() ||
+      node_cpus_.empty()) {
+    return result;  // off, or before the first round (the node's CPUs are not known yet)
+  }
+  Tracked& t = it->second;
+  if (!touchable(t) || restrictions_.count(id) != 0) {
+    return result;  // not BE (or exclusive CPUs), or already placed (a retried creation)
+  }
+  now_ns_ = now_ns;
+  auto& out = result.decisions;
+
+  // 1. The restrictions in force: the new BE joins them now.
+  for (auto& [key, ep] : episodes_) {
+    if (ep.memory || ep.steps.empty() || ep.victim_gone) {
+      continue;
+    }
+    auto vit = tracked_.find(ep.victim_id);
+    if (vit == tracked_.end()) {
+      continue;
+    }
+    Tracked& v = vit->second;
+    for (Step& step : ep.steps) {
+      const auto held = restrictions_.find(id);
+      if (held != restrictions_.end() && held->second.count(step.lever) != 0) {
+        continue;  // another victim's step placed it already
+      }
+      std::ostringstream because;
+      because << displayName(v.info) << " is protected by rung " << step.rung + 1 << " ("
+              << leverName(step.lever) << ") in force: it starts off the victim's CPUs";
+      if (step.lever == Lever::Cpuset) {
+        (void)placeCpusetAtCreation(t, v, key, ep, step, because.str(), out);
+      } else if (step.lever == Lever::CpuQuota) {
+        (void)placeQuotaAtCreation(t, v, key, ep, step, out);
+      }
+    }
+  }
+
+  // 2. Nothing in force, but a protected LS is running: start the new BE off its CPUs.
+  const auto& cpu_ladder = ladder(false);
+  const auto cpuset_rung = std::find(cpu_ladder.begin(), cpu_ladder.end(), Lever::Cpuset);
+  if (out.empty() && cpuset_rung != cpu_ladder.end()) {
+    Tracked* busiest = nullptr;
+    for (auto& [vid, v] : tracked_) {
+      if (!isVictimTier(v.tier) || v.info.exclusive_cpus || v.last_cpus < kAdmissionLsRunningCpus ||
+          episodes_.count(episodeKey(vid, false)) != 0) {
+        continue;
+      }
+      if (busiest == nullptr || v.last_cpus > busiest->last_cpus) {
+        busiest = &v;
+      }
+    }
+    if (busiest != nullptr) {
+      Tracked& v = *busiest;
+      const std::string key = episodeKey(v.info.id, false);
+      Episode ep;
+      ep.victim_id = v.info.id;
+      ep.engaged_p99 = v.p99;
+      // Held, not verified: the placement prevents a wait the new BE has not caused yet, so
+      // "did the rung help" has no answer; the quiet rule gives it back.
+      ep.phase = Phase::Holding;
+      Step step;
+      step.lever = Lever::Cpuset;
+      step.rung = static_cast<int>(cpuset_rung - cpu_ladder.begin());
+      step.running_known = true;
+      for (const auto& [bid, b] : tracked_) {
+        if (bid != id && touchable(b)) {
+          step.running_at_apply.insert(bid);  // BE already there stays as it is
+        }
+      }
+      ep.steps.push_back(std::move(step));
+      std::ostringstream because;
+      because << displayName(v.info) << " (protected) is running ("
+              << std::round(v.last_cpus * 100) / 100
+              << " CPUs): new BE starts off its CPUs until it shows no wait";
+      if (placeCpusetAtCreation(t, v, key, ep, ep.steps.back(), because.str(), out)) {
+        ep.next_rung = ep.steps.back().rung + 1;
+        ep.escalations = 1;
+        episodes_.emplace(key, std::move(ep));
+        ++stats_.episodes_started;
+      }
+    }
+  }
+  if (!out.empty()) {
+    ++stats_.admissions;
+  }
+  stats_.tracked_containers = tracked_.size();
+  stats_.active_episodes = episodes_.size();
+  return result;
+}
+
+RoundResult Engine::admit(ContainerInfo info, int64_t now_ns) {
+  return state_->admit(std::move(info), now_ns);
+}
+
+}  // namespace colod::policy

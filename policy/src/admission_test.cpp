@@ -1,0 +1,158 @@
+// SPDX-License-Identifier: Apache-2.0
+// Admission placement (issue #8): a BE container being created starts where the restrictions
+// in force, or a running protected LS, say it must; nothing else is placed; the placement is a
+// restriction like any other (applied(), relaxed by the quiet rule, dry-run marked).
+#include <gtest/gtest.h>
+
+#include "colod/policy/engine.h"
+#include "colod/policy/testing/synthetic.h"
+
+namespace colod::policy {
+namespace {
+
+using testing::beInfo;
+using testing::beSample;
+using testing::exclusiveInfo;
+using testing::lsInfo;
+using testing::lsSample;
+using testing::Sim;
+
+Config cpusetFirst() {
+  Config c;
+  c.actions.cpu_ladder = {Lever::Cpuset, Lever::CpuQuota};
+  return c;
+}
+
+TEST(AdmissionTest, RunningLsPlacesNewBeOffItsCpus) {
+  Sim sim{cpusetFirst(), 4};
+  sim.add(lsInfo("web", 4));
+  (void)sim.step({lsSample("web", 200)});  // LS running at 0.3 CPU, no wait
+  const RoundResult r = sim.engine().admit(beInfo("batch", 4), sim.now());
+  ASSERT_EQ(r.decisions.size(), 1u);
+  const Decision& d = r.decisions[0];
+  EXPECT_EQ(d.kind, DecisionKind::Engage);
+  EXPECT_EQ(d.lever, Lever::Cpuset);
+  EXPECT_EQ(d.rule, "admission");
+  EXPECT_EQ(d.target_id, "batch");
+  EXPECT_EQ(d.victim_id, "web");
+  ASSERT_TRUE(d.new_values.cpuset_cpus.has_value());
+  EXPECT_NE(*d.new_values.cpuset_cpus, "0-3");
+  EXPECT_NE(d.explanation.find("placed at creation because"), std::string::npos) << d.explanation;
+  // In the engine's view: journaled by the daemon, explained.
+  const auto applied = sim.engine().applied();
+  ASSERT_EQ(applied.size(), 1u);
+  EXPECT_EQ(applied[0].target_id, "batch");
+  EXPECT_EQ(applied[0].applied_values.cpuset_cpus, d.new_values.cpuset_cpus);
+  auto view = sim.engine().describe("batch");
+  ASSERT_TRUE(view.has_value());
+  EXPECT_NE(view->last_explanation.find("placed at creation"), std::string::npos);
+  EXPECT_EQ(sim.engine().stats().admissions, 1u);
+}
+
+TEST(AdmissionTest, RelaxedOnceTheLsShowsNoWait) {
+  Sim sim{cpusetFirst(), 4};
+  sim.add(lsInfo("web", 4));
+  (void)sim.step({lsSample("web", 200)});
+  ASSERT_EQ(sim.engine().admit(beInfo("batch", 4), sim.now()).decisions.size(), 1u);
+  // The LS stays quiet and the BE is light: the quiet rule gives the CPUs back.
+  bool relaxed = false;
+  for (int i = 0; i < 60 && !relaxed; ++i) {
+    for (const auto& d :
+         sim.step({lsSample("web", 200), beSample("batch", 10'000'000)}).decisions) {
+      relaxed |= d.kind == DecisionKind::Relax && d.target_id == "batch";
+    }
+  }
+  EXPECT_TRUE(relaxed);
+  EXPECT_TRUE(sim.engine().applied().empty());
+}
+
+TEST(AdmissionTest, JoinsTheCpusetRestrictionInForce) {
+  Sim sim{cpusetFirst(), 4};
+  sim.add(lsInfo("web", 4));
+  sim.add(beInfo("hog", 4));
+  for (int i = 0; i < 4; ++i) {
+    (void)sim.step({lsSample("web", 5000, {{"hog", 50, 5'000'000}}), beSample("hog", 300'000'000)});
+  }
+  const auto before = sim.engine().applied();
+  ASSERT_EQ(before.size(), 1u);
+  ASSERT_EQ(before[0].lever, Lever::Cpuset);
+  const RoundResult r = sim.engine().admit(beInfo("batch", 4), sim.now());
+  ASSERT_EQ(r.decisions.size(), 1u);
+  EXPECT_EQ(r.decisions[0].lever, Lever::Cpuset);
+  EXPECT_EQ(r.decisions[0].new_values.cpuset_cpus, before[0].applied_values.cpuset_cpus);
+  EXPECT_NE(r.decisions[0].explanation.find("in force"), std::string::npos);
+  EXPECT_EQ(sim.engine().applied().size(), 2u);
+}
+
+// A topology-aware plugin pinned an LS to CPU 3 (not Guaranteed, so not inferred exclusive):
+// the new BE is placed beside the busy unpinned LS's side, never onto CPU 3.
+TEST(AdmissionTest, NeverOntoCpusAProtectedContainerIsPinnedTo) {
+  Sim sim{cpusetFirst(), 4};
+  sim.add(lsInfo("web", 4));
+  ContainerInfo pinned = lsInfo("db", 4);
+  pinned.resources.cpuset_cpus = "3";
+  sim.add(pinned);
+  (void)sim.step({lsSample("web", 200)});
+  const RoundResult r = sim.engine().admit(beInfo("batch", 4), sim.now());
+  ASSERT_EQ(r.decisions.size(), 1u);
+  ASSERT_TRUE(r.decisions[0].new_values.cpuset_cpus.has_value());
+  EXPECT_EQ(*r.decisions[0].new_values.cpuset_cpus, "1-2");
+}
+
+TEST(AdmissionTest, NothingWhenNoLsRunsOrNotBe) {
+  Sim sim{cpusetFirst(), 4};
+  sim.add(lsInfo("web", 4));
+  // Before the first round the node is unknown: nothing is placed.
+  EXPECT_TRUE(sim.engine().admit(beInfo("early", 4), sim.now()).decisions.empty());
+  (void)sim.step({});  // the LS does not run
+  EXPECT_TRUE(sim.engine().admit(beInfo("batch", 4), sim.now()).decisions.empty());
+  (void)sim.step({lsSample("web", 200)});
+  EXPECT_TRUE(sim.engine().admit(lsInfo("web2", 4), sim.now()).decisions.empty());
+  EXPECT_TRUE(sim.engine().admit(exclusiveInfo("pinned", {2, 3}), sim.now()).decisions.empty());
+  EXPECT_TRUE(sim.engine().applied().empty());
+}
+
+TEST(AdmissionTest, OffPlacesNothing) {
+  Config c = cpusetFirst();
+  c.actions.admission = AdmissionMode::Off;
+  Sim sim{c, 4};
+  sim.add(lsInfo("web", 4));
+  (void)sim.step({lsSample("web", 200)});
+  EXPECT_TRUE(sim.engine().admit(beInfo("batch", 4), sim.now()).decisions.empty());
+  EXPECT_EQ(sim.engine().stats().admissions, 0u);
+}
+
+TEST(AdmissionTest, DryRunIsMarked) {
+  Config c = cpusetFirst();
+  c.dry_run = true;
+  Sim sim{c, 4};
+  sim.add(lsInfo("web", 4));
+  (void)sim.step({lsSample("web", 200)});
+  const RoundResult r = sim.engine().admit(beInfo("batch", 4), sim.now());
+  ASSERT_EQ(r.decisions.size(), 1u);
+  EXPECT_TRUE(r.decisions[0].dry_run);
+}
+
+TEST(AdmissionTest, RetriedCreationIsNotPlacedTwice) {
+  Sim sim{cpusetFirst(), 4};
+  sim.add(lsInfo("web", 4));
+  (void)sim.step({lsSample("web", 200)});
+  ASSERT_EQ(sim.engine().admit(beInfo("batch", 4), sim.now()).decisions.size(), 1u);
+  EXPECT_TRUE(sim.engine().admit(beInfo("batch", 4), sim.now()).decisions.empty());
+  EXPECT_EQ(sim.engine().applied().size(), 1u);
+}
+
+TEST(AdmissionTest, ConfigParsesAdmission) {
+  auto c =
+      parseConfigDocument("interval_ms: 100\npolicy:\n  actions:\n    admission: off\n", "a.yaml");
+  ASSERT_TRUE(c.has_value()) << c.error().message();
+  EXPECT_EQ(c->actions.admission, AdmissionMode::Off);
+  auto bad = parseConfigDocument("interval_ms: 100\npolicy:\n  actions:\n    admission: maybe\n",
+                                 "a.yaml");
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_NE(bad.error().message().find("policy.actions.admission"), std::string::npos)
+      << bad.error().message();
+}
+
+}  // namespace
+}  // namespace colod::policy

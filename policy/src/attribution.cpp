@@ -1,0 +1,490 @@
+// SPDX-License-Identifier: Apache-2.0
+// Attribution: which BE containers are to blame for a victim's wait (issue 19). The evidence is
+// kept per (victim, BE) over a window with decay, and counts only what the BE did where the
+// victim waits: its preemptions of the victim, the wait they caused, and its run time on CPUs the
+// victim may use. A BE pinned to CPUs disjoint from the victim's, that never preempted it, gets
+// no blame; a bursty antagonist keeps its blame while idle; one preemption is not proof.
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "colod/policy/tier.h"
+#include "engine_state.h"
+
+namespace colod::policy {
+
+namespace {
+
+// Weight of the wait share in the score; the rest is the share of run time on the victim's CPUs.
+constexpr double kWaitWeight = 0.7;
+// Evidence below these (decayed) amounts is forgotten.
+constexpr double kForgetPreemptions = 0.05;
+constexpr double kForgetNs = 1000.0;
+
+// Share of `be` (sorted) that lies in `victim` (sorted).
+double overlapShare(const std::vector<int>& be, const std::vector<int>& victim) {
+  if (be.empty()) {
+    return 0.0;
+  }
+  size_t common = 0;
+  auto v = victim.begin();
+  for (int c : be) {
+    while (v != victim.end() && *v < c) {
+      ++v;
+    }
+    if (v != victim.end() && *v == c) {
+      ++common;
+    }
+  }
+  return static_cast<double>(common) / static_cast<double>(be.size());
+}
+
+std::string us(double ns) { return std::to_string(static_cast<uint64_t>(ns / 1000.0)) + " µs"; }
+
+std::string count(double n) {
+  std::ostringstream os;
+  os << std::round(n * 10) / 10;
+  return os.str();
+}
+
+}  // namespace
+
+// Brings the victim's evidence to the current round: each round weighs 1 - 1/N of the next.
+void EngineState::decayEvidence(Tracked& v) const {
+  if (v.evidence_round == round_) {
+    return;
+  }
+  const auto n = static_cast<double>(config_.actions.blame_window_intervals);
+  const int64_t elapsed = v.evidence_round == kNever ? 0 : round_ - v.evidence_round;
+  v.evidence_round = round_;
+  if (elapsed <= 0) {
+    return;
+  }
+  const double d = std::pow(1.0 - 1.0 / n, static_cast<double>(elapsed));
+  for (auto it = v.blame.begin(); it != v.blame.end();) {
+    BlameEvidence& e = it->second;
+    e.preemptions *= d;
+    e.wait_ns *= d;
+    e.overlap_ns *= d;
+    if (e.preemptions < kForgetPreemptions && e.wait_ns < kForgetNs && e.overlap_ns < kForgetNs) {
+      it = v.blame.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  WaitSplit& w = v.waits;
+  w.preemptions *= d;
+  w.be_ns *= d;
+  w.self_ns *= d;
+  w.foreign_ns *= d;
+  for (auto it = w.foreign_by.begin(); it != w.foreign_by.end();) {
+    it->second *= d;
+    it = it->second < kForgetNs ? w.foreign_by.erase(it) : std::next(it);
+  }
+}
+
+// Adds this interval's evidence of victim v: its attributed preemptions by aggressor, and the run
+// time of every BE that ran on CPUs the victim may use.
+void EngineState::accumulateEvidence(Tracked& v) {
+  decayEvidence(v);
+  const ContainerSample* s = v.sample;
+  if (s == nullptr) {
+    return;
+  }
+  WaitSplit& w = v.waits;
+  v.attributed = v.attributed || !s->preempted_by.empty();
+  for (const Preemption& p : s->preempted_by) {
+    w.preemptions += static_cast<double>(p.count);
+    const auto wait = static_cast<double>(p.wait_ns);
+    if (p.aggressor_id == v.info.id) {
+      w.self_ns += wait;
+      continue;
+    }
+    auto it = index_.find(std::string_view(p.aggressor_id));
+    if (it != index_.end() && touchable(*it->second)) {
+      w.be_ns += wait;
+      BlameEvidence& e = v.blame[p.aggressor_id];
+      e.be = it->second;
+      e.preemptions += static_cast<double>(p.count);
+      e.wait_ns += wait;
+      continue;
+    }
+    // Host/system tasks, unknown or unlabelled cgroups, other LS, system or exclusive-CPU
+    // containers: work colod does not control.
+    w.foreign_ns += wait;
+    w.foreign_by[p.aggressor_id.empty() ? std::string("host") : p.aggressor_id] += wait;
+  }
+  bool victim_all = false;
+  const std::vector<int>& victim_cpus = roundCpus(v, &victim_all);
+  // tracked_ and v.blame are both ordered by id: one merge walk, entries inserted at the hint.
+  auto hint = v.blame.begin();
+  for (Tracked* tp : running_be_) {
+    Tracked& t = *tp;
+    const std::string& id = t.info.id;
+    while (hint != v.blame.end() && hint->second.be != tp && hint->first < id) {
+      ++hint;
+    }
+    bool be_all = false;
+    const std::vector<int>& be_cpus = roundCpus(t, &be_all);
+    double share = 1.0;
+    if (be_all) {
+      share = victim_all ? 1.0
+                         : static_cast<double>(victim_cpus.size()) /
+                               static_cast<double>(std::max<size_t>(node_cpus_.size(), 1));
+    } else if (!victim_all) {
+      share = overlapShare(be_cpus, victim_cpus);
+    }
+    if (share <= 0) {
+      continue;  // on CPUs the victim never uses: no blame for its run time
+    }
+    if (hint == v.blame.end() || (hint->second.be != tp && hint->first != id)) {
+      hint = v.blame.emplace_hint(hint, id, BlameEvidence{});
+    }
+    hint->second.be = &t;
+    hint->second.overlap_ns += share * static_cast<double>(t.sample->oncpu_ns);
+    ++hint;
+  }
+}
+
+const std::vector<int>& EngineState::roundCpus(Tracked& t, bool* all) {
+  if (t.round_cpus_round != round_) {
+    t.round_cpus_round = round_;
+    t.round_cpus.clear();
+    const std::vector<int>* list = &t.cpus;
+    if (list->empty() || *list == node_cpus_) {
+      list = nullptr;  // all of the node (the common case: no cpuset of its own)
+    }
+    std::vector<int> applied;
+    if (auto it = restrictions_.find(t.info.id); it != restrictions_.end()) {
+      if (auto jt = it->second.find(Lever::Cpuset); jt != it->second.end()) {
+        auto parsed = parseCpuList(jt->second.applied.cpuset_cpus.value_or(""));
+        if (parsed && !parsed->empty()) {
+          applied = std::move(*parsed);
+          list = &applied;
+        }
+      }
+    }
+    if (list != nullptr) {
+      for (int c : *list) {
+        if (std::binary_search(node_cpus_.begin(), node_cpus_.end(), c)) {
+          t.round_cpus.push_back(c);
+        }
+      }
+    }
+    t.round_cpus_all = t.round_cpus.empty() || t.round_cpus.size() >= node_cpus_.size();
+  }
+  *all = t.round_cpus_all;
+  return t.round_cpus_all ? node_cpus_ : t.round_cpus;
+}
+
+double EngineState::foreignShare(const Tracked& v) const {
+  const WaitSplit& w = v.waits;
+  const double total = w.be_ns + w.self_ns + w.foreign_ns;
+  return total > 0 ? w.foreign_ns / total : 0.0;
+}
+
+bool EngineState::behindUncontrolled(const Tracked& v) const {
+  const WaitSplit& w = v.waits;
+  const double total = w.be_ns + w.self_ns + w.foreign_ns;
+  return total > 0 && w.self_ns + w.foreign_ns >= config_.detection.self_wait_fraction * total;
+}
+
+// "62% behind uncontrolled work (host 40%, sys 22%), 30% behind BE (hog1 30%), 8% behind itself".
+std::string EngineState::waitBehind(const Tracked& v) const {
+  const WaitSplit& w = v.waits;
+  const double total = w.be_ns + w.self_ns + w.foreign_ns;
+  if (total <= 0) {
+    return "its wait is not attributed to anyone";
+  }
+  auto pct = [&](double x) {
+    return std::to_string(static_cast<int>(std::lround(x * 100 / total)));
+  };
+  std::ostringstream os;
+  os << pct(w.foreign_ns) << "% behind uncontrolled work";
+  if (!w.foreign_by.empty()) {
+    std::vector<std::pair<double, std::string>> top;
+    for (const auto& [who, ns] : w.foreign_by) {
+      top.emplace_back(ns, who);
+    }
+    std::sort(top.begin(), top.end(), [](const auto& a, const auto& b) {
+      return a.first != b.first ? a.first > b.first : a.second < b.second;
+    });
+    os << " (";
+    for (size_t i = 0; i < top.size() && i < 3; ++i) {
+      os << (i > 0 ? ", " : "") << top[i].second << " " << pct(top[i].first) << "%";
+    }
+    os << ")";
+  }
+  os << ", " << pct(w.be_ns) << "% behind BE";
+  std::vector<std::pair<double, std::string>> be;
+  for (const auto& [id, e] : v.blame) {
+    if (e.wait_ns > 0) {
+      be.emplace_back(e.wait_ns, id);
+    }
+  }
+  std::sort(be.begin(), be.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
+  if (!be.empty()) {
+    os << " (";
+    for (size_t i = 0; i < be.size() && i < 3; ++i) {
+      os << (i > 0 ? ", " : "") << be[i].second << " " << pct(be[i].first) << "%";
+    }
+    os << ")";
+  }
+  os << ", " << pct(w.self_ns) << "% behind itself";
+  return os.str();
+}
+
+bool EngineState::judgedUseless(const Tracked& v,
+                                Lever lever,
+                                const std::vector<Antagonist>& antagonists,
+                                std::string* why) const {
+  auto it = v.useless.find(lever);
+  if (it == v.useless.end()) {
+    return false;
+  }
+  std::set<std::string> now;
+  for (const Antagonist& a : antagonists) {
+    now.insert(a.id);
+  }
+  const UselessRung& u = it->second;
+  if (now != u.antagonists) {
+    return false;  // other antagonists: the rung may help against them
+  }
+  if (u.foreign_share > 0 && foreignShare(v) < 0.5 * u.foreign_share) {
+    return false;  // the uncontrolled work that masked it has fallen away
+  }
+  if (why != nullptr) {
+    *why = u.why;
+  }
+  return true;
+}
+
+// Ranks BE antagonists of a victim by the evidence over the blame window. Returns empty if the
+// latency is self-inflicted or behind uncontrolled work, or the evidence is too thin (and adds a
+// finding saying why).
+std::vector<Antagonist> EngineState::rank(Tracked& victim,
+                                          bool memory,
+                                          std::vector<Finding>& findings) {
+  std::vector<Antagonist> out;
+  const ContainerSample* s = victim.sample;
+  if (s == nullptr) {
+    return out;
+  }
+  const auto& ac = config_.actions;
+  if (memory) {
+    uint64_t total = 0;
+    for (auto& [id, t] : tracked_) {
+      if (touchable(t) && t.sampled && t.memory_growth > 0) {
+        total += t.memory_growth;
+      }
+    }
+    if (total == 0) {
+      findings.push_back(
+          {victim.info.id, "no_memory_antagonist",
+           displayName(victim.info) + " stalls in reclaim but no BE container grew its memory"});
+      return out;
+    }
+    for (auto& [id, t] : tracked_) {
+      if (touchable(t) && t.sampled && t.memory_growth > 0) {
+        Antagonist a;
+        a.id = id;
+        a.name = displayName(t.info);
+        a.memory_growth_bytes = t.memory_growth;
+        a.oncpu_ns = t.sample->oncpu_ns;
+        a.score = static_cast<double>(t.memory_growth) / static_cast<double>(total);
+        out.push_back(std::move(a));
+      }
+    }
+  } else {
+    const double interval = static_cast<double>(std::max<int64_t>(interval_ns_, 1));
+    if (static_cast<double>(s->throttled_ns) >
+        config_.detection.self_throttle_fraction * interval) {
+      ++stats_.self_inflicted;
+      findings.push_back({victim.info.id, "self_inflicted_throttling",
+                          displayName(victim.info) +
+                              " waits because its own CFS quota throttles it (" +
+                              std::to_string(s->throttled_ns / 1000) + " µs throttled, " +
+                              std::to_string(s->nr_throttled) +
+                              " periods): raise its CPU limit; BE is not restricted"});
+      return out;
+    }
+    decayEvidence(victim);
+    const WaitSplit& w = victim.waits;
+    const double total_wait = w.be_ns + w.self_ns + w.foreign_ns;
+    const double other = w.self_ns + w.foreign_ns;
+    if (total_wait > 0 && other >= config_.detection.self_wait_fraction * total_wait) {
+      if (w.self_ns >= w.foreign_ns) {
+        ++stats_.self_inflicted;
+        findings.push_back({victim.info.id, "self_inflicted_contention",
+                            displayName(victim.info) + " waits mostly behind itself (" +
+                                waitBehind(victim) + "): BE is not restricted"});
+      } else if (!victim.foreign_said) {
+        // Once per episode of foreign wait: BE stays where the last verified rung left it.
+        victim.foreign_said = true;
+        ++stats_.foreign_wait_episodes;
+        findings.push_back({victim.info.id, "uncontrolled_wait",
+                            displayName(victim.info) +
+                                " waits behind uncontrolled work: " + waitBehind(victim) +
+                                "; BE is kept where it is and nothing escalates"});
+      }
+      return out;
+    }
+    return rankCpu(victim, findings);
+  }
+  std::sort(out.begin(), out.end(), [](const Antagonist& a, const Antagonist& b) {
+    if (a.score != b.score) {
+      return a.score > b.score;
+    }
+    return a.id < b.id;
+  });
+  std::vector<Antagonist> kept;
+  for (auto& a : out) {
+    if (static_cast<int>(kept.size()) >= ac.max_antagonists || a.score < ac.min_antagonist_score) {
+      break;
+    }
+    kept.push_back(std::move(a));
+  }
+  if (kept.empty()) {
+    findings.push_back({victim.info.id, "no_antagonist",
+                        displayName(victim.info) +
+                            " is over its threshold but no BE container has at least " +
+                            std::to_string(static_cast<int>(ac.min_antagonist_score * 100)) +
+                            "% of the evidence"});
+  }
+  return kept;
+}
+
+// The CPU ranking over the window's evidence. Cheap per entry (a victim may hold evidence
+// against every BE that ran on its CPUs): scores and verdicts only; names and sentences are made
+// for the few that are ranked, and describe() words the verdicts.
+std::vector<Antagonist> EngineState::rankCpu(Tracked& victim, std::vector<Finding>& findings) {
+  const auto& ac = config_.actions;
+  // No attribution at all (no preemption was ever seen): run time on its CPUs alone.
+  const bool attributed = victim.attributed;
+  double be_wait = 0;
+  double overlap = 0;
+  for (const auto& [id, e] : victim.blame) {
+    be_wait += e.wait_ns;
+    overlap += e.overlap_ns;
+  }
+  if (be_wait <= 0 && overlap <= 0) {
+    findings.push_back({victim.info.id, "no_cpu_antagonist",
+                        displayName(victim.info) +
+                            " is over its threshold but no BE container ran on its CPUs or "
+                            "preempted it: nothing to do"});
+    return {};
+  }
+  const double w_wait = attributed && be_wait > 0 ? kWaitWeight : 0.0;
+  const double w_run = overlap > 0 ? 1.0 - w_wait : 0.0;
+  const double norm = w_wait + w_run;
+  const double min_wait_ns = static_cast<double>(ac.min_blame_wait_us) * 1000.0;
+  struct Candidate {
+    double score;
+    const std::string* id;
+    BlameEvidence* e;
+  };
+  std::vector<Candidate> ranked;
+  Candidate thin{0.0, nullptr, nullptr};  // the strongest BE short of the minimum evidence
+  for (auto& [id, e] : victim.blame) {
+    if (e.be == nullptr || !touchable(*e.be)) {
+      e.score = 0;
+      e.verdict = Verdict::NotBe;
+      continue;
+    }
+    double score = 0;
+    if (w_wait > 0) {
+      score += w_wait * e.wait_ns / be_wait;
+    }
+    if (w_run > 0) {
+      score += w_run * e.overlap_ns / overlap;
+    }
+    e.score = norm > 0 ? score / norm : 0.0;
+    if (attributed && (e.preemptions < ac.min_blame_preemptions || e.wait_ns < min_wait_ns)) {
+      e.verdict = Verdict::Thin;
+      if (e.wait_ns > 0 && (thin.e == nullptr || e.score > thin.score)) {
+        thin = {e.score, &id, &e};
+      }
+      continue;
+    }
+    if (e.score <= 0) {
+      e.verdict = Verdict::NoEvidence;
+      continue;
+    }
+    e.verdict = e.score < ac.min_antagonist_score ? Verdict::BelowCutoff : Verdict::NotTop;
+    if (e.verdict == Verdict::NotTop) {
+      ranked.push_back({e.score, &id, &e});
+    }
+  }
+  if (ranked.empty() && thin.e != nullptr) {
+    findings.push_back({victim.info.id, "not_enough_evidence",
+                        displayName(victim.info) +
+                            " is over its threshold but there is not enough evidence: " +
+                            displayName(thin.e->be->info) + ": " + evidenceText(*thin.e) +
+                            " (a BE is blamed with at least " + count(ac.min_blame_preemptions) +
+                            " preemptions and " + std::to_string(ac.min_blame_wait_us) +
+                            " µs of the victim's wait); nothing restricted"});
+    return {};
+  }
+  const size_t top = std::min(ranked.size(), static_cast<size_t>(ac.max_antagonists));
+  std::partial_sort(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(top), ranked.end(),
+                    [](const Candidate& a, const Candidate& b) {
+                      return a.score != b.score ? a.score > b.score : *a.id < *b.id;
+                    });
+  std::vector<Antagonist> kept;
+  for (size_t i = 0; i < top; ++i) {
+    BlameEvidence& e = *ranked[i].e;
+    e.verdict = Verdict::Blamed;
+    Antagonist a;
+    a.id = *ranked[i].id;
+    a.name = displayName(e.be->info);
+    a.preemptions = static_cast<uint64_t>(std::lround(e.preemptions));
+    a.wait_ns = static_cast<uint64_t>(e.wait_ns);
+    a.oncpu_ns = static_cast<uint64_t>(e.overlap_ns);
+    a.score = e.score;
+    kept.push_back(std::move(a));
+  }
+  if (kept.empty()) {
+    findings.push_back({victim.info.id, "no_antagonist",
+                        displayName(victim.info) +
+                            " is over its threshold but no BE container has at least " +
+                            std::to_string(static_cast<int>(ac.min_antagonist_score * 100)) +
+                            "% of the evidence (" + waitBehind(victim) + ")"});
+  }
+  return kept;
+}
+
+std::string EngineState::evidenceText(const BlameEvidence& e) {
+  return count(e.preemptions) + " preemptions, " + us(e.wait_ns) + " wait, " + us(e.overlap_ns) +
+         " on the victim's CPUs over the blame window";
+}
+
+std::string EngineState::verdictText(const BlameEvidence& e) const {
+  const auto& ac = config_.actions;
+  const std::string pct = std::to_string(static_cast<int>(e.score * 100)) + "% of the evidence";
+  switch (e.verdict) {
+    case Verdict::Unranked:
+      return "not ranked yet (" + evidenceText(e) + ")";
+    case Verdict::NotBe:
+      return "not a BE container colod may restrict";
+    case Verdict::Thin:
+      return "not enough evidence: " + evidenceText(e) + " (needs " +
+             count(ac.min_blame_preemptions) + " preemptions and " +
+             std::to_string(ac.min_blame_wait_us) + " µs of wait)";
+    case Verdict::NoEvidence:
+      return "no evidence: it neither preempted the victim nor ran on its CPUs";
+    case Verdict::Blamed:
+      return pct + ", " + evidenceText(e);
+    case Verdict::BelowCutoff:
+      return "below the cut-off: " + pct + " < " +
+             std::to_string(static_cast<int>(ac.min_antagonist_score * 100)) + "% (" +
+             evidenceText(e) + ")";
+    case Verdict::NotTop:
+      return "not among the top " + std::to_string(ac.max_antagonists) + ": " + pct + " (" +
+             evidenceText(e) + ")";
+  }
+  return {};
+}
+
+}  // namespace colod::policy

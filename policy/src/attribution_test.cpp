@@ -1,0 +1,143 @@
+// SPDX-License-Identifier: Apache-2.0
+// attribution.cpp alone: the evidence per (victim, BE) -- by CPU overlap, over a decaying
+// window, split by whom the victim waited behind -- and the ranking's minimum evidence.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "colod/policy/testing/synthetic.h"
+#include "engine_state.h"
+
+namespace colod::policy {
+namespace {
+
+// An engine state with a 2-CPU node: web (LS, CPU 1), a BE on CPU 0 and a BE on CPU 1.
+class AttributionTest : public ::testing::Test {
+ protected:
+  AttributionTest() : s_(Config{}) {
+    s_.node_cpus_ = {0, 1};
+    add("web", Tier::Ls, {1});
+    add("far", Tier::Be, {0});
+    add("near", Tier::Be, {1});
+    add("sys", Tier::System, {0, 1});
+  }
+
+  Tracked& add(const std::string& id, Tier tier, std::vector<int> cpus) {
+    Tracked& t = s_.tracked_[id];
+    t.info.id = id;
+    t.tier = tier;
+    t.cpus = std::move(cpus);
+    s_.index_.emplace(std::string_view(s_.tracked_.find(id)->first), &t);
+    return t;
+  }
+
+  // One round: web's sample with `by`, and the BE run times.
+  void round(std::vector<Preemption> by, uint64_t far_ns, uint64_t near_ns) {
+    ++s_.round_;
+    samples_ = {testing::lsSample("web", 5000, std::move(by)), testing::beSample("far", far_ns),
+                testing::beSample("near", near_ns)};
+    for (auto& s : samples_) {
+      Tracked& t = s_.tracked_.at(s.id);
+      t.sample = &s;
+      t.sampled = true;
+    }
+    s_.running_be_.clear();
+    for (auto& [id, t] : s_.tracked_) {
+      if (t.tier == Tier::Be && t.sample != nullptr && t.sample->oncpu_ns > 0) {
+        s_.running_be_.push_back(&t);
+      }
+    }
+    s_.accumulateEvidence(web());
+  }
+
+  Tracked& web() { return s_.tracked_.at("web"); }
+
+  EngineState s_;
+  std::vector<ContainerSample> samples_;
+};
+
+TEST_F(AttributionTest, RunTimeCountsOnlyOnTheVictimsCpus) {
+  round({}, 90'000'000, 50'000'000);
+  EXPECT_EQ(web().blame.count("far"), 0u) << "CPU 0 only: disjoint from web's CPU 1";
+  ASSERT_EQ(web().blame.count("near"), 1u);
+  EXPECT_DOUBLE_EQ(web().blame.at("near").overlap_ns, 50'000'000.0);
+}
+
+TEST_F(AttributionTest, EvidenceDecaysOverTheWindowAndABurstKeepsItsBlame) {
+  round({{"near", 90, 20'000'000}}, 0, 90'000'000);
+  for (int i = 0; i < 7; ++i) {
+    round({}, 0, 0);  // 700 ms idle
+  }
+  s_.decayEvidence(web());
+  const BlameEvidence& e = web().blame.at("near");
+  const double d = std::pow(1.0 - 1.0 / Config{}.actions.blame_window_intervals, 7);
+  EXPECT_NEAR(e.preemptions, 90 * d, 1e-9);
+  EXPECT_NEAR(e.wait_ns, 20'000'000 * d, 1e-3);
+  EXPECT_GT(e.preemptions / 90, 0.75) << "a 700 ms pause keeps most of the blame";
+  // Long forgotten after many windows.
+  for (int i = 0; i < 400; ++i) {
+    round({}, 0, 0);
+  }
+  EXPECT_EQ(web().blame.count("near"), 0u);
+}
+
+TEST_F(AttributionTest, WaitIsSplitByWhomTheVictimWaitedBehind) {
+  round({{"near", 10, 2'000'000},
+         {"", 5, 3'000'000},
+         {"sys", 5, 1'000'000},
+         {"web", 2, 1'000'000},
+         {"unknown-cgroup", 1, 1'000'000}},
+        0, 0);
+  const WaitSplit& w = web().waits;
+  EXPECT_DOUBLE_EQ(w.be_ns, 2'000'000.0);
+  EXPECT_DOUBLE_EQ(w.self_ns, 1'000'000.0);
+  EXPECT_DOUBLE_EQ(w.foreign_ns, 5'000'000.0);
+  EXPECT_DOUBLE_EQ(w.foreign_by.at("host"), 3'000'000.0);
+  EXPECT_DOUBLE_EQ(s_.foreignShare(web()), 5.0 / 8.0);
+  EXPECT_TRUE(s_.behindUncontrolled(web()));
+  const std::string text = s_.waitBehind(web());
+  EXPECT_NE(text.find("63% behind uncontrolled work (host 38%"), std::string::npos) << text;
+}
+
+TEST_F(AttributionTest, MinimumEvidenceBeforeAnyoneIsBlamed) {
+  std::vector<Finding> findings;
+  round({{"near", 1, 15'000'000}}, 0, 10'000'000);
+  EXPECT_TRUE(s_.rank(web(), false, findings).empty());
+  ASSERT_FALSE(findings.empty());
+  EXPECT_EQ(findings.back().rule, "not_enough_evidence");
+  EXPECT_EQ(web().blame.at("near").verdict, Verdict::Thin);
+  EXPECT_NE(s_.verdictText(web().blame.at("near")).find("not enough evidence"), std::string::npos);
+  round({{"near", 3, 1'000'000}}, 0, 10'000'000);  // ~4 preemptions in the window now
+  findings.clear();
+  auto ranked = s_.rank(web(), false, findings);
+  ASSERT_EQ(ranked.size(), 1u);
+  EXPECT_EQ(ranked[0].id, "near");
+  EXPECT_EQ(web().blame.at("near").verdict, Verdict::Blamed);
+}
+
+TEST_F(AttributionTest, UselessRungUntilTheEvidenceChanges) {
+  round({{"near", 10, 6'000'000}, {"", 10, 4'000'000}}, 0, 10'000'000);
+  UselessRung u;
+  u.antagonists = {"near"};
+  u.foreign_share = s_.foreignShare(web());  // 0.4
+  u.why = "it did not help";
+  web().useless[Lever::Cpuset] = u;
+  std::vector<Antagonist> same(1);
+  same[0].id = "near";
+  std::string why;
+  EXPECT_TRUE(s_.judgedUseless(web(), Lever::Cpuset, same, &why));
+  EXPECT_EQ(why, "it did not help");
+  EXPECT_FALSE(s_.judgedUseless(web(), Lever::CpuQuota, same, nullptr)) << "another rung";
+  std::vector<Antagonist> other(1);
+  other[0].id = "far";
+  EXPECT_FALSE(s_.judgedUseless(web(), Lever::Cpuset, other, nullptr)) << "another antagonist";
+  // The foreign share falls below half of what it was: judged again.
+  for (int i = 0; i < 60; ++i) {
+    round({{"near", 10, 6'000'000}}, 0, 10'000'000);
+  }
+  EXPECT_LT(s_.foreignShare(web()), 0.2);
+  EXPECT_FALSE(s_.judgedUseless(web(), Lever::Cpuset, same, nullptr));
+}
+
+}  // namespace
+}  // namespace colod::policy

@@ -1,0 +1,384 @@
+// SPDX-License-Identifier: Apache-2.0
+// Scenarios of issue 19 (precise blame) and issue 15 item 3 (do no harm), on synthetic traces
+// with synthetic time (100 ms intervals, 2 CPUs unless said). Each one is a case the issue text
+// reports: a BE on other CPUs, one preemption taken as proof, a bursty antagonist, a duty-cycled
+// innocent, a finding that said the opposite of what followed, a victim waiting behind work colod
+// does not control, and the engage -> undo -> engage loop.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "colod/policy/engine.h"
+#include "colod/policy/testing/synthetic.h"
+#include "colod/policy/tier.h"
+
+namespace colod::policy {
+namespace {
+
+using testing::beInfo;
+using testing::beSample;
+using testing::lsInfo;
+using testing::lsSample;
+using testing::Sim;
+
+constexpr uint64_t kQuietP99 = 300;
+constexpr uint64_t kHurtP99 = 5000;
+
+bool restricted(const Engine& e, const std::string& id, std::optional<Lever> lever = {}) {
+  for (const auto& a : e.applied()) {
+    if (a.target_id == id && (!lever || a.lever == *lever)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+ContainerInfo pinned(ContainerInfo info, const std::string& cpus) {
+  info.resources.cpuset_cpus = cpus;
+  return info;
+}
+
+std::set<std::string> targets(const Sim& sim) {
+  std::set<std::string> out;
+  for (const auto& d : sim.decisions()) {
+    out.insert(d.target_id);
+  }
+  return out;
+}
+
+int countFindings(const std::vector<RoundResult>& rounds, const std::string& rule) {
+  int n = 0;
+  for (const auto& r : rounds) {
+    for (const auto& f : r.findings) {
+      n += f.rule == rule ? 1 : 0;
+    }
+  }
+  return n;
+}
+
+const Finding* findFinding(const std::vector<RoundResult>& rounds, const std::string& rule) {
+  for (const auto& r : rounds) {
+    for (const auto& f : r.findings) {
+      if (f.rule == rule) {
+        return &f;
+      }
+    }
+  }
+  return nullptr;
+}
+
+// Issue 19, first case: LS pinned to CPU 1, one BE hog pinned to CPU 0 (it cannot touch the
+// LS), the antagonist pinned to CPU 1. The CPU-0 hog is never blamed nor restricted; the
+// antagonist, pinned to exactly the victim's CPU with be_min_cpus 1, is moved to CPU 0 (it was
+// "at_floor" before), and explain says why each one was or was not restricted.
+TEST(BlameScenario, BeOnOtherCpusIsSparedAndTheAntagonistIsMoved) {
+  Sim sim{Config{}};
+  sim.add(pinned(lsInfo("web"), "1"));
+  sim.add(pinned(beInfo("far"), "0"));
+  sim.add(pinned(beInfo("near"), "1"));
+  std::vector<RoundResult> rounds;
+  for (int r = 1; r <= 15; ++r) {
+    const bool moved = restricted(sim.engine(), "near", Lever::Cpuset);
+    const bool hurt = r > 5 && !moved;
+    auto web = hurt ? lsSample("web", kHurtP99, {{"near", 80, 8'000'000}})
+                    : lsSample("web", kQuietP99, {{"near", 1, 50'000}});
+    rounds.push_back(sim.step({web, beSample("far", 95'000'000), beSample("near", 90'000'000)}));
+  }
+  EXPECT_EQ(targets(sim), std::set<std::string>{"near"}) << "far runs on CPU 0 only";
+  ASSERT_FALSE(sim.decisions().empty());
+  const Decision& d = sim.decisions().front();
+  EXPECT_EQ(d.kind, DecisionKind::Engage);
+  EXPECT_EQ(d.lever, Lever::Cpuset);
+  EXPECT_EQ(d.new_values.cpuset_cpus, "0") << "moved off the victim's CPU, not at_floor";
+  EXPECT_EQ(d.original_values.cpuset_cpus, "1");
+  EXPECT_EQ(countFindings(rounds, "at_floor"), 0);
+  EXPECT_FALSE(restricted(sim.engine(), "far"));
+
+  auto far = sim.engine().describe("far");
+  ASSERT_TRUE(far.has_value());
+  ASSERT_EQ(far->blame.size(), 1u);
+  EXPECT_EQ(far->blame[0].victim_id, "web");
+  EXPECT_FALSE(far->blame[0].blamed);
+  EXPECT_FALSE(far->blame[0].restricted);
+  EXPECT_EQ(far->blame[0].preemptions, 0.0);
+  EXPECT_NE(far->blame[0].why.find("no evidence"), std::string::npos) << far->blame[0].why;
+  auto near = sim.engine().describe("near");
+  ASSERT_TRUE(near.has_value());
+  ASSERT_EQ(near->blame.size(), 1u);
+  EXPECT_TRUE(near->blame[0].blamed);
+  EXPECT_TRUE(near->blame[0].restricted);
+  EXPECT_GT(near->blame[0].preemptions, 80.0);
+  EXPECT_GT(near->blame[0].wait_ns, 8'000'000u);
+  EXPECT_GT(near->blame[0].overlap_ns, 0u) << "it ran on CPU 1 before the move";
+  EXPECT_NE(near->blame[0].why.find("blamed and restricted"), std::string::npos)
+      << near->blame[0].why;
+}
+
+// The move stays within the node and never lands on CPUs exclusive to another container.
+TEST(BlameScenario, MoveAvoidsExclusiveCpus) {
+  Config config;
+  config.actions.cpu_ladder = {Lever::Cpuset};
+  Sim sim{config, 4};
+  sim.add(pinned(lsInfo("web", 4), "1"));
+  sim.add(pinned(beInfo("near", 4), "1"));
+  sim.add(testing::exclusiveInfo("guaranteed", {2, 3}));
+  for (int r = 1; r <= 10 && sim.decisions().empty(); ++r) {
+    sim.step({lsSample("web", kHurtP99, {{"near", 80, 8'000'000}}), beSample("near", 90'000'000),
+              beSample("guaranteed", 190'000'000)});
+  }
+  ASSERT_EQ(sim.decisions().size(), 1u);
+  EXPECT_EQ(sim.decisions()[0].new_values.cpuset_cpus, "0") << "not 3: exclusive to another";
+}
+
+// Issue 19, second case: before the antagonist starts, the LS p99 is high and a light BE
+// (7 % of a CPU) preempted it once. One preemption is not proof: "not enough evidence", nothing
+// restricted. When the real antagonist starts, it alone is restricted.
+TEST(BlameScenario, OnePreemptionIsNotProof) {
+  Config config;
+  config.actions.cpu_ladder = {Lever::Cpuset, Lever::CpuQuota};
+  Sim sim{config};
+  sim.add(lsInfo("web"));
+  sim.add(beInfo("light"));
+  sim.add(beInfo("hog"));
+  std::vector<RoundResult> rounds;
+  int first_decision = -1;
+  for (int r = 1; r <= 60; ++r) {
+    std::vector<Preemption> by;
+    if (r == 6) {
+      by.push_back({"light", 1, 15'775'000});
+    }
+    if (r > 30) {
+      by.push_back({"hog", 80, 8'000'000});
+    }
+    auto web = lsSample("web", r > 5 ? kHurtP99 : kQuietP99, by);
+    auto res =
+        sim.step({web, beSample("light", 7'000'000), beSample("hog", r > 30 ? 150'000'000 : 0)});
+    if (!res.decisions.empty() && first_decision < 0) {
+      first_decision = r;
+    }
+    rounds.push_back(std::move(res));
+  }
+  const Finding* thin = findFinding(rounds, "not_enough_evidence");
+  ASSERT_NE(thin, nullptr);
+  EXPECT_NE(thin->message.find("not enough evidence"), std::string::npos);
+  EXPECT_NE(thin->message.find("1 preemptions"), std::string::npos) << thin->message;
+  EXPECT_NE(thin->message.find("nothing restricted"), std::string::npos);
+  EXPECT_GT(first_decision, 30) << "nobody is restricted on one preemption";
+  EXPECT_TRUE(restricted(sim.engine(), "hog"));
+  EXPECT_EQ(targets(sim).count("light"), 0u);
+  auto light = sim.engine().describe("light");
+  ASSERT_TRUE(light.has_value());
+  ASSERT_EQ(light->blame.size(), 1u);
+  EXPECT_FALSE(light->blame[0].blamed);
+}
+
+// Issue 19, third case: an antagonist that runs 300 ms and sleeps 700 ms beside a light steady
+// innocent, quota rung only. The evidence window keeps the antagonist's blame while it sleeps:
+// the quota caps it alone, never the innocent, and the cap does not follow each burst.
+TEST(BlameScenario, BurstyAntagonistKeepsItsBlameWhileIdle) {
+  Config config;
+  config.actions.cpu_ladder = {Lever::CpuQuota};
+  Sim sim{config};
+  sim.add(lsInfo("web"));
+  sim.add(beInfo("burst"));
+  sim.add(beInfo("steady"));
+  std::vector<RoundResult> rounds;
+  for (int r = 1; r <= 120; ++r) {
+    const bool on = r > 5 && r % 10 < 3;
+    const bool capped = restricted(sim.engine(), "burst", Lever::CpuQuota);
+    // The backlog of a burst lasts two more intervals while it is not capped.
+    const bool hurt = r > 5 && !capped && r % 10 < 5;
+    std::vector<Preemption> by{{"steady", 1, 100'000}};
+    if (on) {
+      by.push_back({"burst", 90, 20'000'000});
+    }
+    auto web = hurt ? testing::lsSample("web", kHurtP99, by) : lsSample("web", kQuietP99, by);
+    rounds.push_back(
+        sim.step({web, beSample("burst", on ? 190'000'000 : 0), beSample("steady", 8'000'000)}));
+  }
+  EXPECT_TRUE(restricted(sim.engine(), "burst", Lever::CpuQuota));
+  EXPECT_EQ(targets(sim), std::set<std::string>{"burst"}) << "the steady innocent is spared";
+  for (const auto& d : sim.decisions()) {
+    EXPECT_NE(d.rule, "be_joined_restriction") << formatDecision(d);
+  }
+  auto steady = sim.engine().describe("steady");
+  ASSERT_TRUE(steady.has_value());
+  ASSERT_EQ(steady->blame.size(), 1u);
+  EXPECT_FALSE(steady->blame[0].blamed);
+  EXPECT_GT(steady->blame[0].preemptions, 3.0) << "enough evidence, but a small share of it";
+  EXPECT_NE(steady->blame[0].why.find("below the cut-off"), std::string::npos)
+      << steady->blame[0].why;
+}
+
+// Issue 19, fourth case: a duty-cycled innocent (200 ms of every second) is idle at the moment
+// the quota rung is engaged. It ran all along: it does not "join" the restriction when its next
+// duty cycle comes (be_joined_restriction is for a BE that was not running at all).
+TEST(BlameScenario, DutyCycleIsNotAStart) {
+  Config config;
+  config.actions.cpu_ladder = {Lever::CpuQuota};
+  Sim sim{config};
+  sim.add(lsInfo("web"));
+  sim.add(beInfo("hog"));
+  sim.add(beInfo("duty"));
+  sim.add(beInfo("late"));
+  for (int r = 1; r <= 80; ++r) {
+    const bool duty_on = r % 10 < 2;
+    const bool capped = restricted(sim.engine(), "hog", Lever::CpuQuota);
+    auto web = r > 5 && !capped ? lsSample("web", kHurtP99, {{"hog", 80, 8'000'000}})
+                                : lsSample("web", kQuietP99);
+    sim.step({web, beSample("hog", 150'000'000), beSample("duty", duty_on ? 50'000'000 : 0),
+              beSample("late", r >= 12 ? 60'000'000 : 0)});
+  }
+  ASSERT_TRUE(restricted(sim.engine(), "hog", Lever::CpuQuota));
+  EXPECT_FALSE(restricted(sim.engine(), "duty")) << "it ran before the engage: not a start";
+  // A BE that never ran before the engage and starts under it still joins the budget.
+  const Decision* joined = nullptr;
+  for (const auto& d : sim.decisions()) {
+    EXPECT_NE(d.target_id, "duty") << formatDecision(d);
+    if (d.rule == "be_joined_restriction") {
+      joined = &d;
+    }
+  }
+  ASSERT_NE(joined, nullptr);
+  EXPECT_EQ(joined->target_id, "late");
+}
+
+// Issue 19, fifth case: the split helps (wait 1.6 -> 0.8) but what is left is behind work colod
+// does not control. The finding says the ladder stops there and why; "escalating on top" is
+// only ever said in a round where an escalation follows.
+TEST(BlameScenario, FindingsMatchTheActions) {
+  Config config;
+  config.actions.cpu_ladder = {Lever::Cpuset, Lever::CpuQuota};
+  Sim sim{config};
+  sim.add(lsInfo("web"));
+  sim.add(beInfo("hog"));
+  std::vector<RoundResult> rounds;
+  for (int r = 1; r <= 60; ++r) {
+    ContainerSample web = lsSample("web", kQuietP99);
+    if (r > 5) {
+      const bool split = restricted(sim.engine(), "hog", Lever::Cpuset);
+      web = lsSample("web", 60'000);
+      web.runq_count = 3;
+      web.oncpu_ns = 40'000'000;
+      web.runq_wait_ns = split ? 80'000'000 : 160'000'000;
+      // Before the split the wait is behind hog; after it, behind host tasks.
+      web.preempted_by = {{split ? "" : "hog", 30, split ? 150'000'000ULL : 100'000'000ULL}};
+    }
+    rounds.push_back(sim.step({web, beSample("hog", 150'000'000)}));
+  }
+  ASSERT_TRUE(restricted(sim.engine(), "hog", Lever::Cpuset));
+  EXPECT_FALSE(restricted(sim.engine(), "hog", Lever::CpuQuota)) << "quota cannot help here";
+  const Finding* partial = findFinding(rounds, "rung_partially_effective");
+  ASSERT_NE(partial, nullptr);
+  EXPECT_NE(partial->message.find("the ladder stops"), std::string::npos) << partial->message;
+  EXPECT_NE(partial->message.find("uncontrolled work"), std::string::npos) << partial->message;
+  for (const auto& r : rounds) {
+    bool escalated = false;
+    for (const auto& d : r.decisions) {
+      escalated = escalated || d.kind == DecisionKind::Escalate;
+    }
+    for (const auto& f : r.findings) {
+      if (f.message.find("escalating on top") != std::string::npos) {
+        EXPECT_TRUE(escalated) << f.message;
+      }
+    }
+  }
+}
+
+// Issue 15 item 3: the victim waits mostly behind work colod does not control (host tasks, a
+// system container, another LS). Said once per episode, counted, nothing restricted.
+TEST(DoNoHarmScenario, UncontrolledWaitIsSaidOnceAndNothingEscalates) {
+  Sim sim{Config{}};
+  sim.add(lsInfo("web"));
+  sim.add(lsInfo("api"));
+  sim.add(testing::systemInfo("sys"));
+  sim.add(beInfo("hog"));
+  std::vector<RoundResult> rounds;
+  for (int r = 1; r <= 200; ++r) {
+    auto web = lsSample("web", r > 5 ? kHurtP99 : kQuietP99,
+                        {{"", 40, 12'000'000},
+                         {"sys", 20, 6'000'000},
+                         {"api", 10, 3'000'000},
+                         {"hog", 30, 5'000'000}});
+    rounds.push_back(sim.step({web, lsSample("api", kQuietP99), beSample("sys", 10'000'000),
+                               beSample("hog", 90'000'000)}));
+  }
+  EXPECT_TRUE(sim.decisions().empty());
+  EXPECT_EQ(countFindings(rounds, "uncontrolled_wait"), 1);
+  const Finding* f = findFinding(rounds, "uncontrolled_wait");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->message.find("waits behind uncontrolled work"), std::string::npos);
+  EXPECT_NE(f->message.find("host"), std::string::npos) << f->message;
+  EXPECT_EQ(sim.engine().stats().foreign_wait_episodes, 1u);
+}
+
+// Issue 15 item 3, the loop: a constant foreign load (40 % of the wait behind host tasks) that
+// no rung can remove, and a victim that is now and then quiet long enough for its episode to
+// end. Every rung is tried once, judged useless and not retried on the same evidence: over 300
+// rounds each rung is engaged at most once (it was engage -> undo -> engage for minutes).
+TEST(DoNoHarmScenario, NoEngageUndoEngageLoopUnderConstantForeignLoad) {
+  Sim sim{Config{}};
+  ContainerInfo hog = beInfo("hog");
+  hog.pod_uid = "uid-web";  // a sidecar: the shares rung acts too
+  sim.add(lsInfo("web"));
+  sim.add(hog);
+  std::vector<RoundResult> rounds;
+  for (int r = 1; r <= 300; ++r) {
+    const bool quiet = r <= 5 || r % 60 >= 52;
+    auto web = lsSample("web", quiet ? kQuietP99 : kHurtP99,
+                        {{"", 40, 4'000'000}, {"hog", 60, 6'000'000}});
+    rounds.push_back(sim.step({web, beSample("hog", 90'000'000)}));
+  }
+  std::map<Lever, std::set<int64_t>> engaged;  // rounds in which a rung was put in force
+  for (const auto& d : sim.decisions()) {
+    if ((d.kind == DecisionKind::Engage || d.kind == DecisionKind::Escalate) &&
+        d.rule != "quota_budget_tightened") {
+      engaged[d.lever].insert(d.at_ns);
+    }
+  }
+  ASSERT_FALSE(engaged.empty());
+  for (const auto& [lever, at] : engaged) {
+    EXPECT_LE(at.size(), 1u) << leverName(lever) << " engaged " << at.size() << " times";
+  }
+  // Said once per judgement / stretch of hurt, not every round.
+  EXPECT_LE(countFindings(rounds, "rung_not_retried"), 3);
+  EXPECT_LE(countFindings(rounds, "ladder_exhausted"), 5);
+  const Finding* again = findFinding(rounds, "rung_not_retried");
+  ASSERT_NE(again, nullptr) << "the trace says why a rung is not tried again";
+  EXPECT_NE(again->message.find("did not help"), std::string::npos) << again->message;
+  bool undo_says = false;
+  for (const auto& d : sim.decisions()) {
+    undo_says = undo_says || (d.kind == DecisionKind::Undo &&
+                              d.explanation.find("not retried") != std::string::npos);
+  }
+  EXPECT_TRUE(undo_says);
+}
+
+// The evidence changes (another antagonist): a rung judged useless is tried again for it.
+TEST(DoNoHarmScenario, UselessRungIsRetriedWhenTheAntagonistChanges) {
+  Config config;
+  config.actions.cpu_ladder = {Lever::Cpuset};
+  Sim sim{config};
+  sim.add(lsInfo("web"));
+  sim.add(beInfo("a"));
+  sim.add(beInfo("b"));
+  std::set<int> engage_rounds;
+  for (int r = 1; r <= 120; ++r) {
+    // a for 60 rounds (the split does not help: the victim stays hurt), then b.
+    const std::string who = r <= 60 ? "a" : "b";
+    const bool quiet = r <= 5 || (r > 50 && r <= 58);
+    auto web = lsSample("web", quiet ? kQuietP99 : kHurtP99, {{who, 80, 8'000'000}});
+    auto res = sim.step({web, beSample("a", who == "a" ? 150'000'000 : 0),
+                         beSample("b", who == "b" ? 150'000'000 : 0)});
+    for (const auto& d : res.decisions) {
+      if (d.kind == DecisionKind::Engage) {
+        engage_rounds.insert(r);
+      }
+    }
+  }
+  EXPECT_EQ(engage_rounds.size(), 2u) << "once against a, once more when b is to blame too";
+}
+
+}  // namespace
+}  // namespace colod::policy

@@ -1,0 +1,162 @@
+// SPDX-License-Identifier: Apache-2.0
+// Detection: victim intervals (p99 against the threshold, the wait signal, PSI, reclaim
+// stall), the K of N window, the quiet baseline, and the episodes it starts.
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "colod/policy/tier.h"
+#include "engine_state.h"
+
+namespace colod::policy {
+
+// --- detection -------------------------------------------------------------------------
+void EngineState::observe(Tracked& t, const ContainerSample* s, int64_t interval_ns) {
+  t.sample = s;
+  t.sampled = s != nullptr;
+  t.cpu_hit = false;
+  t.mem_hit = false;
+  if (s == nullptr) {
+    return;
+  }
+  // Memory growth for every container (BE ranking for memory victims).
+  t.memory_growth = 0;
+  if (s->memory_bytes) {
+    if (t.last_memory && *s->memory_bytes > *t.last_memory) {
+      t.memory_growth = *s->memory_bytes - *t.last_memory;
+    }
+    t.last_memory = s->memory_bytes;
+  }
+  if (!isVictimTier(t.tier) || t.info.exclusive_cpus) {
+    return;
+  }
+  const Thresholds& th = t.thresholds;
+  uint64_t threshold = th.runq_p99_us;
+  if (t.has_baseline) {
+    const double rel =
+        std::max(t.baseline, static_cast<double>(th.baseline_floor_us)) * th.baseline_factor;
+    threshold = std::min(threshold, static_cast<uint64_t>(rel));
+  }
+  t.threshold = threshold;
+  t.p99 = s->runq_p99_us;
+  const bool enough = s->runq_count >= config_.detection.min_samples;
+  bool hit = enough && s->runq_p99_us > threshold;
+  t.p99_hit = hit;
+  // Wait signal: total run-queue wait, else PSI cpu some total (the share of time at least one
+  // of its tasks waited: a lower bound of the wait load). Works for always-runnable victims.
+  t.wait_load = 0;
+  t.wait_share = 0;
+  if (interval_ns > 0) {
+    double wait_ns = static_cast<double>(s->runq_wait_ns);
+    if (wait_ns == 0 && s->psi_cpu_some) {
+      wait_ns = static_cast<double>(s->psi_cpu_some->total_delta_us) * 1000.0;
+    }
+    t.wait_load = wait_ns / static_cast<double>(interval_ns);
+    const double runnable = wait_ns + static_cast<double>(s->oncpu_ns);
+    t.wait_share = runnable > 0 ? wait_ns / runnable : 0.0;
+  }
+  const auto& det = config_.detection;
+  if (det.wait_share > 0 && t.wait_load > 0 && t.wait_load >= det.wait_load_min &&
+      t.wait_share >= det.wait_share) {
+    hit = true;
+  }
+  if (th.psi_cpu_some_avg10 > 0 && s->psi_cpu_some &&
+      s->psi_cpu_some->avg10 > th.psi_cpu_some_avg10) {
+    hit = true;
+  }
+  bool mem_hit = false;
+  if (th.reclaim_stall_us_per_s > 0 && interval_ns > 0) {
+    const double per_s = static_cast<double>(s->reclaim_stall_ns) / 1000.0 /
+                         (static_cast<double>(interval_ns) / 1e9);
+    mem_hit = per_s > static_cast<double>(th.reclaim_stall_us_per_s);
+  }
+  t.cpu_hit = hit;
+  t.mem_hit = mem_hit;
+  // Window update.
+  const size_t n = t.cpu_ring.size();
+  if (n > 0) {
+    t.cpu_hits -= t.cpu_ring[t.ring_pos];
+    t.mem_hits -= t.mem_ring[t.ring_pos];
+    t.cpu_ring[t.ring_pos] = hit ? 1 : 0;
+    t.wait_ring[t.ring_pos] = t.wait_load;
+    t.mem_ring[t.ring_pos] = mem_hit ? 1 : 0;
+    t.cpu_hits += hit ? 1 : 0;
+    t.mem_hits += mem_hit ? 1 : 0;
+    t.ring_pos = (t.ring_pos + 1) % n;
+  }
+  t.quiet_streak = hit ? 0 : t.quiet_streak + 1;
+  t.mem_quiet_streak = mem_hit ? 0 : t.mem_quiet_streak + 1;
+  if (!hit && enough) {
+    // Quiet interval: it feeds the victim's own baseline.
+    const double a = config_.detection.baseline_alpha;
+    const auto p = static_cast<double>(s->runq_p99_us);
+    t.baseline = t.has_baseline ? (1.0 - a) * t.baseline + a * p : p;
+    t.has_baseline = true;
+  }
+  if (hit) {
+    ++stats_.victim_intervals;
+  }
+}
+
+// Mean wait load over the detection window: the victim's level before an action.
+double EngineState::windowWait(const Tracked& v) {
+  if (v.wait_ring.empty()) {
+    return v.wait_load;
+  }
+  double sum = 0;
+  for (double w : v.wait_ring) {
+    sum += w;
+  }
+  return std::max(v.wait_load, sum / static_cast<double>(v.wait_ring.size()));
+}
+
+std::string EngineState::cpuRule(const Tracked& v, bool memory) {
+  if (memory) {
+    return "reclaim_stall_over_threshold";
+  }
+  return v.p99_hit || v.wait_load == 0 ? "runq_p99_over_threshold" : "runq_wait_over_threshold";
+}
+
+void EngineState::startEpisodes(std::vector<Decision>& out, std::vector<Finding>& findings) {
+  for (auto& [id, v] : tracked_) {
+    if (!v.sampled || !isVictimTier(v.tier) || v.info.exclusive_cpus) {
+      continue;
+    }
+    for (bool memory : {false, true}) {
+      const int hits = memory ? v.mem_hits : v.cpu_hits;
+      const bool hit = memory ? v.mem_hit : v.cpu_hit;
+      if (!hit || hits < config_.detection.hit_intervals) {
+        continue;
+      }
+      if (ladder(memory).empty()) {
+        continue;
+      }
+      const std::string key = episodeKey(id, memory);
+      if (episodes_.count(key) != 0) {
+        continue;
+      }
+      if (!budget()) {
+        ++stats_.rate_limited;
+        continue;
+      }
+      Episode ep;
+      ep.victim_id = id;
+      ep.memory = memory;
+      ep.engaged_p99 = v.p99;
+      // Hurt again soon after a relax: wait longer before the next relax (anti-flapping).
+      if (round_ - v.last_relax_round <= 2 * config_.actions.quiet_intervals * v.relax_backoff) {
+        v.relax_backoff = std::min(v.relax_backoff * 2, kMaxRelaxBackoff);
+        if (!memory && v.effective_rung >= 0 &&
+            v.effective_rung < static_cast<int>(ladder(false).size())) {
+          ep.next_rung = v.effective_rung;
+        }
+      }
+      if (escalate(ep, key, v, DecisionKind::Engage, out, findings)) {
+        episodes_.emplace(key, std::move(ep));
+        ++stats_.episodes_started;
+      }
+    }
+  }
+}
+
+}  // namespace colod::policy

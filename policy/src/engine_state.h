@@ -1,0 +1,409 @@
+// SPDX-License-Identifier: Apache-2.0
+// The engine's private state, shared by the files that implement it (not in include/: nothing
+// outside policy/src sees it). One EngineState per Engine; its parts live in
+//   engine.cpp       the facade, the registry and the round (evaluate, restore, seed, applied)
+//   detection.cpp    victim intervals, K of N, episodes started
+//   attribution.cpp  who is to blame: the evidence per (victim, BE) and the ranking
+//   levers.cpp       the restricted value of one lever (shares, cpuset placement, memory)
+//   quota.cpp        the aggregate BE quota budget
+//   ladder.cpp       engage / escalate / verify / undo, BE joining a restriction
+//   relax.cpp        holding and giving back
+//   admission.cpp    admission placement of a BE container being created
+//   explanation.cpp  sentences, evidence, describeValues, Engine::describe
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "colod/policy/engine.h"
+
+namespace colod::policy {
+
+inline constexpr int64_t kNever = -1'000'000'000;
+inline constexpr int kMaxRelaxBackoff = 8;
+// A BE container counts as running when it used at least this share of one CPU in the interval.
+inline constexpr double kRunningCpuFraction = 0.01;
+// A restricted BE set saturates its allowance when it uses at least this share of it.
+inline constexpr double kSaturatedFraction = 0.9;
+// The LS demand "fits" its weighted share of the node when it is at most this share of it.
+inline constexpr double kFitsShareFraction = 0.8;
+
+// The evidence against one BE for one victim, summed over the blame window with decay
+// (attribution.cpp): only what the BE did where the victim waits.
+struct Tracked;
+
+// The latest ranking's verdict on one BE for one victim (describe() words it).
+enum class Verdict : uint8_t {
+  Unranked,     // evidence gathered, not ranked yet
+  NotBe,        // no longer a BE container colod may restrict
+  Thin,         // below min_blame_preemptions / min_blame_wait_us
+  NoEvidence,   // neither preempted the victim nor ran on its CPUs
+  Blamed,       // ranked as an antagonist
+  BelowCutoff,  // under min_antagonist_score
+  NotTop,       // not among the top max_antagonists
+};
+
+struct BlameEvidence {
+  const Tracked* be = nullptr;  // the BE (its map node; entries are erased with it)
+  double preemptions = 0;       // preemptions of the victim by it
+  double wait_ns = 0;           // the victim's wait attributed to it
+  double overlap_ns = 0;  // its run time on CPUs the victim may use (by the share that overlaps)
+  // Latest ranking: its share of the evidence and the verdict (for describe()).
+  double score = 0;
+  Verdict verdict = Verdict::Unranked;
+};
+
+// The victim's attributed wait over the blame window, by whom it waited behind.
+struct WaitSplit {
+  double preemptions = 0;  // every attributed preemption (0: no attribution available)
+  double be_ns = 0;        // behind BE containers colod may restrict
+  double self_ns = 0;      // behind its own tasks
+  double foreign_ns = 0;   // behind work colod does not control
+  // The foreign part by aggressor ("host" for root/system tasks, else the container id).
+  std::map<std::string, double, std::less<>> foreign_by;
+};
+
+// A rung verification judged useless for a victim, with the evidence it was judged on: it is not
+// retried for that victim until the evidence changes (another antagonist set, or the foreign
+// share of the wait falls below half of what it was).
+struct UselessRung {
+  std::set<std::string> antagonists;
+  double foreign_share = 0;
+  std::string why;
+  bool said = false;  // the rung_not_retried finding was given for this judgement
+};
+
+// Per-container state. Bounded: one entry per registered container, fixed-size window.
+struct Tracked {
+  ContainerInfo info;
+  Tier tier = Tier::Unknown;
+  std::string tier_source;
+  Thresholds thresholds;
+  std::vector<int> cpus;  // parsed cpuset; empty = unknown / all
+  // Detection window (ring of hit flags).
+  std::vector<uint8_t> cpu_ring;
+  std::vector<uint8_t> mem_ring;
+  size_t ring_pos = 0;
+  int cpu_hits = 0;
+  int mem_hits = 0;
+  double baseline = 0.0;
+  bool has_baseline = false;
+  int quiet_streak = 0;      // consecutive non-hit intervals (cpu)
+  int mem_quiet_streak = 0;  // consecutive non-hit intervals (memory)
+  // Latest interval.
+  bool sampled = false;  // had a sample this round
+  bool cpu_hit = false;
+  bool mem_hit = false;
+  uint64_t p99 = 0;
+  uint64_t threshold = 0;
+  bool p99_hit = false;           // the hit came from p99 (else from the wait signal or PSI)
+  double wait_load = 0;           // average number of its tasks waiting this interval
+  double wait_share = 0;          // wait / (wait + on-CPU) this interval
+  std::vector<double> wait_ring;  // wait load of the last window_intervals intervals
+  ContainerSample const* sample = nullptr;  // valid during evaluate() only
+  double last_cpus = 0;  // recent on-CPU in CPUs, decaying (read between rounds: admission)
+  uint64_t memory_growth = 0;
+  std::optional<uint64_t> last_memory;
+  // As a target.
+  int64_t last_change_round = kNever;
+  // Relax backoff (anti-flapping): grows when the victim is hurt again soon after a relax.
+  int relax_backoff = 1;
+  int64_t last_relax_round = kNever;
+  // Ladder index of the last rung verified to help (cpu), -1 if none: when the victim is hurt
+  // again soon after a relax, the next episode starts there instead of replaying rungs that
+  // did not help.
+  int effective_rung = -1;
+  // Per lever: the values of our latest restriction and the original they replaced.
+  std::map<Lever, Resources> last_applied;
+  std::map<Lever, Resources> last_original;
+  std::string last_explanation;
+  // As a BE: the last round it ran (>= kRunningCpuFraction of a CPU), and its CPUs on the node
+  // in round round_cpus_round (cached for attribution; round_cpus_all: all of the node's).
+  int64_t last_ran_round = kNever;
+  int64_t round_cpus_round = kNever;
+  bool round_cpus_all = true;
+  std::vector<int> round_cpus;
+  // As a victim: blame evidence per BE id and its wait by whom, decayed to evidence_round.
+  std::map<std::string, BlameEvidence, std::less<>> blame;
+  WaitSplit waits;
+  int64_t evidence_round = kNever;
+  bool foreign_said = false;  // the uncontrolled_wait finding was given for this foreign episode
+  // Its preemptions were attributed at least once: the collector attributes them, so a BE
+  // without preemptions of it has not made it wait (never blamed by run time alone).
+  bool attributed = false;
+  std::map<Lever, UselessRung> useless;  // cpu rungs verification judged useless
+  bool exhausted_said = false;  // ladder_exhausted was said for the current stretch of hurt
+};
+
+// One lever applied to one target, shared by the episodes (victims) that asked for it.
+struct Restriction {
+  Lever lever = Lever::CpuShares;
+  int rung = 0;
+  Resources applied;
+  Resources original;
+  std::set<std::string> owners;  // episode keys
+  double blame = 0;              // cpu_quota: its share of the blame (the budget is split by it)
+};
+
+struct Step {
+  Lever lever = Lever::CpuShares;
+  int rung = 0;
+  std::vector<std::string> targets;
+  std::vector<Antagonist> antagonists;
+  // BE containers that ran within the blame window before the step was applied and were left
+  // alone (benign by the evidence): only BE that was not running at all then and starts later
+  // joins the step (extendSteps). A duty cycle is not a start.
+  std::set<std::string> running_at_apply;
+  bool running_known = false;  // false for a step seeded from the journal until its first round
+};
+
+enum class Phase { Verifying, Holding };
+
+struct Episode {
+  std::string victim_id;
+  bool memory = false;
+  std::vector<Step> steps;  // applied, in order
+  int next_rung = 0;        // ladder index to try next
+  Phase phase = Phase::Verifying;
+  int64_t verify_until = 0;
+  int verify_hits = 0;
+  int verify_intervals = 0;
+  uint64_t verify_p99_sum = 0;
+  uint64_t start_p99 = 0;  // p99 when the current step was applied
+  double start_wait = 0;   // victim wait load before the current step (window mean)
+  double verify_wait_sum = 0;
+  uint64_t engaged_p99 = 0;  // p99 when the episode began
+  int64_t last_relax_round = kNever;
+  int escalations = 0;
+  bool exhausted = false;
+  bool victim_gone = false;
+  bool relax_held = false;  // the relax_held finding was given for the current hold
+  bool stop_said = false;   // the ladder_stopped finding was given for the current hold
+  std::string stop_why;     // why the last escalation attempt changed nothing
+};
+// "<victim>#cpu" / "<victim>#mem": the key of an episode.
+std::string episodeKey(std::string_view victim, bool memory);
+// "namespace/pod/container", or the id when the pod is unknown.
+std::string displayName(const ContainerInfo& info);
+// The fields of `r` that `lever` moves.
+Resources leverValues(const Resources& r, Lever lever);
+// For restoring: an unknown original becomes the "unlimited"/default value of the lever.
+Resources restoreValues(const Resources& original, Lever lever, const std::vector<int>& node);
+// The value of a lever for a person: "cpu.shares 2", "cpuset 1", "CFS quota 20000/100000 µs",
+// "CFS quota max" (no quota is always written "max"), "memory limit max".
+std::string describeValues(const Resources& r, Lever lever);
+
+class EngineState {
+ public:
+  explicit EngineState(Config config) : config_(std::move(config)) {}
+
+  enum class RungResult { Applied, NothingToDo, Deferred };
+
+  // engine.cpp
+  void upsert(ContainerInfo info);
+  void remove(std::string_view id);
+  void dropTarget(std::string_view id);
+  void resetWindow(Tracked& t) const;
+  RoundResult evaluate(const Snapshot& snap);
+  std::vector<Decision> restoreAll(int64_t now_ns);
+  Result<void> seed(std::span<const AppliedAction> actions, int64_t now_ns);
+  void applyFailed(const Decision& d);
+  std::vector<AppliedAction> appliedList() const;
+  // detection.cpp
+  void observe(Tracked& t, const ContainerSample* s, int64_t interval_ns);
+  [[nodiscard]] static double windowWait(const Tracked& v);
+  [[nodiscard]] static std::string cpuRule(const Tracked& v, bool memory);
+  void startEpisodes(std::vector<Decision>& out, std::vector<Finding>& findings);
+  // attribution.cpp
+  std::vector<Antagonist> rank(Tracked& victim, bool memory, std::vector<Finding>& findings);
+  std::vector<Antagonist> rankCpu(Tracked& victim, std::vector<Finding>& findings);
+  void accumulateEvidence(Tracked& v);
+  [[nodiscard]] static std::string evidenceText(const BlameEvidence& e);
+  [[nodiscard]] std::string verdictText(const BlameEvidence& e) const;
+  // t's CPUs on the node this round (applied cpuset, else registry, else all), cached per round;
+  // *all is set when that is every node CPU (then the result is node_cpus_).
+  const std::vector<int>& roundCpus(Tracked& t, bool* all);
+  void decayEvidence(Tracked& v) const;
+  [[nodiscard]] double foreignShare(const Tracked& v) const;
+  // Most of the victim's attributed wait is behind itself or work colod does not control.
+  [[nodiscard]] bool behindUncontrolled(const Tracked& v) const;
+  [[nodiscard]] std::string waitBehind(const Tracked& v) const;
+  // Whether rung `lever` was judged useless for v on the same evidence (then *why says so).
+  [[nodiscard]] bool judgedUseless(const Tracked& v,
+                                   Lever lever,
+                                   const std::vector<Antagonist>& antagonists,
+                                   std::string* why) const;
+  // levers.cpp
+  [[nodiscard]] Resources current(const Tracked& t, Lever lever) const;
+  [[nodiscard]] std::vector<int> targetCpus(const Tracked& t) const;
+  std::optional<Resources> restricted(const Tracked& t, const Tracked& v, Lever lever) const;
+  // quota.cpp
+  [[nodiscard]] bool anyQuota() const;
+  [[nodiscard]] uint64_t minQuotaUs() const;
+  [[nodiscard]] double quotaFloor(size_t n_targets) const;
+  [[nodiscard]] size_t quotaTargets() const;
+  [[nodiscard]] double initialQuotaBudget(const Tracked& victim, size_t n_targets) const;
+  bool addQuotaTargets(const std::string& key,
+                       int rung,
+                       const std::vector<Antagonist>& antagonists,
+                       const std::vector<std::string>& joining,
+                       bool replacing,
+                       Step& step);
+  void redistributeQuota(DecisionKind kind,
+                         const std::string& rule,
+                         const std::string& why,
+                         const Tracked* victim,
+                         const Episode* ep,
+                         const std::vector<Antagonist>& antagonists,
+                         std::vector<Decision>& out,
+                         std::vector<Finding>& findings);
+  RungResult applyQuotaRung(Episode& ep,
+                            const std::string& key,
+                            Tracked& victim,
+                            int rung,
+                            const std::vector<Antagonist>& antagonists,
+                            DecisionKind kind,
+                            bool replacing,
+                            std::vector<Decision>& out,
+                            std::vector<Finding>& findings);
+  [[nodiscard]] bool holdsQuota(const Episode& ep) const;
+  [[nodiscard]] bool canTighten(const Episode& ep) const;
+  bool tightenQuota(Episode& ep,
+                    const std::string& key,
+                    Tracked& v,
+                    std::vector<Decision>& out,
+                    std::vector<Finding>& findings);
+  // ladder.cpp
+  RungResult applyRung(Episode& ep,
+                       const std::string& key,
+                       Tracked& victim,
+                       int rung,
+                       const std::vector<Antagonist>& antagonists,
+                       DecisionKind kind,
+                       bool replacing,
+                       std::vector<Decision>& out,
+                       std::vector<Finding>& findings);
+  void releaseStep(const std::string& key,
+                   const Episode& ep,
+                   const Step& step,
+                   DecisionKind kind,
+                   const std::string& rule,
+                   const std::string& why,
+                   const Tracked* victim,
+                   std::vector<Decision>& out);
+  bool escalateOrTighten(Episode& ep,
+                         const std::string& key,
+                         Tracked& v,
+                         std::vector<Decision>& out,
+                         std::vector<Finding>& findings);
+  bool escalate(Episode& ep,
+                const std::string& key,
+                Tracked& victim,
+                DecisionKind kind,
+                std::vector<Decision>& out,
+                std::vector<Finding>& findings,
+                bool replacing = false);
+  void extendSteps(const std::string& key,
+                   Episode& ep,
+                   std::vector<Decision>& out,
+                   std::vector<Finding>& findings);
+  void stepEpisode(const std::string& key,
+                   Episode& ep,
+                   std::vector<Decision>& out,
+                   std::vector<Finding>& findings);
+  // relax.cpp
+  std::optional<std::string> relaxWouldHurt(const Step& top, const Tracked& v) const;
+  void holdEpisode(const std::string& key,
+                   Episode& ep,
+                   Tracked& v,
+                   bool hit,
+                   int hits,
+                   int quiet,
+                   std::vector<Decision>& out,
+                   std::vector<Finding>& findings);
+  // admission.cpp
+  RoundResult admit(ContainerInfo info, int64_t now_ns);
+  bool placeCpusetAtCreation(Tracked& t,
+                             Tracked& v,
+                             const std::string& key,
+                             Episode& ep,
+                             Step& step,
+                             const std::string& because,
+                             std::vector<Decision>& out);
+  bool placeQuotaAtCreation(Tracked& t,
+                            Tracked& v,
+                            const std::string& key,
+                            Episode& ep,
+                            Step& step,
+                            std::vector<Decision>& out);
+  // explanation.cpp
+  [[nodiscard]] std::vector<BlameView> blameViews(const Tracked& be) const;
+  Evidence evidence(const Tracked& v, const Episode* ep, bool memory) const;
+  std::string victimPhrase(const Tracked& v, bool memory) const;
+  Decision makeDecision(DecisionKind kind,
+                        Lever lever,
+                        int rung,
+                        const Tracked& target,
+                        Resources new_values,
+                        Resources original,
+                        const Tracked* victim,
+                        const Episode* ep,
+                        std::vector<Antagonist> antagonists,
+                        std::string rule,
+                        std::string explanation);
+  // inline
+  [[nodiscard]] static bool touchable(const Tracked& t) {
+    return t.tier == Tier::Be && !t.info.exclusive_cpus;
+  }
+  [[nodiscard]] bool isVictimTier(Tier tier) const {
+    const auto& v = config_.detection.victim_tiers;
+    return std::find(v.begin(), v.end(), tier) != v.end();
+  }
+  [[nodiscard]] std::vector<Lever> ladder(bool memory) const {
+    return memory ? config_.actions.memory_ladder : config_.actions.cpu_ladder;
+  }
+  [[nodiscard]] bool budget() const {
+    return changes_this_round_ < config_.actions.max_changes_per_round;
+  }
+  [[nodiscard]] double nodeCpus() const {
+    return static_cast<double>(std::max<size_t>(node_cpus_.size(), 1));
+  }
+  // On-CPU of container t this interval, in CPUs.
+  [[nodiscard]] double cpusUsed(const Tracked& t) const {
+    const double interval = static_cast<double>(std::max<int64_t>(interval_ns_, 1));
+    return t.sample != nullptr ? static_cast<double>(t.sample->oncpu_ns) / interval : 0.0;
+  }
+
+  Config config_;
+  std::map<std::string, Tracked, std::less<>> tracked_;
+  // Hash index over tracked_ (keys point into tracked_'s nodes, which are stable): the per-round
+  // sample lookup is O(1). Iteration always uses the ordered map (determinism).
+  std::unordered_map<std::string_view, Tracked*> index_;
+  // (target id) -> lever -> restriction
+  std::map<std::string, std::map<Lever, Restriction>, std::less<>> restrictions_;
+  std::map<std::string, Episode, std::less<>> episodes_;
+  std::vector<Finding> pending_findings_;
+  EngineStats stats_;
+  int64_t round_ = 0;
+  uint64_t seq_ = 0;
+  int64_t now_ns_ = 0;
+  int64_t interval_ns_ = 0;
+  std::vector<int> node_cpus_;
+  std::vector<int> exclusive_cpus_;  // CPUs given exclusively to containers (never a BE target)
+  // exclusive_cpus_ plus the CPUs protected containers are pinned to (BE placement avoids them)
+  std::vector<int> reserved_cpus_;
+  // During evaluate() only (cleared at its end): BE that ran this round, in id order.
+  std::vector<Tracked*> running_be_;
+  int changes_this_round_ = 0;
+  double quota_budget_ = 0;  // aggregate BE quota budget in CPUs (0 = no quota rung in force)
+};
+
+}  // namespace colod::policy

@@ -1,0 +1,310 @@
+// SPDX-License-Identifier: Apache-2.0
+// The aggregate BE quota budget: who is capped, how the budget is split, tightened.
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "colod/policy/tier.h"
+#include "engine_state.h"
+
+namespace colod::policy {
+
+namespace {
+
+// Every capped container's weight in the budget split is at least this (on top of 1 - its
+// share of the blame), so the most-blamed one still gets more than its bare floor.
+constexpr double kQuotaWeightFloor = 0.1;
+
+}  // namespace
+
+// --- the aggregate BE quota budget ------------------------------------------------------
+bool EngineState::anyQuota() const {
+  for (const auto& [id, levers] : restrictions_) {
+    if (levers.count(Lever::CpuQuota) != 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+uint64_t EngineState::minQuotaUs() const {
+  const uint64_t period = config_.levers.quota_period_us;
+  return std::max<uint64_t>(1000, period * config_.floors.be_min_quota_millicores / 1000);
+}
+
+// The aggregate floor: a share of the node, and at least each capped container's own floor.
+double EngineState::quotaFloor(size_t n_targets) const {
+  const double per =
+      static_cast<double>(minQuotaUs()) / static_cast<double>(config_.levers.quota_period_us);
+  return std::max(config_.floors.be_min_quota_node_fraction * nodeCpus(),
+                  per * static_cast<double>(n_targets));
+}
+
+size_t EngineState::quotaTargets() const {
+  size_t n = 0;
+  for (const auto& [id, levers] : restrictions_) {
+    n += levers.count(Lever::CpuQuota);
+  }
+  return n;
+}
+
+// First budget: what the node has left after the LS demand (on-CPU of every non-BE container
+// plus the victim's wait load: CPU it wanted and did not get) and the headroom, at most
+// be_quota_fraction of the node, never below the floor.
+double EngineState::initialQuotaBudget(const Tracked& victim, size_t n_targets) const {
+  const double node = nodeCpus();
+  const double interval = static_cast<double>(std::max<int64_t>(interval_ns_, 1));
+  double demand = victim.wait_load;
+  for (const auto& [id, t] : tracked_) {
+    if (t.sampled && t.tier != Tier::Be) {
+      demand += static_cast<double>(t.sample->oncpu_ns) / interval;
+    }
+  }
+  const auto& lv = config_.levers;
+  const double b =
+      std::min(lv.be_quota_fraction * node, node - demand - lv.quota_headroom_fraction * node);
+  return std::clamp(b, quotaFloor(n_targets), node);
+}
+
+// Adds the running BE containers (and the antagonists) to the capped set, owned by `key`.
+// Returns false when a new target had to wait (cooldown / round budget).
+bool EngineState::addQuotaTargets(const std::string& key,
+                                  int rung,
+                                  const std::vector<Antagonist>& antagonists,
+                                  const std::vector<std::string>& joining,
+                                  bool replacing,
+                                  Step& step) {
+  bool deferred = false;
+  // Quota by blame (issue 19): only the blamed containers (ranked, each above
+  // min_antagonist_score) and BE that started running under the restriction (extendSteps) are
+  // capped; a BE below the cut-off is never capped by this rung.
+  std::map<std::string, double> want;
+  for (const Antagonist& a : antagonists) {
+    want[a.id] = a.score;
+  }
+  for (const std::string& id : joining) {
+    want.emplace(id, 0.0);
+  }
+  for (const auto& [id, blame] : want) {
+    auto it = tracked_.find(id);
+    if (it == tracked_.end() || !touchable(it->second)) {
+      continue;
+    }
+    Tracked& t = it->second;
+    auto& levers = restrictions_[id];
+    if (auto jt = levers.find(Lever::CpuQuota); jt != levers.end()) {
+      jt->second.owners.insert(key);
+      jt->second.blame = std::max(jt->second.blame, blame);
+      if (std::find(step.targets.begin(), step.targets.end(), id) == step.targets.end()) {
+        step.targets.push_back(id);
+      }
+      continue;
+    }
+    const bool cooling =
+        !replacing && round_ - t.last_change_round < config_.actions.change_cooldown_intervals;
+    if (cooling || !budget()) {
+      deferred = true;
+      if (levers.empty()) {
+        restrictions_.erase(id);
+      }
+      continue;
+    }
+    Restriction r;
+    r.lever = Lever::CpuQuota;
+    r.rung = rung;
+    r.original = leverValues(t.info.resources, Lever::CpuQuota);
+    if (auto lt = t.last_applied.find(Lever::CpuQuota);
+        lt != t.last_applied.end() && lt->second == r.original) {
+      r.original = t.last_original[Lever::CpuQuota];
+    }
+    r.owners.insert(key);
+    r.blame = blame;
+    levers.emplace(Lever::CpuQuota, std::move(r));
+    step.targets.push_back(id);
+  }
+  return !deferred;
+}
+
+// Splits quota_budget_ among the capped BE containers: each gets its floor, the rest by CPU
+// use this interval; never looser than its own original quota. Emits a decision per container
+// whose value changes. The set is coupled, so it is not cut by max_changes_per_round.
+void EngineState::redistributeQuota(DecisionKind kind,
+                                    const std::string& rule,
+                                    const std::string& why,
+                                    const Tracked* victim,
+                                    const Episode* ep,
+                                    const std::vector<Antagonist>& antagonists,
+                                    std::vector<Decision>& out,
+                                    std::vector<Finding>& findings) {
+  struct Target {
+    Tracked* t;
+    Restriction* r;
+    double weight;
+  };
+  std::vector<Target> targets;
+  double blame_sum = 0;
+  for (auto& [id, levers] : restrictions_) {
+    auto jt = levers.find(Lever::CpuQuota);
+    auto tt = tracked_.find(id);
+    if (jt == levers.end() || tt == tracked_.end()) {
+      continue;
+    }
+    targets.push_back({&tt->second, &jt->second, 0.0});
+    blame_sum += jt->second.blame;
+  }
+  if (targets.empty()) {
+    return;
+  }
+  // Split by blame, not by this interval's CPU use: the more of the blame a container carries,
+  // the smaller its share of the budget. Stable while the evidence is (a bursty antagonist idle
+  // at the decision no longer hands its share to a steady neighbour).
+  double wsum = 0;
+  for (Target& x : targets) {
+    const double share = blame_sum > 0 ? x.r->blame / blame_sum : 0.0;
+    x.weight = 1.0 - share + kQuotaWeightFloor;
+    wsum += x.weight;
+  }
+  const uint64_t period = config_.levers.quota_period_us;
+  const uint64_t min_q = minQuotaUs();
+  quota_budget_ = std::max(quota_budget_, quotaFloor(targets.size()));
+  const double floor_cpus = static_cast<double>(min_q) / static_cast<double>(period);
+  const double rest =
+      std::max(0.0, quota_budget_ - floor_cpus * static_cast<double>(targets.size()));
+  std::vector<std::string> dropped;
+  for (Target& x : targets) {
+    const double cpus = floor_cpus + rest * x.weight / wsum;
+    auto quota = std::max(min_q, static_cast<uint64_t>(cpus * static_cast<double>(period)));
+    Resources vals;
+    vals.cpu_quota = static_cast<int64_t>(quota);
+    vals.cpu_period = period;
+    const Resources& orig = x.r->original;
+    if (orig.cpu_quota && *orig.cpu_quota > 0 && orig.cpu_period && *orig.cpu_period > 0 &&
+        static_cast<double>(*orig.cpu_quota) / static_cast<double>(*orig.cpu_period) <=
+            static_cast<double>(quota) / static_cast<double>(period)) {
+      // Its own quota is already tighter than its share: never loosen it.
+      if (!x.r->applied.cpu_quota) {
+        dropped.push_back(x.t->info.id);
+        continue;
+      }
+      vals = restoreValues(orig, Lever::CpuQuota, node_cpus_);
+    }
+    if (x.r->applied == vals) {
+      continue;
+    }
+    Tracked& t = *x.t;
+    const Resources before = current(t, Lever::CpuQuota);
+    std::ostringstream os;
+    os << decisionKindName(kind) << " rung " << x.r->rung + 1 << " (cpu_quota): " << why
+       << "; aggregate BE budget " << std::round(quota_budget_ * 100) / 100 << " of " << nodeCpus()
+       << " CPUs over " << targets.size() << " BE containers; " << displayName(t.info) << " "
+       << describeValues(before, Lever::CpuQuota) << " -> "
+       << describeValues(vals, Lever::CpuQuota);
+    x.r->applied = vals;
+    t.last_applied[Lever::CpuQuota] = vals;
+    t.last_original[Lever::CpuQuota] = x.r->original;
+    t.last_change_round = round_;
+    t.last_explanation = os.str();
+    out.push_back(makeDecision(kind, Lever::CpuQuota, x.r->rung, t, vals,
+                               restoreValues(x.r->original, Lever::CpuQuota, node_cpus_), victim,
+                               ep, antagonists, rule, os.str()));
+    ++changes_this_round_;
+  }
+  for (const std::string& id : dropped) {
+    findings.push_back({id, "at_floor",
+                        id + ": cpu_quota: its own CFS quota is already within its share of "
+                             "the BE budget; left as is"});
+    auto it = restrictions_.find(id);
+    if (it != restrictions_.end()) {
+      it->second.erase(Lever::CpuQuota);
+      if (it->second.empty()) {
+        restrictions_.erase(it);
+      }
+    }
+    for (auto& [k, e] : episodes_) {
+      for (auto& st : e.steps) {
+        if (st.lever == Lever::CpuQuota) {
+          std::erase(st.targets, id);
+        }
+      }
+    }
+  }
+}
+
+EngineState::RungResult EngineState::applyQuotaRung(Episode& ep,
+                                                    const std::string& key,
+                                                    Tracked& victim,
+                                                    int rung,
+                                                    const std::vector<Antagonist>& antagonists,
+                                                    DecisionKind kind,
+                                                    bool replacing,
+                                                    std::vector<Decision>& out,
+                                                    std::vector<Finding>& findings) {
+  Step step;
+  step.lever = Lever::CpuQuota;
+  step.rung = rung;
+  step.antagonists = antagonists;
+  const bool complete = addQuotaTargets(key, rung, antagonists, {}, replacing, step);
+  if (step.targets.empty()) {
+    return complete ? RungResult::NothingToDo : RungResult::Deferred;
+  }
+  if (quota_budget_ <= 0) {
+    quota_budget_ = initialQuotaBudget(victim, quotaTargets());
+  }
+  redistributeQuota(kind, cpuRule(victim, false), victimPhrase(victim, false), &victim, &ep,
+                    antagonists, out, findings);
+  std::erase_if(step.targets, [&](const std::string& id) {
+    auto it = restrictions_.find(id);
+    return it == restrictions_.end() || it->second.count(Lever::CpuQuota) == 0;
+  });
+  if (step.targets.empty()) {
+    if (!anyQuota()) {
+      quota_budget_ = 0;
+    }
+    return RungResult::NothingToDo;
+  }
+  ep.steps.push_back(std::move(step));
+  return RungResult::Applied;
+}
+
+bool EngineState::holdsQuota(const Episode& ep) const {
+  return std::any_of(ep.steps.begin(), ep.steps.end(),
+                     [](const Step& st) { return st.lever == Lever::CpuQuota; });
+}
+
+bool EngineState::canTighten(const Episode& ep) const {
+  return !ep.memory && holdsQuota(ep) && quota_budget_ > quotaFloor(quotaTargets()) + 1e-6;
+}
+
+// The victim still hurts with the quota rung in force: shrink the aggregate budget one step
+// (capping BE containers that started running meanwhile too) and verify again.
+bool EngineState::tightenQuota(Episode& ep,
+                               const std::string& key,
+                               Tracked& v,
+                               std::vector<Decision>& out,
+                               std::vector<Finding>& findings) {
+  if (!canTighten(ep)) {
+    return false;
+  }
+  auto sit = std::find_if(ep.steps.begin(), ep.steps.end(),
+                          [](const Step& st) { return st.lever == Lever::CpuQuota; });
+  addQuotaTargets(key, sit->rung, sit->antagonists, {}, false, *sit);
+  const double was = quota_budget_;
+  quota_budget_ = std::max(quotaFloor(quotaTargets()),
+                           quota_budget_ * (1.0 - config_.levers.quota_step_fraction));
+  std::ostringstream why;
+  why << victimPhrase(v, false) << "; still hurt with the BE quota in force: budget "
+      << std::round(was * 100) / 100 << " -> " << std::round(quota_budget_ * 100) / 100 << " CPUs";
+  redistributeQuota(DecisionKind::Escalate, "quota_budget_tightened", why.str(), &v, &ep,
+                    sit->antagonists, out, findings);
+  ep.phase = Phase::Verifying;
+  ep.verify_until = round_ + config_.actions.verify_intervals;
+  ep.verify_hits = 0;
+  ep.verify_intervals = 0;
+  ep.verify_p99_sum = 0;
+  ep.verify_wait_sum = 0;
+  ep.start_p99 = v.p99;
+  ep.start_wait = windowWait(v);
+  return true;
+}
+
+}  // namespace colod::policy

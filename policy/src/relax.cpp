@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: Apache-2.0
+// Holding and relaxing: a quiet victim gives back one rung at a time, unless that would
+// bring the contention straight back.
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "colod/policy/tier.h"
+#include "engine_state.h"
+
+namespace colod::policy {
+
+// Why giving back the top cross-pod rung (cpuset, quota) now would bring the contention back,
+// or nullopt when it may be given back. A quiet victim only shows that the rung works, not that
+// it is no longer needed: relaxing while BE still runs flat out re-creates the backlog (the
+// full loop measured a relax -> hurt -> re-engage cycle costing LS ~0.3 s of queueing each
+// time). So the rung is held while (a) the BE containers it restricts use >= 90 % of what it
+// leaves them (they would take more), and (b) the LS demand (on-CPU of the non-BE containers)
+// is more than 80 % of what the CPU weights would give LS against the running BE containers
+// without it. It is given back as soon as BE stops or slows, or the LS demand falls.
+std::optional<std::string> EngineState::relaxWouldHurt(const Step& top, const Tracked& v) const {
+  if (top.lever != Lever::Cpuset && top.lever != Lever::CpuQuota) {
+    return std::nullopt;
+  }
+  double be_used = 0;
+  std::set<int> allowed_cpus;
+  for (const std::string& id : top.targets) {
+    auto it = tracked_.find(id);
+    if (it == tracked_.end() || !it->second.sampled) {
+      continue;
+    }
+    be_used += cpusUsed(it->second);
+    if (top.lever == Lever::Cpuset) {
+      for (int c : targetCpus(it->second)) {
+        allowed_cpus.insert(c);
+      }
+    }
+  }
+  const double allowance =
+      top.lever == Lever::Cpuset ? static_cast<double>(allowed_cpus.size()) : quota_budget_;
+  if (allowance <= 0 || be_used < kSaturatedFraction * allowance) {
+    return std::nullopt;
+  }
+  double ls_demand = 0;
+  double ls_weight = 0;
+  double be_weight = 0;
+  for (const auto& [id, t] : tracked_) {
+    if (!t.sampled) {
+      continue;
+    }
+    if (t.info.exclusive_cpus) {
+      continue;  // on CPUs of its own: neither competes on the shared ones
+    }
+    const double w = static_cast<double>(t.info.resources.cpu_shares.value_or(1024));
+    if (t.tier == Tier::Be) {
+      if (cpusUsed(t) >= kRunningCpuFraction) {
+        be_weight += w;
+      }
+    } else {
+      ls_demand += cpusUsed(t);
+      ls_weight += w;
+    }
+  }
+  const double ls_share = nodeCpus() * ls_weight / std::max(ls_weight + be_weight, 1.0);
+  if (ls_demand <= kFitsShareFraction * ls_share) {
+    return std::nullopt;
+  }
+  std::ostringstream why;
+  why << displayName(v.info) << " is quiet, but " << leverName(top.lever)
+      << " is held: the BE containers it restricts use " << std::round(be_used * 100) / 100
+      << " of the " << std::round(allowance * 100) / 100
+      << " CPUs it leaves them, and the non-BE demand of " << std::round(ls_demand * 100) / 100
+      << " CPUs is above 80% of the " << std::round(ls_share * 100) / 100
+      << " CPUs the weights would give it against the running BE without the rung";
+  return why.str();
+}
+
+// Holding: escalate when hurt again, relax one rung after enough quiet intervals.
+void EngineState::holdEpisode(const std::string& key,
+                              Episode& ep,
+                              Tracked& v,
+                              bool hit,
+                              int hits,
+                              int quiet,
+                              std::vector<Decision>& out,
+                              std::vector<Finding>& findings) {
+  if (hits >= config_.detection.hit_intervals && hit) {
+    if (!budget()) {
+      return;
+    }
+    if (escalateOrTighten(ep, key, v, out, findings)) {
+      ep.stop_said = false;
+    } else if (!ep.stop_said && !ep.stop_why.empty()) {
+      // Said once per hold: the victim is still hurt and nothing more follows, and why.
+      ep.stop_said = true;
+      findings.push_back({v.info.id, "ladder_stopped",
+                          displayName(v.info) +
+                              " is still over its threshold but the ladder "
+                              "stops: " +
+                              ep.stop_why + "; the remaining wait is " + waitBehind(v)});
+    }
+    return;
+  }
+  ep.stop_said = false;
+  const int need = config_.actions.quiet_intervals * v.relax_backoff;
+  if (quiet >= need && !ep.steps.empty() &&
+      round_ - ep.last_relax_round >= config_.actions.relax_cooldown_intervals && budget()) {
+    const Step& top = ep.steps.back();
+    const double node = nodeCpus();
+    if (!ep.memory) {
+      if (auto held = relaxWouldHurt(top, v)) {
+        if (!ep.relax_held) {
+          ep.relax_held = true;
+          findings.push_back({v.info.id, "relax_held", *held});
+        }
+        return;
+      }
+      ep.relax_held = false;
+    }
+    if (top.lever == Lever::CpuQuota && quota_budget_ > 0 &&
+        quota_budget_ + config_.levers.quota_step_fraction * node < node) {
+      // Give the quota back step by step: raise the aggregate budget, keep the rung.
+      const double was = quota_budget_;
+      quota_budget_ += config_.levers.quota_step_fraction * node;
+      std::ostringstream why;
+      why << displayName(v.info) << " quiet for " << quiet << " intervals: BE budget "
+          << std::round(was * 100) / 100 << " -> " << std::round(quota_budget_ * 100) / 100
+          << " CPUs";
+      redistributeQuota(DecisionKind::Relax, "quota_budget_relaxed", why.str(), &v, &ep,
+                        top.antagonists, out, findings);
+      ep.last_relax_round = round_;
+      v.last_relax_round = round_;
+      return;
+    }
+    const Step last = ep.steps.back();
+    ep.steps.pop_back();
+    const size_t before = out.size();
+    releaseStep(key, ep, last, DecisionKind::Relax, "victim_quiet",
+                displayName(v.info) + " quiet for " + std::to_string(quiet) + " intervals", &v,
+                out);
+    changes_this_round_ += static_cast<int>(out.size() - before);
+    ep.last_relax_round = round_;
+    v.last_relax_round = round_;
+    // Let the next relax try the rung again later if it comes back.
+    ep.next_rung = ep.steps.empty() ? 0 : ep.steps.back().rung + 1;
+    ep.exhausted = false;
+    ep.escalations = static_cast<int>(ep.steps.size());
+  }
+}
+
+}  // namespace colod::policy

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The process of a BE container that arrives as a new pod (kind job in lib.sh): runs its
+# stress-ng workload once, for the phase pods.py started it for, then exits.
+#   job.sh RUNDIR NAME STRESS-NG-ARGS...
+# RUNDIR/job.NAME holds "TAG SECONDS" (written by pods.py before CreateContainer); the metrics
+# go to RUNDIR/TAG.NAME.out and the exit code to RUNDIR/TAG.NAME.done, as worker.sh does.
+set -u
+run=$1 name=$2
+shift 2
+read -r tag secs <"$run/job.$name" || { echo "job.sh: no $run/job.$name" >&2; exit 1; }
+stress-ng "$@" --timeout "${secs}s" --metrics-brief >"$run/$tag.$name.out" 2>&1
+echo "rc=$?" >"$run/$tag.$name.done"

@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: Apache-2.0
+// Event-driven detection: the pure parts (wakeup.h) and the loop's side of it.
+#include "wakeup.h"
+
+#include <algorithm>
+
+#include "daemon_impl.h"
+
+namespace colod::daemon {
+
+bool EventRoundLimiter::onEvent(Clock::time_point now) {
+  if (!last_ || now - *last_ >= min_gap_) {
+    return true;
+  }
+  pending_ = true;
+  return false;
+}
+
+void EventRoundLimiter::ran(Clock::time_point now) {
+  last_ = now;
+  pending_ = false;
+}
+
+bool EventRoundLimiter::due(Clock::time_point now) const {
+  return pending_ && (!last_ || now - *last_ >= min_gap_);
+}
+
+std::optional<std::chrono::nanoseconds> EventRoundLimiter::untilDue(Clock::time_point now) const {
+  if (!pending_) {
+    return std::nullopt;
+  }
+  if (!last_ || now - *last_ >= min_gap_) {
+    return std::chrono::nanoseconds(0);
+  }
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(*last_ + min_gap_ - now);
+}
+
+std::vector<collect::WatchedCgroup> watchedCgroups(std::span<const WatchCandidate> known,
+                                                   std::span<const policy::Tier> victim_tiers,
+                                                   std::chrono::nanoseconds threshold) {
+  std::vector<collect::WatchedCgroup> out;
+  for (const auto& k : known) {
+    if (k.cgroup_id == 0) {
+      continue;
+    }
+    const bool victim = std::any_of(victim_tiers.begin(), victim_tiers.end(),
+                                    [&](policy::Tier t) { return policy::tierName(t) == k.tier; });
+    if (victim) {
+      out.push_back(collect::WatchedCgroup{.id = k.cgroup_id, .threshold = threshold});
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The loop's side (loop thread)
+
+// After a timer tick: the protected set follows the known containers (new LS, resolved cgroups,
+// tier changes, a reload's victim_tiers). The collector binds a cgroup once it has a slot.
+void Daemon::Impl::syncWatched() {
+  std::vector<WatchCandidate> cands;
+  cands.reserve(known_.size());
+  for (const auto& [id, k] : known_) {
+    cands.push_back(WatchCandidate{.cgroup_id = k.cgroup_id, .tier = k.tier});
+  }
+  auto next = watchedCgroups(cands, cfg()->policy.detection.victim_tiers, wakeup_.threshold);
+  if (next == watched_) {
+    return;
+  }
+  if (auto r = collector_->setWatched(next); !r) {
+    // Retried at the next tick (watched_ is left as it was); a refused map write is rare.
+    if (watch_errors_++ % 100 == 0) {
+      log()->warn("wakeup watch not updated ({} so far): {}", watch_errors_, r.error().message());
+    }
+    return;
+  }
+  log()->debug("wakeup watch: {} protected cgroups", next.size());
+  watched_ = std::move(next);
+}
+
+// The ring buffer's fd is readable: take its events and run a round now, or leave one pending
+// for when the rate limit allows (run() sleeps no longer than that).
+void Daemon::Impl::onWakeup() {
+  auto events = collector_->consumeWakeups();
+  if (!events) {
+    if (watch_errors_++ % 100 == 0) {
+      log()->warn("reading wakeup events failed: {}", events.error().message());
+    }
+    return;
+  }
+  if (events->empty()) {
+    return;
+  }
+  event_wakeups_ += events->size();
+  if (event_limiter_.onEvent(Clock::now())) {
+    eventRound();
+  }
+}
+
+void Daemon::Impl::eventRound() {
+  event_limiter_.ran(Clock::now());
+  ++event_rounds_;
+  tick(RoundReason::Wakeup);
+}
+
+}  // namespace colod::daemon

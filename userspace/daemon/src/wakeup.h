@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: Apache-2.0
+// Event-driven detection (issue 15, item 2): the BPF side wakes the loop when a protected
+// container's run-queue wait crosses a threshold within a short window (the collector's wakeup
+// watch), and the loop runs an extra decision round then instead of waiting up to a tick. This
+// file holds the pure parts: which cgroups are watched, and the rate limit of event rounds.
+// The wiring is in daemon.cpp (epoll) and wakeup.cpp (Daemon::Impl::onWakeup, syncWatched).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "colod/collect/collector.h"
+#include "colod/policy/tier.h"
+
+namespace colod::daemon {
+
+// Defaults. 3 ms of wait within 10 ms is a wait load of 0.3 over the window: above the
+// engine's default wait_load_min (0.2), so a round run on the event sees a victim interval,
+// and well above what an uncontended LS waits (µs per wakeup). 20 ms between event rounds
+// bounds their cost at 50 extra rounds a second under sustained contention (a round is a
+// snapshot + evaluate, ~1 ms with 100 containers), while the first round runs at once.
+struct WakeupSettings {
+  std::chrono::nanoseconds threshold{std::chrono::milliseconds(3)};
+  std::chrono::nanoseconds window{std::chrono::milliseconds(10)};
+  std::chrono::nanoseconds min_gap{std::chrono::milliseconds(20)};
+};
+
+// At most one event round per min_gap. An event inside the gap is not dropped: it leaves a
+// round pending, due when the gap has passed (the loop sleeps no longer than untilDue()), and
+// any number of events meanwhile make that one round. Pure: time is passed in.
+class EventRoundLimiter {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit EventRoundLimiter(std::chrono::nanoseconds min_gap) : min_gap_(min_gap) {}
+
+  // A wakeup arrived at `now`: true when a round may run now (the caller runs it and calls
+  // ran()); false when one is pending (or already was).
+  bool onEvent(Clock::time_point now);
+  // An event round ran at `now`; nothing is pending any more.
+  void ran(Clock::time_point now);
+  // A pending round whose gap has passed.
+  [[nodiscard]] bool due(Clock::time_point now) const;
+  // How long until the pending round is due (zero if due now); nullopt when none is pending.
+  [[nodiscard]] std::optional<std::chrono::nanoseconds> untilDue(Clock::time_point now) const;
+
+ private:
+  std::chrono::nanoseconds min_gap_;
+  std::optional<Clock::time_point> last_;
+  bool pending_ = false;
+};
+
+// A container the loop knows, as the watch needs it.
+struct WatchCandidate {
+  uint64_t cgroup_id = 0;  // 0: unresolved (not watched)
+  std::string_view tier;   // policy::tierName of its tier
+};
+
+// The cgroups to watch: the resolved containers of a victim tier (detection.victim_tiers),
+// each with `threshold`, sorted by id (so an unchanged set compares equal). Containers with
+// exclusive CPUs are watched too (the engine skips them; they rarely wait, and a wasted event
+// round is rate-limited).
+[[nodiscard]] std::vector<collect::WatchedCgroup> watchedCgroups(
+    std::span<const WatchCandidate> known,
+    std::span<const policy::Tier> victim_tiers,
+    std::chrono::nanoseconds threshold);
+
+}  // namespace colod::daemon

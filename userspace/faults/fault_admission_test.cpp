@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: Apache-2.0
+// Admission placement (issue #8) on real cgroups through the peer: a BE container created while
+// a protected LS runs starts off the LS's CPUs -- its cgroup has the restricted cpuset from the
+// creation on, carried by colod's CreateContainer reply, not by a later update -- and the
+// placement is an overlay like any other: journaled before the reply, released to the runtime's
+// own value when colod is killed and a new colod starts (reconcile: restore). A cpuset the
+// kubelet already set is not set again at creation (two writers of one field at creation fail
+// the container's creation with a second plugin): colod places it by an update instead.
+#include "fault_fixture.h"
+
+namespace colod::faults::suite {
+namespace {
+
+// Admission case 2 needs the cpuset rung; nothing relaxes during a test (quiet_intervals).
+constexpr const char* kAdmissionPolicy =
+    "  thresholds:\n"
+    "    runq_p99_us: 500\n"
+    "  detection:\n"
+    "    window_intervals: 3\n"
+    "    hit_intervals: 2\n"
+    "  actions:\n"
+    "    cpu_ladder: [cpuset, cpu_quota]\n"
+    "    verify_intervals: 3\n"
+    "    quiet_intervals: 600\n"
+    "    admission: restrict\n";
+
+class AdmissionFaultTest : public FaultTest {
+ protected:
+  std::string admissionConfig() const {
+    return daemonConfig("  restore_on_stop: true\n  reconcile: restore\n", kAdmissionPolicy);
+  }
+  // A protected LS that runs (one busy worker: the LS demand admission reacts to).
+  void startBusyLs() {
+    addPod("web", "prod", "ls");
+    define({.name = "server",
+            .pod = "web",
+            .command = hogLoop("stop-ls", 1),
+            .cpu_request_milli = 1000,
+            .cpu_limit_milli = 0,
+            .cpus = ""});
+    peer_->mustControl({{"op", "run_pod"}, {"pod", "web"}});
+    start("server");
+  }
+  void defineBe(const std::string& cpus) {
+    addPod("batch", "jobs", "be");
+    define({.name = "hog",
+            .pod = "batch",
+            .command = hogLoop("stop-be", 2),
+            .cpu_request_milli = 0,
+            .cpu_limit_milli = 0,
+            .cpus = cpus});
+    peer_->mustControl({{"op", "run_pod"}, {"pod", "batch"}});
+  }
+  // colod saw the LS run (one round with its CPU use): long enough for two ticks.
+  void waitLsSeen() {
+    ASSERT_TRUE(waitFor([&] { return metricValue(colod_->scrape(), "colod_nri_connected") == 1; },
+                        20s, kPoll));
+    std::this_thread::sleep_for(1500ms);
+  }
+  std::string cpusOf(const std::string& name) {
+    const ContainerState st = state(name);
+    return st.ok && st.cgroup.cpus ? *st.cgroup.cpus : std::string("?");
+  }
+  static std::string nodeCpus() {
+    std::string s = slurp("/sys/devices/system/cpu/online");
+    s.erase(s.find_last_not_of(" \n") + 1);
+    return s;
+  }
+  // Updates colod sent that changed `id` (the peer's log: source "update" = UpdateContainers).
+  size_t updatesFor(const std::string& id) {
+    return peer_->countEvents([&](const json& e) {
+      return e.value("event", "") == "container-updated" && e.value("id", "") == id &&
+             e.value("source", "") == "update" && fromColod(e);
+    });
+  }
+};
+
+TEST_F(AdmissionFaultTest, BePlacedAtCreationThenReleasedAfterColodIsKilled) {
+  startPeer();
+  startColod(admissionConfig());
+  startBusyLs();
+  waitLsSeen();
+  defineBe("");
+  start("hog");
+  const std::string id = tracked("hog").id;
+  const std::string all = nodeCpus();
+  // From the creation on: the cgroup never had the node's CPUs.
+  const std::string placed = cpusOf("hog");
+  note("hog created with cpuset " + placed + " (node " + all + ")");
+  EXPECT_NE(placed, all) << "not placed at creation\n" << diagnostics();
+  EXPECT_NE(placed, "?");
+  EXPECT_EQ(updatesFor(id), 0U) << "placed by the creation reply, not by an update";
+  // Journaled with the runtime's own value to return to.
+  const auto entry = colod::faults::journalEntry(colod_->journalPath(), id);
+  ASSERT_TRUE(entry && entry->is_object()) << slurp(colod_->journalPath());
+  EXPECT_NE(entry->dump().find("cpuset"), std::string::npos) << entry->dump();
+  EXPECT_NE(slurp(colod_->logPath()).find("placed at creation because"), std::string::npos);
+  EXPECT_TRUE(waitFor(
+      [&] { return metricValue(colod_->scrape(), "colod_admissions_total") >= 1; }, 5s, kPoll));
+
+  // colod killed; the next colod (reconcile: restore) returns the BE to the runtime's value.
+  EXPECT_EQ(colod_->kill(SIGKILL, 10s), 128 + SIGKILL);
+  touchStopFile("stop-ls");
+  remove("server");
+  ASSERT_TRUE(colod_->start()) << diagnostics();
+  EXPECT_TRUE(waitFor([&] { return cpusOf("hog") == all; }, kReleaseTimeout, kPoll))
+      << "hog still on " << cpusOf("hog") << " after a restart\n"
+      << diagnostics();
+  expectJournalEmpty();
+}
+
+TEST_F(AdmissionFaultTest, KubeletCpusetIsNotSetAgainAtCreation) {
+  startPeer();
+  startColod(admissionConfig());
+  startBusyLs();
+  waitLsSeen();
+  const std::string all = nodeCpus();
+  defineBe(all);  // the kubelet's CPU manager gives the shared pool explicitly
+  start("hog");   // the creation succeeds
+  const std::string id = tracked("hog").id;
+  // Placed by an update once the container exists.
+  EXPECT_TRUE(waitFor([&] { return cpusOf("hog") != all && updatesFor(id) > 0; }, 10s, kPoll))
+      << "hog on " << cpusOf("hog") << "\n"
+      << diagnostics();
+  EXPECT_NE(slurp(colod_->logPath()).find("left out of the creation reply"), std::string::npos);
+  EXPECT_TRUE(waitFor(
+      [&] { return metricValue(colod_->scrape(), "colod_admission_deferred_total") >= 1; }, 5s,
+      kPoll));
+  std::string why;
+  EXPECT_TRUE(waitFor([&] { return consistent("hog", &why); }, 5s, kPoll)) << why;
+  // A clean stop releases it.
+  EXPECT_EQ(colod_->kill(SIGTERM, 20s), 0);
+  EXPECT_TRUE(waitFor([&] { return cpusOf("hog") == all; }, kReleaseTimeout, kPoll))
+      << cpusOf("hog");
+}
+
+TEST_F(AdmissionFaultTest, OffLeavesTheCreationAlone) {
+  startPeer();
+  std::string yaml = admissionConfig();
+  yaml.replace(yaml.find("admission: restrict"), 19, "admission: off");
+  startColod(yaml);
+  startBusyLs();
+  waitLsSeen();
+  defineBe("");
+  start("hog");
+  EXPECT_EQ(cpusOf("hog"), nodeCpus());
+  EXPECT_EQ(metricValue(colod_->scrape(), "colod_admissions_total"), 0);
+}
+
+}  // namespace
+}  // namespace colod::faults::suite
