@@ -48,7 +48,12 @@ void appendResources(std::ostringstream& os, const Resources& r) {
     field("shares", *r.cpu_shares);
   }
   if (r.cpu_quota) {
-    field("quota", *r.cpu_quota);
+    // One way to write "no quota" everywhere (the kernel's cpu.max word): max.
+    if (*r.cpu_quota <= 0) {
+      field("quota", "max");
+    } else {
+      field("quota", *r.cpu_quota);
+    }
   }
   if (r.cpu_period) {
     field("period", *r.cpu_period);

@@ -3,7 +3,9 @@
 
 #include <array>
 #include <cinttypes>
+#include <cmath>
 #include <cstdio>
+#include <sstream>
 #include <ctime>
 #include <map>
 #include <memory>
@@ -168,6 +170,23 @@ std::string formatExplain(const v1::ExplainReply& reply) {
       }
     } else if (reply.victim()) {
       out += "  protected by colod: nothing held for it now\n";
+    }
+    if (reply.blame_size() > 0) {
+      out += "  evidence against it (per victim, over the blame window):\n";
+      for (const auto& b : reply.blame()) {
+        // Built without a fixed buffer: names are as long as Kubernetes allows.
+        std::ostringstream line;
+        line << "    " << (b.victim().empty() ? b.victim_id().substr(0, 12) : b.victim()) << ": "
+             << std::llround(b.preemptions()) << " preemptions, " << b.wait_us() << " us wait, "
+             << b.overlap_us() << " us on its CPUs, " << std::llround(b.score() * 100)
+             << "% of the evidence; "
+             << (b.restricted() ? "restricted" : (b.blamed() ? "blamed" : "not restricted"))
+             << "\n";
+        out += line.str();
+        if (!b.why().empty()) {
+          out += "      " + b.why() + "\n";
+        }
+      }
     }
     if (reply.restrictions_size() > 0) {
       out += "  restrictions colod holds on it:\n";

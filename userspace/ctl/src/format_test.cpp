@@ -218,6 +218,27 @@ TEST(CtlFormat, ExplainShowsWhatProtectsAVictim) {
   EXPECT_EQ(formatExplain(old), "x\n");
 }
 
+TEST(CtlFormat, ExplainShowsTheEvidenceAgainstABe) {
+  control::v1::ExplainReply r;
+  r.set_text("jobs/batch/innocent (abc)\n");
+  r.set_structured(true);
+  auto* b = r.add_blame();
+  b->set_victim_id("web-id");
+  b->set_victim("prod/web/server");
+  b->set_preemptions(1.4);
+  b->set_wait_us(250);
+  b->set_overlap_us(0);
+  b->set_score(0.05);
+  b->set_why("not enough evidence: 1 preemptions, 250 us of wait (needs 3 and 1000 us)");
+  const std::string t = formatExplain(r);
+  EXPECT_NE(t.find("evidence against it"), std::string::npos) << t;
+  EXPECT_NE(t.find("prod/web/server: 1 preemptions, 250 us wait, 0 us on its CPUs, 5% of the "
+                   "evidence; not restricted"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(t.find("      not enough evidence"), std::string::npos) << t;
+}
+
 TEST(CtlFormat, ConfigShowSaysWhereEachValueComesFrom) {
   control::v1::ConfigShowReply r;
   r.set_path("/etc/colod/colod.yaml");

@@ -171,12 +171,25 @@ std::string explainJson(const v1::ExplainReply& explain, bool compact) {
   for (const auto& d : explain.decisions()) {
     decs.push_back(decisionDoc(d));
   }
+  ordered_json blame = ordered_json::array();
+  for (const auto& b : explain.blame()) {
+    blame.push_back({{"victim_id", b.victim_id()},
+                     {"victim", b.victim()},
+                     {"preemptions", b.preemptions()},
+                     {"wait_us", b.wait_us()},
+                     {"overlap_us", b.overlap_us()},
+                     {"score", b.score()},
+                     {"blamed", b.blamed()},
+                     {"restricted", b.restricted()},
+                     {"why", b.why()}});
+  }
   ordered_json doc = {{"container", containerDoc(explain.container())},
                       {"text", explain.text()},
                       {"structured", explain.structured()},
                       {"victim", explain.victim()},
                       {"protections", prot},
                       {"restrictions", held},
+                      {"blame", blame},
                       {"decisions", decs}};
   return render(doc, compact);
 }

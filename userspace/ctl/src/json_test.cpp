@@ -128,7 +128,15 @@ TEST(CtlJson, DecisionsAndExplain) {
   p->set_rung(3);
   p->set_confirmed(true);
   *e.add_decisions() = *d;
+  auto* b = e.add_blame();
+  b->set_victim("prod/web-0/nginx");
+  b->set_preemptions(12);
+  b->set_score(0.9);
+  b->set_blamed(true);
   const json ex = parse(explainJson(e));
+  EXPECT_EQ(ex["blame"][0]["victim"], "prod/web-0/nginx");
+  EXPECT_EQ(ex["blame"][0]["preemptions"], 12.0);
+  EXPECT_EQ(ex["blame"][0]["blamed"], true);
   expectContainer(ex["container"]);
   EXPECT_EQ(ex["victim"], true);
   EXPECT_EQ(ex["protections"][0]["target"], "jobs/batch/hog");

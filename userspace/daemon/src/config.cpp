@@ -293,6 +293,7 @@ Result<void> parseDaemon(std::string_view file, const YAML::Node& d, DaemonSetti
          s.stop_timeout = std::chrono::milliseconds(ms);
          return {};
        }},
+      {"event_wait_threshold_us", u32(s.event_wait_threshold_us, 0, 1000000)},
       {"max_cgroups", u32(s.max_cgroups, 64, 1U << 20)},
       {"decisions_kept", u32(s.decisions_kept, 16, 1U << 16)},
   };
@@ -483,6 +484,7 @@ DaemonSettings mergeReload(const DaemonSettings& running,
   merged.log_level = next.log_level;
   merged.update_retries = next.update_retries;
   merged.stop_timeout = next.stop_timeout;
+  merged.event_wait_threshold_us = next.event_wait_threshold_us;
   merged.journal_max_entries = next.journal_max_entries;
   overrides.applyTo(merged);
   return merged;

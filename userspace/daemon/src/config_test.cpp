@@ -43,6 +43,7 @@ daemon:
   max_batch: 8
   max_cgroups: 128
   decisions_kept: 32
+  event_wait_threshold_us: 0
 policy:
   thresholds:
     runq_p99_us: 900
@@ -58,6 +59,7 @@ policy:
   EXPECT_EQ(d.control_socket_mode, 0660U);
   EXPECT_EQ(d.metrics_listen, "");
   EXPECT_FALSE(d.restore_on_stop);
+  EXPECT_EQ(d.event_wait_threshold_us, 0U) << "0 turns event-driven detection off";
   EXPECT_EQ(d.reconcile, Reconcile::Reseed);
   EXPECT_EQ(d.log_format, LogFormat::Json);
   EXPECT_EQ(d.update_retries, 5U);

@@ -68,6 +68,8 @@ const std::vector<DaemonKey>& daemonKeys() {
       {"update_retries", [](const auto& s) { return std::to_string(s.update_retries); }, nullptr},
       {"stop_timeout_ms", [](const auto& s) { return std::to_string(s.stop_timeout.count()); },
        nullptr},
+      {"event_wait_threshold_us",
+       [](const auto& s) { return std::to_string(s.event_wait_threshold_us); }, nullptr},
       {"drop_capabilities", [](const auto& s) { return boolText(s.drop_capabilities); }, nullptr},
       {"max_batch", [](const auto& s) { return std::to_string(s.max_batch); }, nullptr},
       {"max_cgroups", [](const auto& s) { return std::to_string(s.max_cgroups); }, nullptr},

@@ -221,6 +221,18 @@ Result<v1::ExplainReply> ControlBackend::explain(const std::string& query) {
          << "\n";
     text << "  victim now: " << (cv.victim ? "yes" : "no") << "\n";
     out.set_victim(cv.victim);
+    for (const auto& b : cv.blame) {
+      auto* e = out.add_blame();
+      e->set_victim_id(b.victim_id);
+      e->set_victim(b.victim_name);
+      e->set_preemptions(b.preemptions);
+      e->set_wait_us(b.wait_ns / 1000);
+      e->set_overlap_us(b.overlap_ns / 1000);
+      e->set_score(b.score);
+      e->set_blamed(b.blamed);
+      e->set_restricted(b.restricted);
+      e->set_why(b.why);
+    }
     if (!cv.last_explanation.empty()) {
       text << "  last: " << cv.last_explanation << "\n";
     }

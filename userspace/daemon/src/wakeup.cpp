@@ -65,7 +65,11 @@ void Daemon::Impl::syncWatched() {
   for (const auto& [id, k] : known_) {
     cands.push_back(WatchCandidate{.cgroup_id = k.cgroup_id, .tier = k.tier});
   }
-  auto next = watchedCgroups(cands, cfg()->policy.detection.victim_tiers, wakeup_.threshold);
+  const auto conf = cfg();
+  const auto threshold = std::chrono::microseconds(conf->daemon.event_wait_threshold_us);
+  auto next = threshold.count() == 0
+                  ? std::vector<collect::WatchedCgroup>{}  // off: nothing wakes colod between ticks
+                  : watchedCgroups(cands, conf->policy.detection.victim_tiers, threshold);
   if (next == watched_) {
     return;
   }

@@ -54,6 +54,9 @@ struct DaemonSettings {
   // How long a clean stop waits for the runtime to confirm the release of every overlay; what
   // is not confirmed by then stays in the journal for the next colod.
   std::chrono::milliseconds stop_timeout{5000};
+  // Event-driven detection: a protected container that waits this long on the run queue within
+  // 10 ms wakes colod for a decision round between ticks (at most one per 20 ms). 0 turns it off.
+  uint32_t event_wait_threshold_us = 3000;
   // Drop every capability once the BPF programs are attached and the sockets bound.
   bool drop_capabilities = true;
   uint32_t max_batch = 64;         // container updates per UpdateContainers call
