@@ -2,7 +2,8 @@
 // Coexistence (labels interop;coexist): colod beside a second NRI plugin in the two roles the
 // field runs next to it — Koordinator-like (LS cpuset, BE cpu shares from
 // koordinator.sh/qosClass) and topology-aware (exclusive cpusets for LS pods annotated
-// topology.colod.io/exclusive-cpus) — at NRI v0.8 and v0.12. Two checks (issue #18):
+// topology.colod.io/exclusive-cpus) — at every NRI level (both roles at v0.8 and v0.12). Two checks
+// (issue #18):
 //   1. every container creation succeeds (a field set by both plugins at CreateContainer would
 //      make the runtime fail it: brief §3.5);
 //   2. on a steady node no field flips between two writers: colod never updates a field the other
@@ -24,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "colod/policy/tier.h"
 #include "peer_process.h"
 #include "plugin_process.h"
 
@@ -195,22 +197,9 @@ TEST_P(CoexistTest, EveryCreationSucceedsAndNoFieldFlips) {
   // container holds are never given to BE.
   auto cpusOf = [&](const std::string& c) -> std::set<int> {
     const json st = peer.control({{"op", "state"}, {"container", c}});
-    std::set<int> out;
-    const std::string list = st["result"]["cgroup"].value("cpus", "");
-    size_t pos = 0;
-    while (pos < list.size()) {
-      size_t end = list.find(',', pos);
-      end = end == std::string::npos ? list.size() : end;
-      const std::string part = list.substr(pos, end - pos);
-      const size_t dash = part.find('-');
-      const int lo = std::stoi(part.substr(0, dash));
-      const int hi = dash == std::string::npos ? lo : std::stoi(part.substr(dash + 1));
-      for (int x = lo; x <= hi; ++x) {
-        out.insert(x);
-      }
-      pos = end + 1;
-    }
-    return out;
+    auto cpus = policy::parseCpuList(st["result"]["cgroup"].value("cpus", ""));
+    EXPECT_TRUE(cpus.has_value()) << c << ": " << st.dump();
+    return cpus ? std::set<int>(cpus->begin(), cpus->end()) : std::set<int>{};
   };
   const std::set<int> ls0 = cpusOf("ls0-c");
   int placed = 0;
@@ -287,7 +276,11 @@ TEST_P(CoexistTest, EveryCreationSucceedsAndNoFieldFlips) {
 
 INSTANTIATE_TEST_SUITE_P(RolesAndLevels,
                          CoexistTest,
-                         ::testing::Values("koordinator v0.8 preinstalled",
+                         // Every level (issue #18: no pod fails to start because of colod at
+                         // any level), both roles at the two levels the field runs most.
+                         ::testing::Values("koordinator v0.6 preinstalled",
+                                           "topology v0.11 external",
+                                           "koordinator v0.8 preinstalled",
                                            "koordinator v0.12 external",
                                            "topology v0.8 external",
                                            "topology v0.12 preinstalled"));

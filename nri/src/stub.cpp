@@ -13,17 +13,17 @@
 #include "colod/nri/codec.h"
 #include "colod/nri/mux.h"
 #include "colod/nri/ttrpc.h"
-
+#include "stub_impl.h"
 namespace colod::nri {
+
+using stub_internal::Bytes;
+using stub_internal::Clock;
 
 namespace {
 
 constexpr const char* kDefaultSocketPath = "/var/run/nri/nri.sock";
 // The API level we implement (dedicated event RPCs of v0.12; no validation subscriptions).
 constexpr const char* kOurNriVersion = "v0.12.2";
-
-using Clock = std::chrono::steady_clock;
-using Bytes = codec::Bytes;
 
 // "v0.10.0", "0.12.1-rc1" -> {major, minor}; nullopt if unparsable.
 std::optional<std::pair<int, int>> parseVersion(std::string_view v) {
@@ -69,206 +69,9 @@ std::string envOr(const char* name, bool use_env) {
   return v != nullptr ? std::string(v) : std::string();
 }
 
-// Handler pointers discovered from the plugin (style rule 34: dynamic_cast discovery).
-struct Handlers {
-  ConfigureHandler* configure = nullptr;
-  SynchronizeHandler* synchronize = nullptr;
-  RunPodSandboxHandler* run_pod = nullptr;
-  StopPodSandboxHandler* stop_pod = nullptr;
-  RemovePodSandboxHandler* remove_pod = nullptr;
-  CreateContainerHandler* create = nullptr;
-  PostCreateContainerHandler* post_create = nullptr;
-  StartContainerHandler* start = nullptr;
-  PostStartContainerHandler* post_start = nullptr;
-  UpdateContainerHandler* update = nullptr;
-  PostUpdateContainerHandler* post_update = nullptr;
-  StopContainerHandler* stop = nullptr;
-  RemoveContainerHandler* remove = nullptr;
+}  // namespace
 
-  [[nodiscard]] EventMask mask() const {
-    EventMask m = 0;
-    auto add = [&](const void* p, Event e) {
-      if (p != nullptr) {
-        m |= eventBit(e);
-      }
-    };
-    add(run_pod, Event::RunPodSandbox);
-    add(stop_pod, Event::StopPodSandbox);
-    add(remove_pod, Event::RemovePodSandbox);
-    add(create, Event::CreateContainer);
-    add(post_create, Event::PostCreateContainer);
-    add(start, Event::StartContainer);
-    add(post_start, Event::PostStartContainer);
-    add(update, Event::UpdateContainer);
-    add(post_update, Event::PostUpdateContainer);
-    add(stop, Event::StopContainer);
-    add(remove, Event::RemoveContainer);
-    return m;
-  }
-};
-
-// One connection: the trunk and its two ttrpc endpoints.
-struct Session {
-  std::unique_ptr<wire::Mux> mux;
-  std::unique_ptr<wire::TtrpcServer> server;
-  std::unique_ptr<wire::TtrpcClient> client;
-  bool closed = false;               // guarded by StubImpl::mu_
-  std::optional<Error> close_error;  // guarded by StubImpl::mu_
-  std::atomic<bool> synchronized{false};
-  // Serving-thread state (touched by whichever thread serves the call: calls are serialized).
-  SynchronizeRequest pending_sync;
-  bool sync_final_replying = false;
-  std::shared_ptr<void> old_registry;  // previous registry content, freed after the reply
-
-  // Live = synchronized on a connection that is still up (guarded by StubImpl::mu_ for closed).
-  [[nodiscard]] bool liveLocked() const { return synchronized.load() && !closed; }
-
-  void teardown() {
-    // Reader first (nothing feeds the endpoints afterwards), then the worker.
-    mux->close();
-    server->stop();
-    client->fail(COLOD_ERR(ENOTCONN, "NRI connection closed"));
-  }
-};
-
-class StubImpl final : public Stub {
- public:
-  StubImpl(Plugin& plugin, StubOptions options, std::string name, std::string idx, int inherited_fd)
-      : plugin_(plugin),
-        options_(std::move(options)),
-        name_(std::move(name)),
-        idx_(std::move(idx)),
-        label_(idx_ + "-" + name_),
-        inherited_fd_(inherited_fd),
-        registry_(options_.registry) {
-    h_.configure = dynamic_cast<ConfigureHandler*>(&plugin_);
-    h_.synchronize = dynamic_cast<SynchronizeHandler*>(&plugin_);
-    h_.run_pod = dynamic_cast<RunPodSandboxHandler*>(&plugin_);
-    h_.stop_pod = dynamic_cast<StopPodSandboxHandler*>(&plugin_);
-    h_.remove_pod = dynamic_cast<RemovePodSandboxHandler*>(&plugin_);
-    h_.create = dynamic_cast<CreateContainerHandler*>(&plugin_);
-    h_.post_create = dynamic_cast<PostCreateContainerHandler*>(&plugin_);
-    h_.start = dynamic_cast<StartContainerHandler*>(&plugin_);
-    h_.post_start = dynamic_cast<PostStartContainerHandler*>(&plugin_);
-    h_.update = dynamic_cast<UpdateContainerHandler*>(&plugin_);
-    h_.post_update = dynamic_cast<PostUpdateContainerHandler*>(&plugin_);
-    h_.stop = dynamic_cast<StopContainerHandler*>(&plugin_);
-    h_.remove = dynamic_cast<RemoveContainerHandler*>(&plugin_);
-  }
-
-  ~StubImpl() override { stop(); }
-  StubImpl(const StubImpl&) = delete;
-  StubImpl& operator=(const StubImpl&) = delete;
-  StubImpl(StubImpl&&) = delete;
-  StubImpl& operator=(StubImpl&&) = delete;
-
-  Result<void> run() override;
-  Result<void> start() override {
-    std::lock_guard lock(mu_);
-    if (bg_.joinable()) {
-      return COLOD_ERR(EALREADY, "stub already started");
-    }
-    stop_requested_ = false;
-    bg_ = std::thread([this] {
-      auto r = run();
-      std::lock_guard l(mu_);
-      if (!r) {
-        bg_error_ = r.error();
-      }
-    });
-    return ok();
-  }
-  void stop() override {
-    std::shared_ptr<Session> s;
-    {
-      std::lock_guard lock(mu_);
-      stop_requested_ = true;
-      s = session_;
-    }
-    cv_.notify_all();
-    if (s) {
-      // Wakes a blocked RegisterPlugin call and the reader; run() does the full teardown.
-      s->client->fail(COLOD_ERR(ECANCELED, "stub stopped"));
-    }
-    std::thread t;
-    {
-      std::lock_guard lock(mu_);
-      t = std::move(bg_);
-    }
-    if (t.joinable()) {
-      t.join();
-    }
-  }
-  bool waitSynchronized(std::chrono::milliseconds timeout) override {
-    std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, timeout, [&] { return session_ && session_->liveLocked(); });
-  }
-  Result<void> updateContainers(std::vector<ContainerUpdate> updates) override;
-  const Registry& registry() const override { return registry_; }
-  StubStats stats() const override {
-    std::lock_guard lock(mu_);
-    StubStats s = stats_;
-    s.connected = session_ != nullptr && !session_->closed;
-    s.synchronized = session_ != nullptr && session_->liveLocked();
-    return s;
-  }
-  const std::string& pluginName() const override { return name_; }
-  const std::string& pluginIdx() const override { return idx_; }
-  EventMask handledEvents() const override {
-    return h_.mask() | kRegistryEvents |
-           (options_.report_ownership ? eventBit(Event::ValidateContainerAdjustment) : 0);
-  }
-  std::optional<std::string> fieldOwner(std::string_view container_id, Field field) const override {
-    return owners_.owner(container_id, field);
-  }
-  bool launched() const override { return inherited_fd_ >= 0; }
-
- private:
-  Result<UniqueFd> obtainFd(bool& reconnectable);
-  void notify(ConnectionState state, std::optional<Error> err = std::nullopt);
-  std::shared_ptr<Session> makeSession(UniqueFd fd);
-  void registerMethods(Session& s);
-  bool sleepInterruptible(std::chrono::milliseconds d);
-  void reportConflict(const OwnershipConflict& c) {
-    {
-      std::lock_guard lock(mu_);
-      ++stats_.ownership_conflicts;
-    }
-    if (options_.on_conflict) {
-      options_.on_conflict(c);
-    }
-  }
-  void countHandlerError() {
-    std::lock_guard lock(mu_);
-    ++stats_.handler_errors;
-  }
-
-  // Plugin-service handlers (run on the session's worker thread).
-  Result<Bytes> onConfigure(std::span<const std::byte> in);
-  Result<Bytes> onSynchronize(Session& s, std::span<const std::byte> in);
-  Result<void> dispatchPod(Event e, const PodSandbox& pod);
-  Result<void> dispatchContainer(Event e, const PodSandbox& pod, const Container& ctr);
-
-  Plugin& plugin_;
-  StubOptions options_;
-  std::string name_;
-  std::string idx_;
-  std::string label_;  // "NN-name", how runtimes name us in owners and conflicts
-  int inherited_fd_;   // >= 0: connection_fd or NRI_PLUGIN_SOCKET (resolved at create())
-  Handlers h_;
-  OwnerTable owners_;
-  Registry registry_;
-
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_requested_ = false;
-  std::shared_ptr<Session> session_;
-  std::thread bg_;
-  std::optional<Error> bg_error_;
-  StubStats stats_;
-  bool fd_consumed_ = false;
-  std::mt19937_64 rng_{std::random_device{}()};
-};
+namespace stub_internal {
 
 void StubImpl::notify(ConnectionState state, std::optional<Error> err) {
   if (!options_.on_connection) {
@@ -576,274 +379,6 @@ Result<Bytes> StubImpl::onSynchronize(Session& s, std::span<const std::byte> in)
   return codec::encodeSynchronizeResponse(updates, false);
 }
 
-Result<void> StubImpl::dispatchPod(Event e, const PodSandbox& pod) {
-  {
-    std::lock_guard lock(mu_);
-    ++stats_.events;
-  }
-  Result<void> r;
-  switch (e) {
-    case Event::RunPodSandbox: {
-      PodSandbox running = pod;
-      running.state = PodState::Running;
-      registry_.upsertPod(std::move(running));
-      if (h_.run_pod != nullptr) r = h_.run_pod->runPodSandbox(pod);
-      break;
-    }
-    case Event::StopPodSandbox:
-      registry_.setPodState(pod.id, PodState::Stopped);
-      if (h_.stop_pod != nullptr) r = h_.stop_pod->stopPodSandbox(pod);
-      break;
-    case Event::RemovePodSandbox:
-      registry_.removePod(pod.id);
-      if (h_.remove_pod != nullptr) r = h_.remove_pod->removePodSandbox(pod);
-      break;
-    case Event::PostUpdatePodSandbox: {
-      // Keep the state the registry derived; the update only carries new content.
-      PodSandbox updated = pod;
-      if (auto snap = registry_.snapshot(); const auto* known = snap->pod(pod.id)) {
-        updated.state = known->state;
-      }
-      registry_.upsertPod(std::move(updated));
-      break;
-    }
-    default:
-      break;
-  }
-  if (!r) {
-    countHandlerError();
-  }
-  return r;
-}
-
-Result<void> StubImpl::dispatchContainer(Event e, const PodSandbox& pod, const Container& ctr) {
-  {
-    std::lock_guard lock(mu_);
-    ++stats_.events;
-  }
-  Result<void> r;
-  switch (e) {
-    case Event::PostCreateContainer:
-      registry_.upsertContainer(ctr);
-      if (h_.post_create != nullptr) r = h_.post_create->postCreateContainer(pod, ctr);
-      break;
-    case Event::StartContainer:
-      registry_.upsertContainer(ctr);
-      if (h_.start != nullptr) r = h_.start->startContainer(pod, ctr);
-      break;
-    case Event::PostStartContainer:
-      registry_.upsertContainer(ctr);
-      if (h_.post_start != nullptr) r = h_.post_start->postStartContainer(pod, ctr);
-      break;
-    case Event::PostUpdateContainer:
-      registry_.upsertContainer(ctr);
-      if (h_.post_update != nullptr) r = h_.post_update->postUpdateContainer(pod, ctr);
-      break;
-    case Event::RemoveContainer:
-      registry_.removeContainer(ctr.id);
-      owners_.forget(ctr.id);
-      if (h_.remove != nullptr) r = h_.remove->removeContainer(pod, ctr);
-      break;
-    default:
-      break;
-  }
-  if (!r) {
-    countHandlerError();
-  }
-  return r;
-}
-
-void StubImpl::registerMethods(Session& s) {
-  auto& srv = *s.server;
-  const std::string svc = codec::kPluginService;
-  // A call that runs plugin code is served on the worker thread (a slow handler never blocks the
-  // reader), unless the plugin promised fast handlers (inline_handlers); a call that only
-  // touches the registry runs inline on the reader thread when nothing is queued (no hand-off).
-  auto reg = [&](const char* method, auto fn, bool runs_plugin_code = false) {
-    const auto exec = (!runs_plugin_code || options_.inline_handlers) ? wire::Execution::Inline
-                                                                      : wire::Execution::Worker;
-    srv.registerMethod(
-        svc, method,
-        [fn](const wire::CallContext&, std::span<const std::byte> in) -> Result<Bytes> {
-          return fn(in);
-        },
-        exec);
-  };
-  const bool pod_event_code = h_.run_pod != nullptr || h_.stop_pod != nullptr ||
-                              h_.remove_pod != nullptr;
-  const bool state_change_code = pod_event_code || h_.post_create != nullptr ||
-                                 h_.start != nullptr || h_.post_start != nullptr ||
-                                 h_.post_update != nullptr || h_.remove != nullptr;
-  Session* raw = &s;
-  reg("Configure", [this](std::span<const std::byte> in) { return onConfigure(in); },
-      h_.configure != nullptr);
-  reg("Synchronize", [this, raw](std::span<const std::byte> in) { return onSynchronize(*raw, in); },
-      h_.synchronize != nullptr);
-  reg("Shutdown", [](std::span<const std::byte>) -> Result<Bytes> { return codec::encodeEmpty(); });
-
-  auto pod_rpc = [&](const char* method, Event e, const void* handler) {
-    reg(method, [this, e](std::span<const std::byte> in) -> Result<Bytes> {
-      auto ev = codec::decodePodEvent(in);
-      if (!ev) {
-        return std::move(ev).error();
-      }
-      auto r = dispatchPod(e, ev->pod);
-      if (!r) {
-        return std::move(r).error();
-      }
-      return codec::encodeEmpty();
-    }, handler != nullptr);
-  };
-  pod_rpc("RunPodSandbox", Event::RunPodSandbox, h_.run_pod);
-  pod_rpc("StopPodSandbox", Event::StopPodSandbox, h_.stop_pod);
-  pod_rpc("RemovePodSandbox", Event::RemovePodSandbox, h_.remove_pod);
-  pod_rpc("PostUpdatePodSandbox", Event::PostUpdatePodSandbox, nullptr);
-
-  auto ctr_rpc = [&](const char* method, Event e, const void* handler) {
-    reg(method, [this, e](std::span<const std::byte> in) -> Result<Bytes> {
-      auto ev = codec::decodeContainerEvent(in);
-      if (!ev) {
-        return std::move(ev).error();
-      }
-      auto r = dispatchContainer(e, ev->pod, ev->container);
-      if (!r) {
-        return std::move(r).error();
-      }
-      return codec::encodeEmpty();
-    }, handler != nullptr);
-  };
-  ctr_rpc("PostCreateContainer", Event::PostCreateContainer, h_.post_create);
-  ctr_rpc("StartContainer", Event::StartContainer, h_.start);
-  ctr_rpc("PostStartContainer", Event::PostStartContainer, h_.post_start);
-  ctr_rpc("PostUpdateContainer", Event::PostUpdateContainer, h_.post_update);
-  ctr_rpc("RemoveContainer", Event::RemoveContainer, h_.remove);
-
-  reg("CreateContainer", [this](std::span<const std::byte> in) -> Result<Bytes> {
-    auto ev = codec::decodeContainerEvent(in);
-    if (!ev) {
-      return std::move(ev).error();
-    }
-    {
-      std::lock_guard lock(mu_);
-      ++stats_.events;
-    }
-    CreateContainerResult result;
-    if (h_.create != nullptr) {
-      auto r = h_.create->createContainer(ev->pod, ev->container);
-      if (!r) {
-        countHandlerError();
-        return std::move(r).error();
-      }
-      result = std::move(*r);
-    }
-    Container c = std::move(ev->container);
-    if (result.adjust.resources) {
-      mergeResources(c.resources, *result.adjust.resources);
-    }
-    if (c.state == ContainerState::Unknown) {
-      c.state = ContainerState::Created;
-    }
-    registry_.upsertContainer(std::move(c));
-    return codec::encodeCreateContainerResponse(result);
-  }, h_.create != nullptr);
-  reg("UpdateContainer", [this](std::span<const std::byte> in) -> Result<Bytes> {
-    auto ev = codec::decodeUpdateContainerRequest(in);
-    if (!ev) {
-      return std::move(ev).error();
-    }
-    {
-      std::lock_guard lock(mu_);
-      ++stats_.events;
-    }
-    std::vector<ContainerUpdate> updates;
-    if (h_.update != nullptr) {
-      auto r = h_.update->updateContainer(ev->pod, ev->container, ev->requested);
-      if (!r) {
-        countHandlerError();
-        return std::move(r).error();
-      }
-      updates = std::move(*r);
-    }
-    registry_.applyUpdate({.container_id = ev->container.id, .resources = ev->requested});
-    for (const auto& u : updates) {
-      registry_.applyUpdate(u);
-    }
-    return codec::encodeUpdatesResponse(updates);
-  }, h_.update != nullptr);
-  reg("StopContainer", [this](std::span<const std::byte> in) -> Result<Bytes> {
-    auto ev = codec::decodeContainerEvent(in);
-    if (!ev) {
-      return std::move(ev).error();
-    }
-    {
-      std::lock_guard lock(mu_);
-      ++stats_.events;
-    }
-    std::vector<ContainerUpdate> updates;
-    if (h_.stop != nullptr) {
-      auto r = h_.stop->stopContainer(ev->pod, ev->container);
-      if (!r) {
-        countHandlerError();
-        return std::move(r).error();
-      }
-      updates = std::move(*r);
-    }
-    registry_.setContainerState(ev->container.id, ContainerState::Stopped);
-    return codec::encodeUpdatesResponse(updates);
-  }, h_.stop != nullptr);
-  // v0.10+ validation, only with report_ownership: the runtime's field owners. Without it the
-  // method stays unknown (UNIMPLEMENTED), as before.
-  if (options_.report_ownership) {
-    reg(
-        "ValidateContainerAdjustment",
-        [this](std::span<const std::byte> in) -> Result<Bytes> {
-          auto req = codec::decodeValidateRequest(in);
-          if (!req) {
-            return std::move(req).error();
-          }
-          for (auto& o : req->owners) {
-            if (options_.on_owners) {
-              options_.on_owners(o);
-            }
-            owners_.record(std::move(o));
-          }
-          return codec::encodeValidateResponse(false, "");
-        },
-        static_cast<bool>(options_.on_owners));
-  }
-  reg("StateChange", [this](std::span<const std::byte> in) -> Result<Bytes> {
-    auto ev = codec::decodeStateChange(in);
-    if (!ev) {
-      return std::move(ev).error();
-    }
-    Result<void> r;
-    switch (ev->event) {
-      case Event::RunPodSandbox:
-      case Event::StopPodSandbox:
-      case Event::RemovePodSandbox:
-      case Event::PostUpdatePodSandbox:
-        r = dispatchPod(ev->event, ev->pod);
-        break;
-      case Event::PostCreateContainer:
-      case Event::StartContainer:
-      case Event::PostStartContainer:
-      case Event::PostUpdateContainer:
-      case Event::RemoveContainer:
-        if (!ev->container) {
-          return COLOD_ERR(EINVAL, "StateChange container event without a container");
-        }
-        r = dispatchContainer(ev->event, ev->pod, *ev->container);
-        break;
-      default:
-        break;  // events without a StateChange form: nothing to do
-    }
-    if (!r) {
-      return std::move(r).error();
-    }
-    return codec::encodeEmpty();
-  }, state_change_code);
-}
-
 Result<void> StubImpl::updateContainers(std::vector<ContainerUpdate> updates) {
   if (wire::TtrpcServer::onWorkerThread()) {
     return COLOD_ERR(EDEADLK,
@@ -886,8 +421,8 @@ Result<void> StubImpl::updateContainers(std::vector<ContainerUpdate> updates) {
     }
     std::lock_guard lock(mu_);
     ++stats_.updates_failed;
-    return COLOD_ERR(EREMOTEIO, "runtime: some container updates failed (code ",
-                     reply->status.code, "): ", reply->status.message);
+    return COLOD_ERR(EREMOTEIO, "runtime: some container updates failed (code ", reply->status.code,
+                     "): ", reply->status.message);
   }
   auto failed = codec::decodeUpdateContainersResponse(reply->payload);
   if (!failed) {
@@ -915,9 +450,11 @@ Result<void> StubImpl::updateContainers(std::vector<ContainerUpdate> updates) {
   return ok();
 }
 
-}  // namespace
+}  // namespace stub_internal
 
-EventMask validEventMask(const ConfigureRequest& req) { return validEventMaskImpl(req); }
+EventMask validEventMask(const ConfigureRequest& req) {
+  return stub_internal::validEventMaskImpl(req);
+}
 
 Result<std::unique_ptr<Stub>> Stub::create(Plugin& plugin, StubOptions options) {
   std::string name = options.plugin_name;
@@ -965,8 +502,8 @@ Result<std::unique_ptr<Stub>> Stub::create(Plugin& plugin, StubOptions options) 
   if (!validIdx(idx)) {
     return COLOD_ERR(EINVAL, "plugin index '", idx, "' is not two digits");
   }
-  return std::unique_ptr<Stub>(
-      new StubImpl(plugin, std::move(options), std::move(name), std::move(idx), inherited_fd));
+  return std::unique_ptr<Stub>(new stub_internal::StubImpl(
+      plugin, std::move(options), std::move(name), std::move(idx), inherited_fd));
 }
 
 }  // namespace colod::nri

@@ -95,8 +95,8 @@ TEST_F(AdmissionFaultTest, BePlacedAtCreationThenReleasedAfterColodIsKilled) {
   ASSERT_TRUE(entry && entry->is_object()) << slurp(colod_->journalPath());
   EXPECT_NE(entry->dump().find("cpuset"), std::string::npos) << entry->dump();
   EXPECT_NE(slurp(colod_->logPath()).find("placed at creation because"), std::string::npos);
-  EXPECT_TRUE(waitFor(
-      [&] { return metricValue(colod_->scrape(), "colod_admissions_total") >= 1; }, 5s, kPoll));
+  EXPECT_TRUE(waitFor([&] { return metricValue(colod_->scrape(), "colod_admissions_total") >= 1; },
+                      5s, kPoll));
 
   // colod killed; the next colod (reconcile: restore) returns the BE to the runtime's value.
   EXPECT_EQ(colod_->kill(SIGKILL, 10s), 128 + SIGKILL);
@@ -123,9 +123,11 @@ TEST_F(AdmissionFaultTest, KubeletCpusetIsNotSetAgainAtCreation) {
       << "hog on " << cpusOf("hog") << "\n"
       << diagnostics();
   EXPECT_NE(slurp(colod_->logPath()).find("left out of the creation reply"), std::string::npos);
-  EXPECT_TRUE(waitFor(
-      [&] { return metricValue(colod_->scrape(), "colod_admission_deferred_total") >= 1; }, 5s,
-      kPoll));
+  const auto explain = colod_->coloctl("explain hog");
+  EXPECT_NE(explain.out.find("left out of the creation reply"), std::string::npos) << explain.out;
+  EXPECT_TRUE(
+      waitFor([&] { return metricValue(colod_->scrape(), "colod_admission_deferred_total") >= 1; },
+              5s, kPoll));
   std::string why;
   EXPECT_TRUE(waitFor([&] { return consistent("hog", &why); }, 5s, kPoll)) << why;
   // A clean stop releases it.

@@ -5,10 +5,10 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
-#include <sstream>
 #include <ctime>
 #include <map>
 #include <memory>
+#include <sstream>
 #include <vector>
 
 #include "colod/control/names.h"

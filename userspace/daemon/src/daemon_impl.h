@@ -171,7 +171,7 @@ class Daemon::Impl final : public nri::Plugin,
   void syncWatched();
   void onWakeup();
   void eventRound();
-  void syncRegistry();
+  void syncRegistry(RoundReason reason);
   // The engine's ContainerInfo of a known container, rebuilt from its registry objects.
   [[nodiscard]] policy::ContainerInfo fullInfo(const Known& k) const {
     return engineInfo(k.pod.get(), *k.ctr);

@@ -5,14 +5,14 @@
 
 namespace colod::daemon {
 
-void Daemon::Impl::syncRegistry() {
+void Daemon::Impl::syncRegistry(RoundReason reason) {
   // Observe-only without NRI: until the runtime has synchronized once, the node's containers come
   // from the kubepods cgroup tree (rescanned about once a second); then the runtime's view wins.
   auto source = registry_source_.choose(stub_->registry().snapshot(),
                                         {.hierarchy_root = hierarchy_root_,
                                          .prefix = cfg()->daemon.systemd_cgroup_prefix,
                                          .max_cgroups = cfg()->daemon.max_cgroups},
-                                        tick_no_ % 10 == 1);
+                                        reason == RoundReason::Timer && tick_no_ % 10 == 1);
   if (!source.note.empty()) {
     log()->info("{}", source.note);
   }
@@ -170,7 +170,7 @@ void Daemon::Impl::tick(RoundReason reason) {
     last_tick_ = t0;
   }
   refreshNriState();
-  syncRegistry();
+  syncRegistry(reason);
   if (tick_no_ % 10 == 0) {
     resolveCgroups(false);
   }

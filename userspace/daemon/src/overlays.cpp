@@ -304,6 +304,13 @@ nri::ContainerAdjustment Daemon::Impl::admit(const nri::PodSandbox& pod,
     }
   }
   if (!left_out.empty()) {
+    // Said where the operator looks: the decision (coloctl explain / decisions) carries it.
+    for (auto& d : round.decisions) {
+      if (d.target_id == ctr.id) {
+        d.explanation += "; left out of the creation reply: " + joinText(left_out, ", ") +
+                         "; applied by an update once the container exists";
+      }
+    }
     ++admission_deferred_;
     log()->info(
         "admission of {}/{}/{}: {} left out of the creation reply; placed by an update once the "
