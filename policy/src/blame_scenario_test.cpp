@@ -20,19 +20,11 @@ using testing::beInfo;
 using testing::beSample;
 using testing::lsInfo;
 using testing::lsSample;
+using testing::restricted;
 using testing::Sim;
 
 constexpr uint64_t kQuietP99 = 300;
 constexpr uint64_t kHurtP99 = 5000;
-
-bool restricted(const Engine& e, const std::string& id, std::optional<Lever> lever = {}) {
-  for (const auto& a : e.applied()) {
-    if (a.target_id == id && (!lever || a.lever == *lever)) {
-      return true;
-    }
-  }
-  return false;
-}
 
 ContainerInfo pinned(ContainerInfo info, const std::string& cpus) {
   info.resources.cpuset_cpus = cpus;

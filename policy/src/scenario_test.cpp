@@ -18,20 +18,11 @@ using testing::beInfo;
 using testing::beSample;
 using testing::lsInfo;
 using testing::lsSample;
+using testing::restricted;
 using testing::Sim;
 
 constexpr uint64_t kQuietP99 = 300;
 constexpr uint64_t kHurtP99 = 5000;
-
-// What the engine has done to a target right now.
-bool restricted(const Engine& e, const std::string& id, std::optional<Lever> lever = {}) {
-  for (const auto& a : e.applied()) {
-    if (a.target_id == id && (!lever || a.lever == *lever)) {
-      return true;
-    }
-  }
-  return false;
-}
 
 uint64_t mix(uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;

@@ -171,4 +171,13 @@ Snapshot Fleet::snapshot(int round) const {
   return s;
 }
 
+bool restricted(const Engine& e, const std::string& id, std::optional<Lever> lever) {
+  for (const auto& a : e.applied()) {
+    if (a.target_id == id && (!lever || a.lever == *lever)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace colod::policy::testing

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,9 @@ ContainerSample lsSample(const std::string& id,
                          uint64_t p99_us,
                          std::vector<Preemption> preempted_by = {});
 ContainerSample beSample(const std::string& id, uint64_t oncpu_ns);
+
+// Whether the engine holds a restriction on `id` right now (of `lever`, when given).
+bool restricted(const Engine& e, const std::string& id, std::optional<Lever> lever = {});
 
 // A steady simulation: an engine, a clock in 100 ms steps, and every decision collected.
 class Sim {
