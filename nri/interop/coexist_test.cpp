@@ -126,9 +126,10 @@ TEST_P(CoexistTest, EveryCreationSucceedsAndNoFieldFlips) {
   }
   PeerProcess peer(peer_args);
   ASSERT_TRUE(peer.started());
-  PluginProcess second({COLOD_TESTPLUGIN_BIN, "--role", role, "--socket", peer.socketPath(),
-                        "--name", role, "--idx", "20", "--ls-cpus", "0", "--pool", last_cpu},
-                       logs.stderrLog());
+  PluginProcess second(
+      {COLOD_TESTPLUGIN_BIN, "--role", role, "--socket", peer.socketPath(), "--name", role, "--idx",
+       "20", "--ls-cpus", "0", "--pool", last_cpu, "--be-shares", "4096"},
+      logs.stderrLog());
   std::unique_ptr<Colod> colod_ext;
   if (!preinstalled) {
     colod_ext = std::make_unique<Colod>(peer.socketPath());
@@ -160,10 +161,14 @@ TEST_P(CoexistTest, EveryCreationSucceedsAndNoFieldFlips) {
                       {"pod_spec",
                        {{"name", name},
                         {"namespace", "coexist"},
-                        {"qos", ls ? "burstable" : "besteffort"},
+                        {"qos", "burstable"},
                         {"labels", labels},
                         {"annotations", ann}}}});
-    json res = ls ? json{{"cpu_request_milli", 200}, {"cpu_limit_milli", 1000}} : json::object();
+    // BE: a Burstable batch job asking for 4 CPUs (the koordinator role sets its shares from that,
+    // as koordlet does from batch-cpu): heavy enough that the CPU weights alone would not protect
+    // the busy LS, so colod places it (a BE at cpu.shares 2 is held back by the weights).
+    json res = ls ? json{{"cpu_request_milli", 200}, {"cpu_limit_milli", 1000}}
+                  : json{{"cpu_request_milli", 4000}};
     peer.mustControl(
         {{"op", "add_container"},
          {"container_spec",
@@ -187,7 +192,9 @@ TEST_P(CoexistTest, EveryCreationSucceedsAndNoFieldFlips) {
   std::this_thread::sleep_for(2s);
   const size_t n_ls = ctrs.size();
   for (int i = 0; i < 3; ++i) {
-    add("be" + std::to_string(i), false, false);
+    // Busy: a placement is held while its BE uses what the placement leaves it (an idle BE is
+    // given its CPUs back after a second of quiet, and the check below would race that relax).
+    add("be" + std::to_string(i), false, true);
   }
   for (size_t i = n_ls; i < ctrs.size(); ++i) {
     auto r = peer.control({{"op", "create_start"}, {"container", ctrs[i]}});

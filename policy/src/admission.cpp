@@ -27,6 +27,54 @@ constexpr double kAdmissionLsRunningCpus = 0.05;
 
 }  // namespace
 
+// A new BE that cannot take the LS's CPU from it is not restricted (issue #19: blame the BE
+// that hurts, spare the others). Under CFS the LS's CPUs are shared by weight: with the new BE
+// and the BE already running there, the protected containers on those CPUs get
+//   share = CPUs x LS weight / (LS weight + BE weight).
+// When their recent demand stays within 80 % of that share, the weights protect them and a
+// placement would only cost the BE work (the relax rule would give it back at once:
+// relaxWouldHurt() uses the same test). A light BE with a small request is the common case; a BE
+// that hurts anyway is found by the blame evidence and restricted then.
+std::optional<std::string> EngineState::weightsProtect(const Tracked& v, const Tracked& t) const {
+  const std::vector<int>& vcpus = v.cpus.empty() ? node_cpus_ : v.cpus;
+  auto overlaps = [&](const std::vector<int>& cpus) {
+    const std::vector<int>& c = cpus.empty() ? node_cpus_ : cpus;
+    return std::any_of(c.begin(), c.end(),
+                       [&](int x) { return std::binary_search(vcpus.begin(), vcpus.end(), x); });
+  };
+  auto weight = [](const Tracked& x) {
+    return static_cast<double>(x.info.resources.cpu_shares.value_or(1024));
+  };
+  double ls_demand = 0;
+  double ls_weight = 0;
+  double be_weight = weight(t);
+  for (const auto& [id, x] : tracked_) {
+    if (id == t.info.id || x.info.exclusive_cpus) {
+      continue;
+    }
+    if (x.tier == Tier::Be) {
+      if (x.last_cpus >= kRunningCpuFraction && overlaps(targetCpus(x))) {
+        be_weight += weight(x);
+      }
+    } else if (id == v.info.id || overlaps(x.cpus)) {
+      ls_demand += x.last_cpus;
+      ls_weight += weight(x);
+    }
+  }
+  const double share =
+      static_cast<double>(vcpus.size()) * ls_weight / std::max(ls_weight + be_weight, 1.0);
+  if (ls_demand > kFitsShareFraction * share) {
+    return std::nullopt;
+  }
+  std::ostringstream why;
+  why << "not placed at creation: the CPU weights already protect " << displayName(v.info)
+      << " (its CPUs' protected demand " << std::round(ls_demand * 100) / 100
+      << " CPUs is within 80% of the " << std::round(share * 100) / 100
+      << " CPUs the weights give it against this BE at cpu.shares "
+      << static_cast<uint64_t>(weight(t)) << " and the BE running there)";
+  return why.str();
+}
+
 bool EngineState::placeCpusetAtCreation(Tracked& t,
                                         Tracked& v,
                                         const std::string& key,
@@ -125,6 +173,24 @@ RoundResult EngineState::admit(ContainerInfo info, int64_t now_ns) {
       continue;
     }
     Tracked& v = vit->second;
+    // The restriction in force shows the weights did not protect this victim from the BE it
+    // holds: a new BE as heavy as half the lightest of them joins it whatever the weights say.
+    double held_weight = 0;
+    for (const Step& step : ep.steps) {
+      for (const std::string& target : step.targets) {
+        if (auto bt = tracked_.find(target); bt != tracked_.end()) {
+          const auto w = static_cast<double>(bt->second.info.resources.cpu_shares.value_or(1024));
+          held_weight = held_weight == 0 ? w : std::min(held_weight, w);
+        }
+      }
+    }
+    const auto own_weight = static_cast<double>(t.info.resources.cpu_shares.value_or(1024));
+    const bool as_heavy = held_weight > 0 && own_weight >= 0.5 * held_weight;
+    if (auto spared = as_heavy ? std::nullopt : weightsProtect(v, t)) {
+      t.last_explanation = *spared;
+      result.findings.push_back({id, "admission_spared", *spared});
+      continue;
+    }
     for (Step& step : ep.steps) {
       const auto held = restrictions_.find(id);
       if (held != restrictions_.end() && held->second.count(step.lever) != 0) {
@@ -155,7 +221,14 @@ RoundResult EngineState::admit(ContainerInfo info, int64_t now_ns) {
         busiest = &v;
       }
     }
+    std::optional<std::string> spared;
     if (busiest != nullptr) {
+      spared = weightsProtect(*busiest, t);
+    }
+    if (spared) {
+      t.last_explanation = *spared;
+      result.findings.push_back({id, "admission_spared", *spared});
+    } else if (busiest != nullptr) {
       Tracked& v = *busiest;
       const std::string key = episodeKey(v.info.id, false);
       Episode ep;
@@ -164,6 +237,7 @@ RoundResult EngineState::admit(ContainerInfo info, int64_t now_ns) {
       // Held, not verified: the placement prevents a wait the new BE has not caused yet, so
       // "did the rung help" has no answer; the quiet rule gives it back.
       ep.phase = Phase::Holding;
+      ep.quiet_from_round = round_;
       Step step;
       step.lever = Lever::Cpuset;
       step.rung = static_cast<int>(cpuset_rung - cpu_ladder.begin());

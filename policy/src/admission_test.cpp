@@ -17,6 +17,10 @@ using testing::lsInfo;
 using testing::lsSample;
 using testing::Sim;
 
+// A big batch job (a 16-CPU request): against it, the CPU weights leave the 0.3-CPU LS of these
+// tests less than it uses, so it must be placed (see weightsProtect()).
+ContainerInfo bigBe(const std::string& id) { return beInfo(id, 4, 16384); }
+
 Config cpusetFirst() {
   Config c;
   c.actions.cpu_ladder = {Lever::Cpuset, Lever::CpuQuota};
@@ -27,7 +31,7 @@ TEST(AdmissionTest, RunningLsPlacesNewBeOffItsCpus) {
   Sim sim{cpusetFirst(), 4};
   sim.add(lsInfo("web", 4));
   (void)sim.step({lsSample("web", 200)});  // LS running at 0.3 CPU, no wait
-  const RoundResult r = sim.engine().admit(beInfo("batch", 4), sim.now());
+  const RoundResult r = sim.engine().admit(bigBe("batch"), sim.now());
   ASSERT_EQ(r.decisions.size(), 1u);
   const Decision& d = r.decisions[0];
   EXPECT_EQ(d.kind, DecisionKind::Engage);
@@ -53,7 +57,7 @@ TEST(AdmissionTest, RelaxedOnceTheLsShowsNoWait) {
   Sim sim{cpusetFirst(), 4};
   sim.add(lsInfo("web", 4));
   (void)sim.step({lsSample("web", 200)});
-  ASSERT_EQ(sim.engine().admit(beInfo("batch", 4), sim.now()).decisions.size(), 1u);
+  ASSERT_EQ(sim.engine().admit(bigBe("batch"), sim.now()).decisions.size(), 1u);
   // The LS stays quiet and the BE is light: the quiet rule gives the CPUs back.
   bool relaxed = false;
   for (int i = 0; i < 60 && !relaxed; ++i) {
@@ -66,6 +70,30 @@ TEST(AdmissionTest, RelaxedOnceTheLsShowsNoWait) {
   EXPECT_TRUE(sim.engine().applied().empty());
 }
 
+// A CI run relaxed a placement 0.2 s after it was made: the LS had been quiet for 8 s before
+// the BE arrived, and those intervals were counted. Quiet counts from the placement.
+TEST(AdmissionTest, QuietBeforeThePlacementDoesNotCount) {
+  Sim sim{cpusetFirst(), 4};
+  sim.add(lsInfo("web", 4));
+  const Config defaults;
+  for (int i = 0; i < 8 * defaults.actions.quiet_intervals; ++i) {
+    (void)sim.step({lsSample("web", 200)});  // quiet long before the BE arrives
+  }
+  ASSERT_EQ(sim.engine().admit(bigBe("batch"), sim.now()).decisions.size(), 1u);
+  int relaxed_at = -1;
+  for (int i = 1; i <= 60 && relaxed_at < 0; ++i) {
+    for (const auto& d :
+         sim.step({lsSample("web", 200), beSample("batch", 10'000'000)}).decisions) {
+      if (d.kind == DecisionKind::Relax && d.target_id == "batch") {
+        relaxed_at = i;
+      }
+    }
+  }
+  ASSERT_GT(relaxed_at, 0) << "never relaxed";
+  EXPECT_GE(relaxed_at, defaults.actions.quiet_intervals)
+      << "relaxed before the LS was quiet for quiet_intervals after the placement";
+}
+
 TEST(AdmissionTest, JoinsTheCpusetRestrictionInForce) {
   Sim sim{cpusetFirst(), 4};
   sim.add(lsInfo("web", 4));
@@ -76,7 +104,7 @@ TEST(AdmissionTest, JoinsTheCpusetRestrictionInForce) {
   const auto before = sim.engine().applied();
   ASSERT_EQ(before.size(), 1u);
   ASSERT_EQ(before[0].lever, Lever::Cpuset);
-  const RoundResult r = sim.engine().admit(beInfo("batch", 4), sim.now());
+  const RoundResult r = sim.engine().admit(bigBe("batch"), sim.now());
   ASSERT_EQ(r.decisions.size(), 1u);
   EXPECT_EQ(r.decisions[0].lever, Lever::Cpuset);
   EXPECT_EQ(r.decisions[0].new_values.cpuset_cpus, before[0].applied_values.cpuset_cpus);
@@ -92,20 +120,57 @@ TEST(AdmissionTest, NeverOntoCpusAProtectedContainerIsPinnedTo) {
   ContainerInfo pinned = lsInfo("db", 4);
   pinned.resources.cpuset_cpus = "3";
   sim.add(pinned);
-  (void)sim.step({lsSample("web", 200)});
-  const RoundResult r = sim.engine().admit(beInfo("batch", 4), sim.now());
+  ContainerSample busy = lsSample("web", 200);
+  busy.oncpu_ns = 150'000'000;  // 1.5 CPUs: two LS share the weights against the new BE
+  (void)sim.step({busy});
+  const RoundResult r = sim.engine().admit(bigBe("batch"), sim.now());
   ASSERT_EQ(r.decisions.size(), 1u);
   ASSERT_TRUE(r.decisions[0].new_values.cpuset_cpus.has_value());
   EXPECT_EQ(*r.decisions[0].new_values.cpuset_cpus, "1-2");
+}
+
+// Issue #19: a BE the CPU weights already keep off the LS (a light job with a small request) is
+// not restricted at creation; why is said (explain) and nothing is applied.
+TEST(AdmissionTest, ABeTheWeightsAlreadyHoldBackIsNotPlaced) {
+  Sim sim{cpusetFirst(), 4};
+  sim.add(lsInfo("web", 4));
+  (void)sim.step({lsSample("web", 200)});
+  const RoundResult r = sim.engine().admit(beInfo("light", 4, 102), sim.now());
+  EXPECT_TRUE(r.decisions.empty());
+  ASSERT_EQ(r.findings.size(), 1u);
+  EXPECT_EQ(r.findings[0].rule, "admission_spared");
+  EXPECT_NE(r.findings[0].message.find("weights already protect"), std::string::npos)
+      << r.findings[0].message;
+  EXPECT_TRUE(sim.engine().applied().empty());
+  auto view = sim.engine().describe("light");
+  ASSERT_TRUE(view.has_value());
+  EXPECT_NE(view->last_explanation.find("not placed at creation"), std::string::npos);
+  // A big one beside it is placed: the light BE running there counts against the LS too.
+  (void)sim.step({lsSample("web", 200), beSample("light", 5'000'000)});
+  EXPECT_EQ(sim.engine().admit(bigBe("batch"), sim.now()).decisions.size(), 1u);
+}
+
+// The same with a restriction in force: a light BE does not join it.
+TEST(AdmissionTest, ALightBeDoesNotJoinTheRestrictionInForce) {
+  Sim sim{cpusetFirst(), 4};
+  sim.add(lsInfo("web", 4));
+  sim.add(beInfo("hog", 4));
+  for (int i = 0; i < 4; ++i) {
+    (void)sim.step({lsSample("web", 5000, {{"hog", 50, 5'000'000}}), beSample("hog", 300'000'000)});
+  }
+  ASSERT_EQ(sim.engine().applied().size(), 1u);
+  const RoundResult r = sim.engine().admit(beInfo("light", 4, 2), sim.now());
+  EXPECT_TRUE(r.decisions.empty());
+  EXPECT_EQ(sim.engine().applied().size(), 1u);
 }
 
 TEST(AdmissionTest, NothingWhenNoLsRunsOrNotBe) {
   Sim sim{cpusetFirst(), 4};
   sim.add(lsInfo("web", 4));
   // Before the first round the node is unknown: nothing is placed.
-  EXPECT_TRUE(sim.engine().admit(beInfo("early", 4), sim.now()).decisions.empty());
+  EXPECT_TRUE(sim.engine().admit(bigBe("early"), sim.now()).decisions.empty());
   (void)sim.step({});  // the LS does not run
-  EXPECT_TRUE(sim.engine().admit(beInfo("batch", 4), sim.now()).decisions.empty());
+  EXPECT_TRUE(sim.engine().admit(bigBe("batch"), sim.now()).decisions.empty());
   (void)sim.step({lsSample("web", 200)});
   EXPECT_TRUE(sim.engine().admit(lsInfo("web2", 4), sim.now()).decisions.empty());
   EXPECT_TRUE(sim.engine().admit(exclusiveInfo("pinned", {2, 3}), sim.now()).decisions.empty());
@@ -118,7 +183,7 @@ TEST(AdmissionTest, OffPlacesNothing) {
   Sim sim{c, 4};
   sim.add(lsInfo("web", 4));
   (void)sim.step({lsSample("web", 200)});
-  EXPECT_TRUE(sim.engine().admit(beInfo("batch", 4), sim.now()).decisions.empty());
+  EXPECT_TRUE(sim.engine().admit(bigBe("batch"), sim.now()).decisions.empty());
   EXPECT_EQ(sim.engine().stats().admissions, 0u);
 }
 
@@ -128,7 +193,7 @@ TEST(AdmissionTest, DryRunIsMarked) {
   Sim sim{c, 4};
   sim.add(lsInfo("web", 4));
   (void)sim.step({lsSample("web", 200)});
-  const RoundResult r = sim.engine().admit(beInfo("batch", 4), sim.now());
+  const RoundResult r = sim.engine().admit(bigBe("batch"), sim.now());
   ASSERT_EQ(r.decisions.size(), 1u);
   EXPECT_TRUE(r.decisions[0].dry_run);
 }
@@ -137,8 +202,8 @@ TEST(AdmissionTest, RetriedCreationIsNotPlacedTwice) {
   Sim sim{cpusetFirst(), 4};
   sim.add(lsInfo("web", 4));
   (void)sim.step({lsSample("web", 200)});
-  ASSERT_EQ(sim.engine().admit(beInfo("batch", 4), sim.now()).decisions.size(), 1u);
-  EXPECT_TRUE(sim.engine().admit(beInfo("batch", 4), sim.now()).decisions.empty());
+  ASSERT_EQ(sim.engine().admit(bigBe("batch"), sim.now()).decisions.size(), 1u);
+  EXPECT_TRUE(sim.engine().admit(bigBe("batch"), sim.now()).decisions.empty());
   EXPECT_EQ(sim.engine().applied().size(), 1u);
 }
 

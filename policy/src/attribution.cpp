@@ -363,17 +363,28 @@ std::vector<Antagonist> EngineState::rankCpu(Tracked& victim, std::vector<Findin
   const auto& ac = config_.actions;
   // No attribution at all (no preemption was ever seen): run time on its CPUs alone.
   const bool attributed = victim.attributed;
+  // A BE that has not run for half the blame window keeps its evidence (a bursty antagonist
+  // sleeps between bursts and is blamed when it runs again), but is not blamed for a wait while
+  // it sleeps: a vm e2e run restricted a hog paused for seconds on its old evidence when the LS
+  // waited behind the harness.
+  const int64_t idle_after = std::max(ac.blame_window_intervals / 2, 1);
+  auto idle = [&](const BlameEvidence& e) {
+    return e.be != nullptr && e.be->last_ran_round != kNever &&
+           round_ - e.be->last_ran_round > idle_after;
+  };
   double be_wait = 0;
   double overlap = 0;
   for (const auto& [id, e] : victim.blame) {
-    be_wait += e.wait_ns;
-    overlap += e.overlap_ns;
+    if (!idle(e)) {
+      be_wait += e.wait_ns;
+      overlap += e.overlap_ns;
+    }
   }
   if (be_wait <= 0 && overlap <= 0) {
     findings.push_back({victim.info.id, "no_cpu_antagonist",
                         displayName(victim.info) +
-                            " is over its threshold but no BE container ran on its CPUs or "
-                            "preempted it: nothing to do"});
+                            " is over its threshold but no BE container that ran lately ran on "
+                            "its CPUs or preempted it: nothing to do"});
     return {};
   }
   const double w_wait = attributed && be_wait > 0 ? kWaitWeight : 0.0;
@@ -391,6 +402,11 @@ std::vector<Antagonist> EngineState::rankCpu(Tracked& victim, std::vector<Findin
     if (e.be == nullptr || !touchable(*e.be)) {
       e.score = 0;
       e.verdict = Verdict::NotBe;
+      continue;
+    }
+    if (idle(e)) {
+      e.score = 0;
+      e.verdict = Verdict::Idle;
       continue;
     }
     double score = 0;
@@ -479,6 +495,11 @@ std::string EngineState::verdictText(const BlameEvidence& e) const {
     case Verdict::BelowCutoff:
       return "below the cut-off: " + pct + " < " +
              std::to_string(static_cast<int>(ac.min_antagonist_score * 100)) + "% (" +
+             evidenceText(e) + ")";
+    case Verdict::Idle:
+      return "idle: it has not run for " +
+             std::to_string(std::max(ac.blame_window_intervals / 2, 1)) +
+             " intervals, so the wait now is not behind it (its evidence is kept: " +
              evidenceText(e) + ")";
     case Verdict::NotTop:
       return "not among the top " + std::to_string(ac.max_antagonists) + ": " + pct + " (" +

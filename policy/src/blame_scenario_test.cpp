@@ -203,6 +203,48 @@ TEST(BlameScenario, BurstyAntagonistKeepsItsBlameWhileIdle) {
       << steady->blame[0].why;
 }
 
+// A vm e2e run: the hog was restricted, went idle, was given back; two seconds later the LS
+// waited (behind the harness) and the hog, idle for seconds, was restricted again on its old
+// evidence. A BE that has not run for half the blame window is not blamed for today's wait.
+TEST(BlameScenario, AnIdleBeIsNotBlamedOnOldEvidence) {
+  Config config;
+  config.actions.cpu_ladder = {Lever::Cpuset};
+  Sim sim{config};
+  sim.add(pinned(lsInfo("web"), "1"));
+  sim.add(beInfo("hog"));
+  int r = 0;
+  for (; r < 40; ++r) {  // the hog hurts the LS until it is moved off its CPU
+    const bool moved = restricted(sim.engine(), "hog", Lever::Cpuset);
+    (void)sim.step({moved ? lsSample("web", kQuietP99, {{"hog", 1, 50'000}})
+                          : lsSample("web", kHurtP99, {{"hog", 40, 20'000'000}}),
+                    beSample("hog", 190'000'000)});
+    if (moved) {
+      break;
+    }
+  }
+  ASSERT_TRUE(restricted(sim.engine(), "hog", Lever::Cpuset));
+  for (; r < 100 && restricted(sim.engine(), "hog", Lever::Cpuset); ++r) {  // idle: released
+    (void)sim.step({lsSample("web", kQuietP99), beSample("hog", 0)});
+  }
+  ASSERT_FALSE(restricted(sim.engine(), "hog", Lever::Cpuset)) << "never released";
+  for (int i = 0; i < 20; ++i) {  // idle for two seconds more, as in the vm run
+    (void)sim.step({lsSample("web", kQuietP99), beSample("hog", 0)});
+  }
+  const size_t decided = sim.decisions().size();
+  for (int i = 0; i < 20; ++i) {  // still idle; the LS waits (no preemption by anyone)
+    (void)sim.step({lsSample("web", kHurtP99), beSample("hog", 0)});
+  }
+  EXPECT_EQ(sim.decisions().size(), decided) << formatDecision(sim.decisions().back());
+  EXPECT_FALSE(restricted(sim.engine(), "hog", Lever::Cpuset));
+  // Busy again beside the waiting LS: blamed again once its evidence outweighs the host's.
+  for (int i = 0; i < 40 && !restricted(sim.engine(), "hog", Lever::Cpuset); ++i) {
+    (void)sim.step(
+        {lsSample("web", kHurtP99, {{"hog", 40, 20'000'000}}), beSample("hog", 190'000'000)});
+  }
+  EXPECT_TRUE(restricted(sim.engine(), "hog", Lever::Cpuset))
+      << sim.engine().describe("web")->last_explanation;
+}
+
 // Issue 19, fourth case: a duty-cycled innocent (200 ms of every second) is idle at the moment
 // the quota rung is engaged. It ran all along: it does not "join" the restriction when its next
 // duty cycle comes (be_joined_restriction is for a BE that was not running at all).

@@ -49,6 +49,7 @@ enum class Verdict : uint8_t {
   Blamed,       // ranked as an antagonist
   BelowCutoff,  // under min_antagonist_score
   NotTop,       // not among the top max_antagonists
+  Idle,         // has not run for half the blame window: the wait now is behind something else
 };
 
 struct BlameEvidence {
@@ -182,6 +183,10 @@ struct Episode {
   double verify_wait_sum = 0;
   uint64_t engaged_p99 = 0;  // p99 when the episode began
   int64_t last_relax_round = kNever;
+  // Quiet counts from this round on (kNever: from the victim's last hit). An episode opened at
+  // admission prevents a wait that has not happened yet: the intervals the victim was quiet
+  // before the placement say nothing about whether the new BE would hurt it.
+  int64_t quiet_from_round = kNever;
   int escalations = 0;
   bool exhausted = false;
   bool victim_gone = false;
@@ -331,6 +336,9 @@ class EngineState {
                    std::vector<Finding>& findings);
   // admission.cpp
   RoundResult admit(ContainerInfo info, int64_t now_ns);
+  // Why the CPU weights alone keep protected LS `v` within its share against new BE `t` (and the
+  // BE already running on its CPUs), or nullopt when they do not and `t` must be placed.
+  std::optional<std::string> weightsProtect(const Tracked& v, const Tracked& t) const;
   bool placeCpusetAtCreation(Tracked& t,
                              Tracked& v,
                              const std::string& key,

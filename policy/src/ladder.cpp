@@ -404,7 +404,10 @@ void EngineState::stepEpisode(const std::string& key,
   }
   const bool hit = ep.memory ? v.mem_hit : v.cpu_hit;
   const int hits = ep.memory ? v.mem_hits : v.cpu_hits;
-  const int quiet = ep.memory ? v.mem_quiet_streak : v.quiet_streak;
+  int quiet = ep.memory ? v.mem_quiet_streak : v.quiet_streak;
+  if (ep.quiet_from_round != kNever) {
+    quiet = static_cast<int>(std::min<int64_t>(quiet, round_ - ep.quiet_from_round));
+  }
   if (ep.phase == Phase::Verifying) {
     ++ep.verify_intervals;
     ep.verify_hits += hit ? 1 : 0;

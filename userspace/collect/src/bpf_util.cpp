@@ -1,66 +1,185 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "bpf_util.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
 #include <cstdarg>
 #include <cstdio>
 #include <functional>
 #include <mutex>
 #include <string>
 
+#include "colod/base/unique_fd.h"
+
 namespace colod::collect::bpf {
 
-Result<MapDump> dumpMap(int fd, std::size_t key_size, std::size_t value_stride,
-                        std::size_t max_entries) {
-  MapDump d;
-  d.keys.resize(key_size * max_entries);
-  d.values.resize(value_stride * max_entries);
-  // Batch pass: the kernel walks buckets; `in`/`out` are opaque cursors of key_size bytes.
-  std::vector<uint8_t> in(key_size), out(key_size);
+MapReader::MapReader(std::size_t key_size, std::size_t value_stride, bool legacy)
+    : key_size_(key_size),
+      value_stride_(value_stride),
+      legacy_(legacy),
+      cursor_in_(key_size),
+      cursor_out_(key_size) {}
+
+void MapReader::reserve(std::size_t entries) {
+  if (entries <= capacity_) {
+    return;
+  }
+  // Growth is rare (the live count rose past every earlier read), so the zero-fill of the new
+  // tail by resize() is paid once, not per read.
+  keys_.resize(entries * key_size_);
+  values_.resize(entries * value_stride_);
+  capacity_ = entries;
+}
+
+void MapReader::maybeShrink() {
+  if (legacy_ || capacity_ <= kMinCapacity || count_ * 4 >= capacity_) {
+    underused_reads_ = 0;
+    return;
+  }
+  if (++underused_reads_ < kShrinkAfter) {
+    return;
+  }
+  // Fresh vectors: shrink_to_fit is only a request, and this is where the memory goes back.
+  const std::size_t entries = std::max(kMinCapacity, count_ * 2);
+  std::vector<uint8_t> k(entries * key_size_);
+  std::vector<uint8_t> v(entries * value_stride_);
+  std::copy_n(keys_.begin(), count_ * key_size_, k.begin());
+  std::copy_n(values_.begin(), count_ * value_stride_, v.begin());
+  keys_ = std::move(k);
+  values_ = std::move(v);
+  capacity_ = entries;
+  underused_reads_ = 0;
+}
+
+Result<std::size_t> MapReader::read(int fd, std::size_t max_entries) {
+  count_ = 0;
+  if (max_entries == 0) {
+    return std::size_t{0};
+  }
+  if (legacy_) {
+    // Fresh vectors, as the reader before issue 17 had: the allocation, zero-fill and faults of
+    // max_entries x stride at every read are the cost being measured.
+    keys_ = std::vector<uint8_t>(max_entries * key_size_);
+    values_ = std::vector<uint8_t>(max_entries * value_stride_);
+    capacity_ = max_entries;
+  }
+  reserve(std::min(kMinCapacity, max_entries));
   bool first = true;
   bool batch_ok = true;
-  while (d.count < max_entries) {
-    auto n = static_cast<uint32_t>(max_entries - d.count);
+  while (count_ < max_entries) {
+    if (count_ == capacity_) {
+      reserve(std::min(capacity_ * 2, max_entries));
+    }
+    auto n = static_cast<uint32_t>(std::min(capacity_, max_entries) - count_);
     DECLARE_LIBBPF_OPTS(bpf_map_batch_opts, opts);
-    const int rc = bpf_map_lookup_batch(fd, first ? nullptr : in.data(), out.data(),
-                                        d.keys.data() + d.count * key_size,
-                                        d.values.data() + d.count * value_stride, &n, &opts);
+    const int rc = bpf_map_lookup_batch(fd, first ? nullptr : cursor_in_.data(), cursor_out_.data(),
+                                        keys_.data() + count_ * key_size_,
+                                        values_.data() + count_ * value_stride_, &n, &opts);
     const int err = rc < 0 ? -rc : 0;
+    if (err == ENOSPC && n == 0 && capacity_ < max_entries) {
+      // A hash bucket holds more entries than the room left (the kernel copies whole buckets
+      // and copied nothing): grow and repeat from the same cursor.
+      reserve(std::min(capacity_ * 2, max_entries));
+      continue;
+    }
     if (rc < 0 && err != ENOENT) {
       batch_ok = false;
       break;
     }
-    d.count += n;
+    count_ += n;
     if (err == ENOENT) {
       break;  // end of map
     }
-    in = out;
+    std::swap(cursor_in_, cursor_out_);
     first = false;
   }
-  if (batch_ok) {
-    return d;
+  if (!batch_ok) {
+    auto r = readByKeys(fd, max_entries);
+    if (!r) {
+      return std::move(r).error();
+    }
   }
-  // Fallback: key iteration. Entries deleted concurrently are skipped.
-  d.count = 0;
-  std::vector<uint8_t> cur(key_size), next(key_size);
+  maybeShrink();
+  return count_;
+}
+
+// Fallback: key iteration (no batch support for this map type or kernel). Entries deleted
+// concurrently are skipped.
+Result<std::size_t> MapReader::readByKeys(int fd, std::size_t max_entries) {
+  count_ = 0;
+  std::vector<uint8_t> cur(key_size_);
   const void* prev = nullptr;
-  while (d.count < max_entries) {
-    const int rc = bpf_map_get_next_key(fd, prev, next.data());
+  while (count_ < max_entries) {
+    if (count_ == capacity_) {
+      reserve(std::min(capacity_ * 2, max_entries));
+    }
+    uint8_t* k = keys_.data() + count_ * key_size_;
+    const int rc = bpf_map_get_next_key(fd, prev, k);
     if (rc < 0) {
       if (-rc == ENOENT) {
         break;
       }
       return COLOD_ERR(-rc, "iterating BPF map keys");
     }
-    cur = next;
+    std::copy_n(k, key_size_, cur.begin());
     prev = cur.data();
-    uint8_t* v = d.values.data() + d.count * value_stride;
-    if (bpf_map_lookup_elem(fd, cur.data(), v) < 0) {
+    if (bpf_map_lookup_elem(fd, k, values_.data() + count_ * value_stride_) < 0) {
       continue;
     }
-    std::copy(cur.begin(), cur.end(), d.keys.begin() + static_cast<std::ptrdiff_t>(d.count * key_size));
-    ++d.count;
+    ++count_;
   }
-  return d;
+  return count_;
+}
+
+Result<uint64_t> parseFdinfoMemlock(std::string_view fdinfo) {
+  // fdinfo of a map fd (kernel/bpf/syscall.c bpf_map_show_fdinfo): "key:\tvalue" lines, one of
+  // them "memlock:\t<bytes>".
+  constexpr std::string_view kKey = "memlock:";
+  std::size_t pos = 0;
+  while (pos < fdinfo.size()) {
+    std::size_t end = fdinfo.find('\n', pos);
+    if (end == std::string_view::npos) {
+      end = fdinfo.size();
+    }
+    std::string_view line = fdinfo.substr(pos, end - pos);
+    pos = end + 1;
+    if (!line.starts_with(kKey)) {
+      continue;
+    }
+    line.remove_prefix(kKey.size());
+    while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) {
+      line.remove_prefix(1);
+    }
+    uint64_t v = 0;
+    const auto [p, ec] = std::from_chars(line.data(), line.data() + line.size(), v);
+    if (ec != std::errc() || p == line.data() || p != line.data() + line.size()) {
+      return COLOD_ERR(EINVAL, "malformed memlock line in map fdinfo");
+    }
+    return v;
+  }
+  return COLOD_ERR(EINVAL, "no memlock line in map fdinfo");
+}
+
+Result<uint64_t> mapMemlockBytes(int fd) {
+  const std::string path = "/proc/self/fdinfo/" + std::to_string(fd);
+  UniqueFd f(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!f) {
+    return COLOD_ERR(errno, "opening ", path);
+  }
+  std::array<char, 4096> buf{};  // a map's fdinfo is a dozen short lines
+  const ssize_t n = ::read(f.get(), buf.data(), buf.size());
+  if (n < 0) {
+    return COLOD_ERR(errno, "reading ", path);
+  }
+  auto r = parseFdinfoMemlock(std::string_view(buf.data(), static_cast<std::size_t>(n)));
+  if (!r) {
+    return std::move(r).error().wrap(path);
+  }
+  return *r;
 }
 
 Result<void> deleteKey(int fd, const void* key) {

@@ -13,6 +13,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "colod/base/result.h"
@@ -35,8 +36,7 @@ class Skeleton {
 
 // Opens a skeleton: open() returns NULL and sets errno on failure.
 template <typename T, void (*Destroy)(T*)>
-Result<Skeleton<T, Destroy>> openSkeleton(T* (*open)(),
-                                          const char* name) {
+Result<Skeleton<T, Destroy>> openSkeleton(T* (*open)(), const char* name) {
   errno = 0;
   T* s = open();
   const int saved = errno;
@@ -53,17 +53,68 @@ inline Result<void> check(int rc, const char* what) {
   return {};
 }
 
-// Reads every (key, per-CPU values) of a map into keys/values, preferring one
-// BPF_MAP_LOOKUP_BATCH pass and falling back to get_next_key + lookup (kernels or map
-// types without batch support). values holds value_stride bytes per entry (per-CPU maps:
-// round_up(value_size, 8) * ncpus). Bounded by max_entries of the map.
-struct MapDump {
-  std::vector<uint8_t> keys;
-  std::vector<uint8_t> values;
-  std::size_t count = 0;
+// Reads a map's live entries into key/value buffers it keeps across calls (issue 17: the read
+// side sized by the work, not by max_entries x possible CPUs). Buffers start small, grow
+// (doubling) only when the live entries do not fit, and shrink to twice the live count after
+// kShrinkAfter reads in a row used under a quarter of them. Nothing is zero-filled per read.
+// One BPF_MAP_LOOKUP_BATCH pass, falling back to get_next_key + lookup (kernels or map types
+// without batch support). value_stride: the value size, or for per-CPU maps
+// round_up(value_size, 8) * possible CPUs. Not thread-safe; movable.
+class MapReader {
+ public:
+  static constexpr std::size_t kMinCapacity = 64;
+  static constexpr uint32_t kShrinkAfter = 100;
+
+  // legacy: every read allocates fresh zero-filled buffers for max_entries, as the reader
+  // before issue 17 did (CollectorOptions::legacy_reads, for before/after benchmarks only).
+  MapReader(std::size_t key_size, std::size_t value_stride, bool legacy = false);
+
+  // Reads every entry (at most max_entries) and returns how many were read. Entries created or
+  // deleted during the read may or may not be seen. Errors: the kernel's errno when neither a
+  // batch nor a key walk works (EBADF, EFAULT, ENOMEM).
+  Result<std::size_t> read(int fd, std::size_t max_entries);
+
+  // Entry i of the last read (i < count()). The pointers stay valid until the next read.
+  [[nodiscard]] const uint8_t* key(std::size_t i) const { return keys_.data() + i * key_size_; }
+  [[nodiscard]] const uint8_t* value(std::size_t i) const {
+    return values_.data() + i * value_stride_;
+  }
+  [[nodiscard]] std::size_t count() const { return count_; }
+  // Forgets the last read's entries (count() 0) without touching the buffers.
+  void clear() { count_ = 0; }
+  // Bytes the last read copied out of the kernel: count() * (key_size + value_stride).
+  [[nodiscard]] uint64_t lastReadBytes() const {
+    return static_cast<uint64_t>(count_) * (key_size_ + value_stride_);
+  }
+  // Bytes held by the buffers now (entries they can take x (key_size + value_stride)).
+  [[nodiscard]] uint64_t bufferBytes() const {
+    return static_cast<uint64_t>(capacity_) * (key_size_ + value_stride_);
+  }
+  [[nodiscard]] std::size_t capacity() const { return capacity_; }
+
+ private:
+  void reserve(std::size_t entries);
+  void maybeShrink();
+  Result<std::size_t> readByKeys(int fd, std::size_t max_entries);
+
+  std::size_t key_size_;
+  std::size_t value_stride_;
+  bool legacy_;
+  std::size_t capacity_ = 0;
+  std::size_t count_ = 0;
+  uint32_t underused_reads_ = 0;
+  std::vector<uint8_t> keys_;
+  std::vector<uint8_t> values_;
+  std::vector<uint8_t> cursor_in_;  // batch cursors (opaque, key_size bytes)
+  std::vector<uint8_t> cursor_out_;
 };
-Result<MapDump> dumpMap(int fd, std::size_t key_size, std::size_t value_stride,
-                        std::size_t max_entries);
+
+// The kernel's account of a BPF map's memory from /proc/<pid>/fdinfo/<map fd> text: the
+// "memlock:" line (bytes; since 6.4 the map's actual usage, per-CPU values included). EINVAL if
+// the line is missing or malformed. Pure.
+Result<uint64_t> parseFdinfoMemlock(std::string_view fdinfo);
+// memlock of one map fd of this process. Errors: ENOENT/EBADF from /proc, EINVAL as above.
+Result<uint64_t> mapMemlockBytes(int fd);
 
 // Deletes a key; ENOENT (already gone) is success.
 Result<void> deleteKey(int fd, const void* key);

@@ -3,6 +3,7 @@
 
 #include <bpf/btf.h>
 #include <linux/btf.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,14 +14,15 @@
 #include <unordered_set>
 
 #include "bpf_util.h"
-#include "entry_delta.h"
-#include "watch.h"
+#include "cgsched.h"
+#include "cgsched.skel.h"
 #include "colod/cgroup/cgroup.h"
 #include "colod/cgroup/parse.h"
-#include "cgsched.h"
+#include "entry_delta.h"
+#include "file_cache.h"
 #include "reclaim.h"
 #include "reclaim.skel.h"
-#include "cgsched.skel.h"
+#include "watch.h"
 
 // The shared headers are the ABI between the BPF programs and this file (style rule 21).
 static_assert(sizeof(colod_cg_sched) == 184);
@@ -61,9 +63,7 @@ using detail::roundUp8;
 
 // u64 counters (pairs, cpu.stat) never wrap: a decrease means the entry (or the cgroup) was
 // re-created.
-uint64_t sub(uint64_t cur, uint64_t prev) {
-  return cur >= prev ? cur - prev : cur;
-}
+uint64_t sub(uint64_t cur, uint64_t prev) { return cur >= prev ? cur - prev : cur; }
 
 Psi toPsi(const cgroup::Psi& p) {
   Psi out;
@@ -105,7 +105,16 @@ class Collector::Impl {
   std::vector<uint32_t> quarantined_slots;
   std::size_t unreleased_slots = 0;  // of those, how many failed to go back last time
   std::unordered_map<uint64_t, colod_cg_reclaim> prev_reclaim;
-  std::unordered_map<colod_pair_key, uint64_t, PairKeyHash, PairKeyEq> prev_pairs;
+  // Pairs are the largest map (thousands of entries on a busy node): their state is updated in
+  // place at each read instead of rebuilt, and only the pairs that moved are carried to the
+  // report. `seen` is the tick of the last read that had the key; keys not seen are dropped at
+  // the next verified tick (only the collector deletes pairs, so a dropped key cannot return).
+  struct PairState {
+    uint64_t value = 0;
+    uint64_t seen = 0;
+  };
+  std::unordered_map<colod_pair_key, PairState, PairKeyHash, PairKeyEq> pairs_state;
+  std::vector<std::pair<colod_pair_key, uint64_t>> pair_deltas;  // this tick's, reused
   // Entries of vanished cgroups whose deletion failed (rule 15b: counted, and retried at every
   // snapshot until it succeeds). Each is a key still present in its map, so each set is bounded
   // by that map's max_entries (enforced in prune*()). Their ids are known dead: they are
@@ -119,6 +128,16 @@ class Collector::Impl {
   };
   std::unordered_map<uint64_t, FileState> prev_files;
   std::unordered_map<uint64_t, std::string> paths;  // live cgroups: id -> rel path
+  // Map readers whose buffers live across snapshots (issue 17), set up in create().
+  bpf::MapReader slots_reader{sizeof(uint64_t), sizeof(uint32_t)};
+  bpf::MapReader sched_reader{sizeof(uint32_t), 0};
+  bpf::MapReader pairs_reader{sizeof(colod_pair_key), sizeof(uint64_t)};
+  bpf::MapReader reclaim_reader{sizeof(uint64_t), 0};
+  std::vector<const uint8_t*> slot_values;  // cg_sched value of each slot (readSched)
+  std::vector<uint64_t> drops_buf;          // one per-CPU drops counter
+  detail::CgroupFileCache files{0};
+  std::unordered_set<uint64_t> every_tick;  // setEveryTick()
+  uint64_t map_bytes = 0;
   uint64_t tick = 0;
   uint64_t last_rescan_tick = 0;
   std::chrono::steady_clock::time_point last;
@@ -126,8 +145,9 @@ class Collector::Impl {
 
   Result<void> load(AttachKind kind);
   Result<void> rescan();
-  Result<bpf::MapDump> readSchedSlots() const;
-  Result<std::unordered_map<uint64_t, detail::SchedEntry>> readSched() const;
+  void initReaders();
+  [[nodiscard]] uint64_t sumMapBytes() const;
+  Result<std::unordered_map<uint64_t, detail::SchedEntry>> readSched();
   void releaseSlots();
   bool cleanupWrite(std::string_view map, const std::function<int()>& write);
   bool deleteKey(std::string_view map, int fd, const void* key);
@@ -154,17 +174,23 @@ Result<void> Collector::Impl::load(AttachKind kind) {
   // (bpf/cgsched.bpf.c).
   (*s)->rodata->max_slots = opts.max_cgroups;
   COLOD_TRY_VOID(bpf::check(bpf_map__set_max_entries((*s)->maps.cg_sched, opts.max_cgroups),
-                            "sizing cg_sched"), "sched");
+                            "sizing cg_sched"),
+                 "sched");
   COLOD_TRY_VOID(bpf::check(bpf_map__set_max_entries((*s)->maps.cg_slots, opts.max_cgroups),
-                            "sizing cg_slots"), "sched");
+                            "sizing cg_slots"),
+                 "sched");
   COLOD_TRY_VOID(bpf::check(bpf_map__set_max_entries((*s)->maps.free_slots, opts.max_cgroups),
-                            "sizing free_slots"), "sched");
+                            "sizing free_slots"),
+                 "sched");
   COLOD_TRY_VOID(bpf::check(bpf_map__set_max_entries((*s)->maps.cg_pending, opts.max_cgroups),
-                            "sizing cg_pending"), "sched");
+                            "sizing cg_pending"),
+                 "sched");
   COLOD_TRY_VOID(bpf::check(bpf_map__set_max_entries((*s)->maps.cg_watch, opts.max_cgroups),
-                            "sizing cg_watch"), "sched");
-  COLOD_TRY_VOID(bpf::check(bpf_map__set_max_entries((*s)->maps.pairs, opts.max_pairs),
-                            "sizing pairs"), "sched");
+                            "sizing cg_watch"),
+                 "sched");
+  COLOD_TRY_VOID(
+      bpf::check(bpf_map__set_max_entries((*s)->maps.pairs, opts.max_pairs), "sizing pairs"),
+      "sched");
   (*s)->rodata->watch_window_ns = static_cast<uint64_t>(opts.watch_window.count());
   auto set = [](bpf_program* p, bool on) { bpf_program__set_autoload(p, on); };
   set((*s)->progs.handle_sched_switch, btf);
@@ -180,15 +206,14 @@ Result<void> Collector::Impl::load(AttachKind kind) {
 
   ReclaimSkel r;
   if (opts.reclaim) {
-    auto rs = bpf::openSkeleton<reclaim, &reclaim__destroy>(&reclaim__open,
-                                                                    "reclaim");
+    auto rs = bpf::openSkeleton<reclaim, &reclaim__destroy>(&reclaim__open, "reclaim");
     if (!rs) {
       return std::move(rs).error();
     }
     (*rs)->rodata->cg_mode = cg_mode;
-    COLOD_TRY_VOID(bpf::check(bpf_map__set_max_entries((*rs)->maps.cg_reclaim,
-                                                       opts.max_cgroups),
-                              "sizing cg_reclaim"), "reclaim");
+    COLOD_TRY_VOID(bpf::check(bpf_map__set_max_entries((*rs)->maps.cg_reclaim, opts.max_cgroups),
+                              "sizing cg_reclaim"),
+                   "reclaim");
     set((*rs)->progs.handle_direct_reclaim_begin, btf);
     set((*rs)->progs.handle_direct_reclaim_end, btf);
     set((*rs)->progs.handle_memcg_reclaim_begin, btf);
@@ -197,10 +222,8 @@ Result<void> Collector::Impl::load(AttachKind kind) {
     set((*rs)->progs.handle_direct_reclaim_end_raw, !btf);
     set((*rs)->progs.handle_memcg_reclaim_begin_raw, !btf);
     set((*rs)->progs.handle_memcg_reclaim_end_raw, !btf);
-    COLOD_TRY_VOID(bpf::check(reclaim__load(rs->get()), "loading reclaim programs"),
-                   "reclaim");
-    COLOD_TRY_VOID(bpf::check(reclaim__attach(rs->get()), "attaching reclaim programs"),
-                   "reclaim");
+    COLOD_TRY_VOID(bpf::check(reclaim__load(rs->get()), "loading reclaim programs"), "reclaim");
+    COLOD_TRY_VOID(bpf::check(reclaim__attach(rs->get()), "attaching reclaim programs"), "reclaim");
     r = std::move(*rs);
   }
   auto w = detail::Watch::create({.cg_slots = bpf_map__fd((*s)->maps.cg_slots),
@@ -218,45 +241,71 @@ Result<void> Collector::Impl::load(AttachKind kind) {
   return {};
 }
 
-Result<bpf::MapDump> Collector::Impl::readSchedSlots() const {
-  return bpf::dumpMap(bpf_map__fd(sched_skel->maps.cg_slots), sizeof(uint64_t), sizeof(uint32_t),
-                      opts.max_cgroups);
+void Collector::Impl::initReaders() {
+  const bool legacy = opts.legacy_reads;
+  const auto cpus = static_cast<std::size_t>(ncpu);
+  slots_reader = bpf::MapReader(sizeof(uint64_t), sizeof(uint32_t), legacy);
+  sched_reader = bpf::MapReader(sizeof(uint32_t), roundUp8(sizeof(colod_cg_sched)) * cpus, legacy);
+  pairs_reader = bpf::MapReader(sizeof(colod_pair_key), sizeof(uint64_t), legacy);
+  reclaim_reader =
+      bpf::MapReader(sizeof(uint64_t), roundUp8(sizeof(colod_cg_reclaim)) * cpus, legacy);
+  drops_buf.resize(cpus);
+}
+
+// Kernel memory of every map of both objects (.bss/.rodata and the ring buffer included), as the
+// kernel accounts it. A map whose fdinfo cannot be read counts 0: the number is a report.
+uint64_t Collector::Impl::sumMapBytes() const {
+  uint64_t total = 0;
+  auto add = [&](const bpf_object* obj) {
+    const bpf_map* m = nullptr;
+    bpf_object__for_each_map(m, obj) {
+      if (auto b = bpf::mapMemlockBytes(bpf_map__fd(m)); b) {
+        total += *b;
+      }
+    }
+  };
+  add(sched_skel->obj);
+  if (reclaim_skel) {
+    add(reclaim_skel->obj);
+  }
+  return total;
 }
 
 // Per-cgroup scheduler aggregates: ids and slots from cg_slots, values from the slots of the
 // per-CPU array cg_sched, read in one pass up to the highest slot ever handed out.
-Result<std::unordered_map<uint64_t, detail::SchedEntry>> Collector::Impl::readSched() const {
+Result<std::unordered_map<uint64_t, detail::SchedEntry>> Collector::Impl::readSched() {
   std::unordered_map<uint64_t, detail::SchedEntry> out;
-  auto slots = readSchedSlots();
+  auto slots = slots_reader.read(bpf_map__fd(sched_skel->maps.cg_slots), opts.max_cgroups);
   if (!slots) {
     return std::move(slots).error().wrap("reading cg_slots");
   }
-  if (slots->count == 0) {
+  if (*slots == 0) {
+    sched_reader.clear();
     return out;
   }
   const uint64_t used = __atomic_load_n(&sched_skel->bss->slots_used, __ATOMIC_ACQUIRE);
   const std::size_t top = static_cast<std::size_t>(std::min<uint64_t>(used, opts.max_cgroups));
-  const std::size_t stride = roundUp8(sizeof(colod_cg_sched)) * static_cast<std::size_t>(ncpu);
-  auto vals = bpf::dumpMap(bpf_map__fd(sched_skel->maps.cg_sched), sizeof(uint32_t), stride, top);
+  auto vals = sched_reader.read(bpf_map__fd(sched_skel->maps.cg_sched), top);
   if (!vals) {
     return std::move(vals).error();
   }
-  std::vector<const uint8_t*> at(top, nullptr);
-  for (std::size_t i = 0; i < vals->count; ++i) {
+  slot_values.assign(top, nullptr);
+  for (std::size_t i = 0; i < *vals; ++i) {
     uint32_t slot = 0;
-    std::memcpy(&slot, vals->keys.data() + i * sizeof(slot), sizeof(slot));
+    std::memcpy(&slot, sched_reader.key(i), sizeof(slot));
     if (slot < top) {
-      at[slot] = vals->values.data() + i * stride;
+      slot_values[slot] = sched_reader.value(i);
     }
   }
-  for (std::size_t i = 0; i < slots->count; ++i) {
+  out.reserve(*slots);
+  for (std::size_t i = 0; i < *slots; ++i) {
     uint64_t id = 0;
     uint32_t slot = 0;
-    std::memcpy(&id, slots->keys.data() + i * sizeof(id), sizeof(id));
-    std::memcpy(&slot, slots->values.data() + i * sizeof(slot), sizeof(slot));
+    std::memcpy(&id, slots_reader.key(i), sizeof(id));
+    std::memcpy(&slot, slots_reader.value(i), sizeof(slot));
     // A slot above `top` was handed out after slots_used was read: next snapshot.
-    if (slot < top && at[slot] != nullptr) {
-      out[id] = detail::SchedEntry{slot, detail::sumSchedPerCpu(at[slot], ncpu)};
+    if (slot < top && slot_values[slot] != nullptr) {
+      out[id] = detail::SchedEntry{slot, detail::sumSchedPerCpu(slot_values[slot], ncpu)};
     }
   }
   return out;
@@ -387,6 +436,8 @@ Result<void> Collector::Impl::rescan() {
   for (auto& e : *all) {
     paths.emplace(e.id, std::move(e.rel));
   }
+  // Files of cgroups gone from the tree are closed now, not when the cache evicts them.
+  files.retainIf([this](uint64_t id) { return paths.contains(id); });
   last_rescan_tick = tick;
   return {};
 }
@@ -399,56 +450,44 @@ void Collector::Impl::readFiles(CgroupSample& s) {
     }
   };
   // Throttling: cpu.stat of the cgroup that holds the cpu controller (v1 cpu hierarchy; v2).
-  if (auto dir = cgroup::CgroupDir::open(cgroup::joinRel(id_root, s.path)); dir) {
-    if (auto text = dir->read("cpu.stat"); text) {
-      if (auto st = cgroup::parseCpuStat(*text); st && st->nr_throttled) {
-        auto& prev = prev_files[s.id];
-        if (prev.have) {
-          Throttling t;
-          t.nr_periods = sub(st->nr_periods.value_or(0), prev.cpu_stat.nr_periods.value_or(0));
-          t.nr_throttled = sub(*st->nr_throttled, prev.cpu_stat.nr_throttled.value_or(0));
-          t.throttled_ns = sub(st->throttled_ns.value_or(0),
-                               prev.cpu_stat.throttled_ns.value_or(0));
-          s.throttling = t;
-        }
-        prev.cpu_stat = *st;
-        prev.have = true;
-      } else if (!st) {
-        note(st.error());
+  // Its directory's inode is the id, so a cgroup recreated at the same path is told apart.
+  const std::string dir = cgroup::joinRel(id_root, s.path);
+  if (auto text = files.read(s.id, detail::CgroupFile::CpuStat, dir, true); text) {
+    if (auto st = cgroup::parseCpuStat(*text); st && st->nr_throttled) {
+      auto& prev = prev_files[s.id];
+      if (prev.have) {
+        Throttling t;
+        t.nr_periods = sub(st->nr_periods.value_or(0), prev.cpu_stat.nr_periods.value_or(0));
+        t.nr_throttled = sub(*st->nr_throttled, prev.cpu_stat.nr_throttled.value_or(0));
+        t.throttled_ns = sub(st->throttled_ns.value_or(0), prev.cpu_stat.throttled_ns.value_or(0));
+        s.throttling = t;
       }
-    } else {
-      note(text.error());
+      prev.cpu_stat = *st;
+      prev.have = true;
+    } else if (!st) {
+      note(st.error());
     }
   } else {
-    note(dir.error());
+    note(text.error());
   }
   // PSI is charged in the unified hierarchy even when limits live in v1; the cgroup exists
-  // there only if the runtime created it (same relative path).
+  // there only if the runtime created it (same relative path, another inode on hybrid hosts).
   if (hier.unified.empty()) {
     return;
   }
-  auto udir = cgroup::CgroupDir::open(cgroup::joinRel(hier.unified, s.path));
-  if (!udir) {
-    note(udir.error());
-    return;
-  }
-  if (auto text = udir->read("cpu.pressure"); text) {
+  const std::string udir = cgroup::joinRel(hier.unified, s.path);
+  const bool same = hier.unified == id_root;
+  for (const auto f : {detail::CgroupFile::CpuPressure, detail::CgroupFile::MemoryPressure}) {
+    auto text = files.read(s.id, f, udir, same);
+    if (!text) {
+      note(text.error());
+      continue;
+    }
     if (auto p = cgroup::parsePsi(*text); p) {
-      s.cpu_pressure = toPsi(*p);
+      (f == detail::CgroupFile::CpuPressure ? s.cpu_pressure : s.memory_pressure) = toPsi(*p);
     } else {
       note(p.error());
     }
-  } else {
-    note(text.error());
-  }
-  if (auto text = udir->read("memory.pressure"); text) {
-    if (auto p = cgroup::parsePsi(*text); p) {
-      s.memory_pressure = toPsi(*p);
-    } else {
-      note(p.error());
-    }
-  } else {
-    note(text.error());
   }
 }
 
@@ -472,19 +511,17 @@ Result<Snapshot> Collector::Impl::snapshot() {
   if (!sched) {
     return std::move(sched).error().wrap("reading cg_sched");
   }
-  auto pd = bpf::dumpMap(pairs_fd, sizeof(colod_pair_key), sizeof(uint64_t), opts.max_pairs);
-  if (!pd) {
-    return std::move(pd).error().wrap("reading pairs");
+  auto pairs_n = pairs_reader.read(pairs_fd, opts.max_pairs);
+  if (!pairs_n) {
+    return std::move(pairs_n).error().wrap("reading pairs");
   }
-  bpf::MapDump rd;
+  std::size_t reclaim_n = 0;
   if (reclaim_skel) {
-    auto r = bpf::dumpMap(bpf_map__fd(reclaim_skel->maps.cg_reclaim), sizeof(uint64_t),
-                          roundUp8(sizeof(colod_cg_reclaim)) * static_cast<std::size_t>(ncpu),
-                          opts.max_cgroups);
+    auto r = reclaim_reader.read(bpf_map__fd(reclaim_skel->maps.cg_reclaim), opts.max_cgroups);
     if (!r) {
       return std::move(r).error().wrap("reading cg_reclaim");
     }
-    rd = std::move(*r);
+    reclaim_n = *r;
   }
 
   // Entries whose deletion failed (and failed again just now) belong to dead cgroups: not
@@ -494,25 +531,29 @@ Result<Snapshot> Collector::Impl::snapshot() {
     cur_sched.erase(id);
   }
   std::unordered_map<uint64_t, colod_cg_reclaim> cur_reclaim;
-  for (std::size_t i = 0; i < rd.count; ++i) {
+  cur_reclaim.reserve(reclaim_n);
+  for (std::size_t i = 0; i < reclaim_n; ++i) {
     uint64_t id = 0;
-    std::memcpy(&id, rd.keys.data() + i * sizeof(id), sizeof(id));
+    std::memcpy(&id, reclaim_reader.key(i), sizeof(id));
     if (undeleted_reclaim.contains(id)) {
       continue;
     }
-    cur_reclaim[id] = detail::sumReclaimPerCpu(
-        rd.values.data() +
-            i * roundUp8(sizeof(colod_cg_reclaim)) * static_cast<std::size_t>(ncpu),
-        ncpu);
+    cur_reclaim[id] = detail::sumReclaimPerCpu(reclaim_reader.value(i), ncpu);
   }
-  std::unordered_map<colod_pair_key, uint64_t, PairKeyHash, PairKeyEq> cur_pairs;
-  for (std::size_t i = 0; i < pd->count; ++i) {
+  pair_deltas.clear();
+  for (std::size_t i = 0; i < *pairs_n; ++i) {
     colod_pair_key k{};
     uint64_t v = 0;
-    std::memcpy(&k, pd->keys.data() + i * sizeof(k), sizeof(k));
-    std::memcpy(&v, pd->values.data() + i * sizeof(v), sizeof(v));
-    if (!undeleted_pairs.contains(k)) {
-      cur_pairs[k] = v;
+    std::memcpy(&k, pairs_reader.key(i), sizeof(k));
+    std::memcpy(&v, pairs_reader.value(i), sizeof(v));
+    if (undeleted_pairs.contains(k)) {
+      continue;
+    }
+    auto [it, inserted] = pairs_state.try_emplace(k);
+    const uint64_t d = inserted ? v : sub(v, it->second.value);
+    it->second = PairState{v, tick};
+    if (d != 0) {
+      pair_deltas.emplace_back(k, d);
     }
   }
 
@@ -560,6 +601,7 @@ Result<Snapshot> Collector::Impl::snapshot() {
         pruneSlot(it->first, it->second.slot, released);
         prev_sched.erase(it->first);
         prev_files.erase(it->first);
+        files.erase(it->first);
         it = cur_sched.erase(it);
       } else {
         ++it;
@@ -572,20 +614,26 @@ Result<Snapshot> Collector::Impl::snapshot() {
       if (!paths.contains(it->first)) {
         pruneReclaim(it->first);
         prev_reclaim.erase(it->first);
+        files.erase(it->first);
         it = cur_reclaim.erase(it);
       } else {
         ++it;
       }
     }
-    for (auto it = cur_pairs.begin(); it != cur_pairs.end();) {
-      if (!paths.contains(it->first.victim) || !paths.contains(it->first.aggressor)) {
+    auto dead = [&](const colod_pair_key& k) {
+      return !paths.contains(k.victim) || !paths.contains(k.aggressor);
+    };
+    for (auto it = pairs_state.begin(); it != pairs_state.end();) {
+      if (it->second.seen != tick) {
+        it = pairs_state.erase(it);  // gone from the map
+      } else if (dead(it->first)) {
         prunePair(it->first);
-        prev_pairs.erase(it->first);
-        it = cur_pairs.erase(it);
+        it = pairs_state.erase(it);
       } else {
         ++it;
       }
     }
+    std::erase_if(pair_deltas, [&](const auto& e) { return dead(e.first); });
   } else {
     for (const auto& [id, v] : cur_sched) {
       stats.unresolved_ids += paths.contains(id) ? 0 : 1;
@@ -637,23 +685,19 @@ Result<Snapshot> Collector::Impl::snapshot() {
     s.reclaim_pages = d.pages;
     s.reclaim_hist = detail::toHist(d.hist);
   }
-  for (const auto& [k, cur] : cur_pairs) {
-    uint64_t prev = 0;
-    if (auto p = prev_pairs.find(k); p != prev_pairs.end()) {
-      prev = p->second;
-    }
-    const uint64_t d = sub(cur, prev);
-    if (d == 0) {
-      continue;
-    }
+  for (const auto& [k, d] : pair_deltas) {
     CgroupSample& s = sample(k.victim);
     auto p = paths.find(k.aggressor);
     s.preempted_by.push_back(
         Aggressor{k.aggressor, p == paths.end() ? std::string() : p->second, d});
   }
   if (opts.read_files) {
+    files.beginTick();
+    const uint64_t every = std::max<uint32_t>(opts.files_every_n_ticks, 1);
     for (auto& [id, s] : out) {
-      if (!s.path.empty()) {
+      // The slower cadence is spread by id, so each tick reads about 1/every of the rest.
+      const bool due = every == 1 || every_tick.contains(id) || (tick + id) % every == 0;
+      if (!s.path.empty() && due) {
         readFiles(s);
       }
     }
@@ -669,11 +713,12 @@ Result<Snapshot> Collector::Impl::snapshot() {
 
   // Drops: per-CPU counters in both programs, summed.
   uint64_t drops = 0;
+  uint64_t drop_bytes = 0;
   auto sumDrops = [&](int fd) {
-    std::vector<uint64_t> v(static_cast<std::size_t>(ncpu));
     for (uint32_t i = 0; i < COLOD_DROP_MAX; ++i) {
-      if (bpf_map_lookup_elem(fd, &i, v.data()) == 0) {
-        for (uint64_t x : v) {
+      if (bpf_map_lookup_elem(fd, &i, drops_buf.data()) == 0) {
+        drop_bytes += sizeof(i) + drops_buf.size() * sizeof(uint64_t);
+        for (uint64_t x : drops_buf) {
           drops += x;
         }
       }
@@ -686,12 +731,19 @@ Result<Snapshot> Collector::Impl::snapshot() {
   stats.map_drops = drops;
   stats.map_deletes_pending =
       undeleted_slots.size() + undeleted_reclaim.size() + undeleted_pairs.size() + unreleased_slots;
+  stats.read_bytes_last_tick = slots_reader.lastReadBytes() + sched_reader.lastReadBytes() +
+                               pairs_reader.lastReadBytes() +
+                               (reclaim_skel ? reclaim_reader.lastReadBytes() : 0) + drop_bytes;
+  stats.read_buffer_bytes = slots_reader.bufferBytes() + sched_reader.bufferBytes() +
+                            pairs_reader.bufferBytes() + reclaim_reader.bufferBytes();
+  stats.bpf_map_bytes = map_bytes;
+  stats.cgroup_file_opens = files.opens();
+  stats.cgroup_files_open = files.openFiles();
   ++stats.snapshots;
   snap.stats = stats;
 
   prev_sched = std::move(cur_sched);
   prev_reclaim = std::move(cur_reclaim);
-  prev_pairs = std::move(cur_pairs);
   return snap;
 }
 
@@ -708,8 +760,9 @@ Result<Collector> Collector::create(const CollectorOptions& options) {
     bpf::setLibbpfLog(options.log);
   }
   if (::access("/sys/kernel/btf/vmlinux", R_OK) != 0) {
-    return COLOD_ERR(ENOENT, "kernel has no BTF (/sys/kernel/btf/vmlinux): CO-RE programs "
-                             "cannot load");
+    return COLOD_ERR(ENOENT,
+                     "kernel has no BTF (/sys/kernel/btf/vmlinux): CO-RE programs "
+                     "cannot load");
   }
   auto hier = cgroup::probe(options.cgroup_root);
   if (!hier) {
@@ -726,14 +779,22 @@ Result<Collector> Collector::create(const CollectorOptions& options) {
   }
   impl->id_root = impl->mode == CgroupMode::V2 ? hier->unified : hier->cpu;
   if (impl->id_root.empty()) {
-    return COLOD_ERR(ENOENT, "no ", toString(impl->mode), " hierarchy under ",
-                     options.cgroup_root);
+    return COLOD_ERR(ENOENT, "no ", toString(impl->mode), " hierarchy under ", options.cgroup_root);
   }
   const int ncpu = libbpf_num_possible_cpus();
   if (ncpu <= 0) {
     return COLOD_ERR(ncpu < 0 ? -ncpu : EINVAL, "counting possible CPUs");
   }
   impl->ncpu = ncpu;
+  impl->initReaders();
+  std::size_t max_open = 0;
+  if (options.max_open_files) {
+    max_open = *options.max_open_files;
+  } else if (rlimit rl{}; ::getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+    // Half the soft limit: the rest stays for the daemon's sockets, BPF objects and journal.
+    max_open = rl.rlim_cur == RLIM_INFINITY ? std::size_t{1} << 20 : rl.rlim_cur / 2;
+  }
+  impl->files = detail::CgroupFileCache(options.legacy_reads ? 0 : max_open);
 
   // tp_btf when the kernel has the tracepoint's BTF type; raw_tp otherwise or on load error.
   AttachKind kind = (!options.force_raw_tp && kernelHasBtfType("btf_trace_sched_switch"))
@@ -746,6 +807,7 @@ Result<Collector> Collector::create(const CollectorOptions& options) {
   if (!r) {
     return std::move(r).error();
   }
+  impl->map_bytes = impl->sumMapBytes();
   impl->last = std::chrono::steady_clock::now();
   if (auto s = impl->rescan(); !s) {
     return std::move(s).error();
@@ -758,57 +820,42 @@ Collector::Collector(Collector&&) noexcept = default;
 Collector& Collector::operator=(Collector&&) noexcept = default;
 Collector::~Collector() = default;
 
-Result<Snapshot> Collector::snapshot() {
-  return impl_->snapshot();
+Result<Snapshot> Collector::snapshot() { return impl_->snapshot(); }
+void Collector::setEveryTick(std::vector<uint64_t> ids) {
+  impl_->every_tick = std::unordered_set<uint64_t>(ids.begin(), ids.end());
 }
+uint64_t Collector::bpfMapBytes() const { return impl_->map_bytes; }
 Result<void> Collector::setWatched(const std::vector<WatchedCgroup>& cgroups) {
   return impl_->watch->set(cgroups);
 }
-int Collector::wakeupFd() const {
-  return impl_->watch->fd();
-}
-Result<std::vector<WakeupEvent>> Collector::consumeWakeups() {
-  return impl_->watch->consume();
-}
-CgroupMode Collector::mode() const {
-  return impl_->mode;
-}
-AttachKind Collector::attachKind() const {
-  return impl_->attach;
-}
-const std::string& Collector::hierarchyRoot() const {
-  return impl_->id_root;
-}
+int Collector::wakeupFd() const { return impl_->watch->fd(); }
+Result<std::vector<WakeupEvent>> Collector::consumeWakeups() { return impl_->watch->consume(); }
+CgroupMode Collector::mode() const { return impl_->mode; }
+AttachKind Collector::attachKind() const { return impl_->attach; }
+const std::string& Collector::hierarchyRoot() const { return impl_->id_root; }
 
 Result<std::vector<uint64_t>> Collector::trackedCgroupIds() const {
+  // Diagnostics: local readers, so the snapshot's buffers and counters are left alone.
   std::vector<uint64_t> ids;
-  auto add = [&](int fd, std::size_t value_size) -> Result<void> {
-    auto d = bpf::dumpMap(fd, sizeof(uint64_t),
-                          roundUp8(value_size) * static_cast<std::size_t>(impl_->ncpu),
-                          impl_->opts.max_cgroups);
-    if (!d) {
-      return std::move(d).error();
+  auto add = [&](int fd, std::size_t value_stride) -> Result<void> {
+    bpf::MapReader r(sizeof(uint64_t), value_stride);
+    auto n = r.read(fd, impl_->opts.max_cgroups);
+    if (!n) {
+      return std::move(n).error();
     }
-    for (std::size_t i = 0; i < d->count; ++i) {
+    for (std::size_t i = 0; i < *n; ++i) {
       uint64_t id = 0;
-      std::memcpy(&id, d->keys.data() + i * sizeof(id), sizeof(id));
+      std::memcpy(&id, r.key(i), sizeof(id));
       ids.push_back(id);
     }
     return {};
   };
-  auto slots = impl_->readSchedSlots();
-  if (!slots) {
-    return std::move(slots).error().wrap("reading cg_slots");
-  }
-  for (std::size_t i = 0; i < slots->count; ++i) {
-    uint64_t id = 0;
-    std::memcpy(&id, slots->keys.data() + i * sizeof(id), sizeof(id));
-    ids.push_back(id);
-  }
+  COLOD_TRY_VOID(add(bpf_map__fd(impl_->sched_skel->maps.cg_slots), sizeof(uint32_t)),
+                 "reading cg_slots");
   if (impl_->reclaim_skel) {
-    COLOD_TRY_VOID(
-        add(bpf_map__fd(impl_->reclaim_skel->maps.cg_reclaim), sizeof(colod_cg_reclaim)),
-        "reading cg_reclaim");
+    COLOD_TRY_VOID(add(bpf_map__fd(impl_->reclaim_skel->maps.cg_reclaim),
+                       roundUp8(sizeof(colod_cg_reclaim)) * static_cast<std::size_t>(impl_->ncpu)),
+                   "reading cg_reclaim");
   }
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());

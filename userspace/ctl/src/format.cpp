@@ -310,12 +310,14 @@ std::string formatStatus(const v1::StatusReply& s) {
       " ms\ncgroup mode:    %s\nconfig:         %s\n"
       "held by colod:  %" PRIu64 " containers\nupdates:        %" PRIu64 " confirmed, %" PRIu64
       " failed attempts (all retried); pending: %s\n"
-      "journal:        %" PRIu64 " entries\nrss:            %.1f MiB\ncpu:            %.2f s\n",
+      "journal:        %" PRIu64
+      " entries\nrss:            %.1f MiB\nbpf maps:       %.1f MiB\ncpu:            %.2f s\n",
       s.version().c_str(), s.mode().c_str(), s.nri_connected() ? "connected" : "disconnected",
       s.nri_reconnects(), s.containers(), s.ticks(), s.interval_ms(), s.cgroup_mode().c_str(),
       s.config_path().empty() ? "(built-in defaults)" : s.config_path().c_str(),
       s.reconcile_tracked(), s.updates_sent(), s.update_failures(), pending.c_str(),
-      s.journal_entries(), static_cast<double>(s.rss_bytes()) / (1 << 20), s.cpu_seconds());
+      s.journal_entries(), static_cast<double>(s.rss_bytes()) / (1 << 20),
+      static_cast<double>(s.bpf_map_bytes()) / (1 << 20), s.cpu_seconds());
 }
 
 }  // namespace colod::ctl

@@ -312,6 +312,9 @@ TEST(CtlFormat, StatusSaysWhatIsPendingNotJustWhatFailed) {
             std::string::npos)
       << settled;
   EXPECT_NE(settled.find("held by colod:  2 containers"), std::string::npos) << settled;
+  s.set_bpf_map_bytes(11 << 20);
+  EXPECT_NE(formatStatus(s).find("bpf maps:       11.0 MiB\n"), std::string::npos)
+      << formatStatus(s);
   s.set_reconcile_pending(1);
   s.set_reconcile_oldest_pending_ms(1500);
   EXPECT_NE(formatStatus(s).find("pending: 1 containers (oldest 1500 ms)"), std::string::npos);

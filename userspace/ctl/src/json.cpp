@@ -66,7 +66,8 @@ ordered_json statusDoc(const v1::StatusReply& s) {
           {"interval_ms", s.interval_ms()},
           {"reconcile_pending", s.reconcile_pending()},
           {"reconcile_oldest_pending_ms", s.reconcile_oldest_pending_ms()},
-          {"reconcile_tracked", s.reconcile_tracked()}};
+          {"reconcile_tracked", s.reconcile_tracked()},
+          {"bpf_map_bytes", s.bpf_map_bytes()}};
 }
 
 ordered_json decisionDoc(const v1::Decision& d) {

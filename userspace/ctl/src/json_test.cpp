@@ -65,7 +65,8 @@ TEST(CtlJson, Status) {
   EXPECT_EQ(doc["interval_ms"], 100);
   EXPECT_EQ(doc["cpu_seconds"], 1.5);
   EXPECT_TRUE(doc["reconcile_pending"].is_number_unsigned());
-  EXPECT_EQ(doc.size(), 18U);  // every StatusReply field
+  EXPECT_TRUE(doc["bpf_map_bytes"].is_number_unsigned());
+  EXPECT_EQ(doc.size(), 19U);  // every StatusReply field
 }
 
 TEST(CtlJson, ContainersOneDocumentOrOneLine) {

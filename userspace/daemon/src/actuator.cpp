@@ -299,6 +299,7 @@ void Actuator::run() {
         updates.push_back({.container_id = p.id,
                            .resources = toLinuxResources(p.values, options_.reconciler.all_cpus)});
       }
+      state_.beginSend(batch);
       lk.unlock();
       for (const auto& n : notes) {
         if (options_.on_note) {

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The daemon: startup, the epoll loop, signals, config reload and shutdown (see daemon_impl.h).
+#include <sys/resource.h>
+
 #include "daemon_impl.h"
 
 namespace colod::daemon {
@@ -42,10 +44,23 @@ Result<void> Daemon::Impl::init() {
   node_cpus_ = std::move(cpus).value();
   all_cpus_ = policy::formatCpuList(node_cpus_);
 
+  // The collector keeps three cgroup files open per container (issue #17) and sizes that cache
+  // by half the soft RLIMIT_NOFILE: systemd's soft default (1024) would hold ~170 containers.
+  // Raising the soft limit to the hard one needs no privilege.
+  if (struct rlimit rl{}; ::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    const rlim_t was = rl.rlim_cur;
+    rl.rlim_cur = rl.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &rl) == 0) {
+      log()->debug("open files limit raised from {} to {}", was, rl.rlim_max);
+    }
+  }
   collect::CollectorOptions copts;
   copts.cgroup_root = s.cgroup_root;
   copts.max_cgroups = s.max_cgroups;
   copts.watch_window = wakeup_.window;
+  // The policy sees containers only: other cgroups' files are read once a second (the ones of
+  // containers at every tick: syncWatched()).
+  copts.files_every_n_ticks = kFilesEveryNTicks;
   copts.log = [](int level, const std::string& msg) {
     if (level == 0) {
       log()->warn("libbpf: {}", msg);

@@ -83,6 +83,10 @@ inline std::shared_ptr<spdlog::logger> log() {
 // malloc_trim(): see syncRegistry().
 constexpr std::size_t kTrimAfterChanges = 64;
 
+// Cgroups that are not containers (system services, sandboxes) have their cgroup files read at
+// every kFilesEveryNTicks-th tick only (issue #17); containers' at every tick.
+constexpr uint32_t kFilesEveryNTicks = 10;
+
 // Per-container state owned by the loop thread.
 struct Known {
   // The registry's objects this container was last converted from (shared with the registry, so
@@ -197,7 +201,8 @@ class Daemon::Impl final : public nri::Plugin,
   // Admission placement of a container being created (loop thread): the adjustment for the
   // CreateContainer reply (empty: created as asked). `may_adjust` false: the reply has gone
   // already, the placement reaches the container by an update.
-  nri::ContainerAdjustment admit(const nri::PodSandbox& pod, const nri::Container& ctr,
+  nri::ContainerAdjustment admit(const nri::PodSandbox& pod,
+                                 const nri::Container& ctr,
                                  bool may_adjust);
   // Turns the engine's restrictions into overlays, journals them (write-ahead) and hands them to
   // the actuator. `round` (may be null) holds the decisions that led there.
@@ -239,8 +244,8 @@ class Daemon::Impl final : public nri::Plugin,
   std::atomic<bool> nri_connected_{false};
   std::atomic<uint64_t> nri_reconnects_{0};
   std::mutex conflicts_mu_;
-  std::map<std::string, uint64_t> plugin_conflicts_;      // other plugin -> fields left to it
-  std::set<std::string> conflicts_logged_;                // container/field/plugin, bounded
+  std::map<std::string, uint64_t> plugin_conflicts_;  // other plugin -> fields left to it
+  std::set<std::string> conflicts_logged_;            // container/field/plugin, bounded
   std::mutex nri_log_mu_;
   std::string nri_last_failure_;  // the last disconnect reason logged (stub threads)
   // The actuator's (version, pending) when the view was last published (loop thread).
@@ -298,10 +303,12 @@ class Daemon::Impl final : public nri::Plugin,
   std::atomic<uint64_t> bpf_drops_{0};
   std::atomic<uint64_t> bpf_delete_errors_{0};
   std::atomic<uint64_t> bpf_deletes_pending_{0};
+  std::atomic<uint64_t> bpf_map_bytes_{0};
   // Event-driven detection (wakeup.cpp; loop thread but the counters, read by publish()).
   WakeupSettings wakeup_;
   EventRoundLimiter event_limiter_{wakeup_.min_gap};
   std::vector<collect::WatchedCgroup> watched_;
+  std::vector<uint64_t> every_tick_;  // cgroup ids given to Collector::setEveryTick
   uint64_t watch_errors_ = 0;
   std::atomic<uint64_t> event_wakeups_{0};  // events read from the ring buffer
   std::atomic<uint64_t> event_rounds_{0};   // decision rounds run on them

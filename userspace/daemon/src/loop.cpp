@@ -186,6 +186,7 @@ void Daemon::Impl::tick(RoundReason reason) {
   bpf_drops_ = snap->stats.map_drops;
   bpf_delete_errors_ = snap->stats.map_delete_errors;
   bpf_deletes_pending_ = snap->stats.map_deletes_pending;
+  bpf_map_bytes_ = snap->stats.bpf_map_bytes;
 
   policy::Snapshot ps;
   ps.now_ns =
@@ -429,6 +430,7 @@ void Daemon::Impl::publish() {
   d.bpf_dropped_events = bpf_drops_;
   d.bpf_delete_errors = bpf_delete_errors_;
   d.bpf_deletes_pending = bpf_deletes_pending_;
+  d.bpf_map_bytes = bpf_map_bytes_;
   d.ticks = ticks_;
   d.tick_overruns = tick_overruns_;
   d.event_wakeups = event_wakeups_;
@@ -456,6 +458,7 @@ void Daemon::Impl::publish() {
   st.set_reconcile_oldest_pending_ms(rs.oldest_pending_ns / 1000000);
   st.set_reconcile_tracked(rs.tracked);
   st.set_interval_ms(conf->daemon.interval.count());
+  st.set_bpf_map_bytes(d.bpf_map_bytes);
   views_.publish(buildView(in));
   // Once a second: the previous view and the collector's per-tick map dumps (~1.5 MB with 1000
   // containers) are free heap now; without a trim glibc keeps those pages resident for the life

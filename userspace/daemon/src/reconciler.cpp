@@ -278,7 +278,8 @@ void ReconcilerState::refresh(Tracked& t, int64_t now_ns) {
 void ReconcilerState::dropConverged() {
   for (auto it = tracked_.begin(); it != tracked_.end();) {
     const Tracked& t = it->second;
-    if (t.spec_known && !t.e.pending && emptyOverlay(t.e.overlay)) {
+    if (t.spec_known && !t.e.pending && !t.in_flight && !t.unconfirmed &&
+        emptyOverlay(t.e.overlay)) {
       it = tracked_.erase(it);  // released and confirmed: nothing of colod's is left on it
       ++version_;
     } else {
@@ -296,6 +297,7 @@ void ReconcilerState::observeSpec(const std::string& id,
   }
   Tracked& t = it->second;
   t.creating = false;  // the runtime lists it: created
+  t.unconfirmed = false;
   for (Field f : kAllFields) {
     if (!hasField(t.e.base, f)) {
       continue;
@@ -498,6 +500,16 @@ std::vector<PlannedUpdate> ReconcilerState::plan(int64_t now_ns) const {
   return out;
 }
 
+void ReconcilerState::beginSend(const std::vector<PlannedUpdate>& batch) {
+  for (const auto& p : batch) {
+    auto it = tracked_.find(p.id);
+    if (it == tracked_.end()) {
+      continue;
+    }
+    it->second.in_flight = true;
+  }
+}
+
 void ReconcilerState::onSent(const std::vector<PlannedUpdate>& sent,
                              SendOutcome outcome,
                              const std::string& error,
@@ -517,6 +529,10 @@ void ReconcilerState::onSent(const std::vector<PlannedUpdate>& sent,
       continue;  // gone meanwhile
     }
     Tracked& t = it->second;
+    t.in_flight = false;
+    if (outcome == SendOutcome::Applied) {
+      t.unconfirmed = false;
+    }
     for (Field f : kAllFields) {
       // Even a refused or lost call may have changed the runtime (a batch fails as a whole
       // though some of it landed): the resync must recognise these values as colod's. A call
@@ -540,6 +556,9 @@ void ReconcilerState::onSent(const std::vector<PlannedUpdate>& sent,
         break;
       case SendOutcome::Refused:
       case SendOutcome::Unknown: {
+        // The runtime may hold the values now: the entry is not dropped on a release until the
+        // runtime says what it holds (a value it reports that colod sent is not its own).
+        t.unconfirmed = true;
         ++t.e.attempts;
         t.e.last_error = std::string(outcomeName(outcome)) + ": " + error;
         int64_t backoff = options_.backoff_initial_ns;

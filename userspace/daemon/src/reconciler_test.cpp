@@ -56,6 +56,53 @@ TEST(Reconciler, ReleaseReturnsToTheBaseAndForgetsTheContainer) {
   EXPECT_EQ(st.find("be"), nullptr) << "released and confirmed: nothing left to track";
 }
 
+// A vm e2e run in CI: an admission placement's update was on its way (the actuator sends
+// outside its lock) when the engine released the placement. The entry's spec still held the
+// pre-send value, so the release looked converged and the entry was dropped; the update then
+// landed and the BE stayed restricted with nothing in the journal. An entry with an update in
+// flight is kept, and the release is sent once the in-flight result is known.
+TEST(Reconciler, AReleaseWhileAnUpdateIsInFlightIsNotForgotten) {
+  auto st = makeState();
+  policy::Resources one;
+  one.cpuset_cpus = "1";
+  ASSERT_TRUE(st.setOverlay("be", "ns/p/be", one, spec150(), "admission", 0));
+  const auto plan = st.plan(0);
+  ASSERT_EQ(plan.size(), 1U);
+  st.beginSend(plan);
+  // Released while the call is out.
+  ASSERT_TRUE(st.setOverlay("be", "", {}, spec150(), "released", kMs));
+  const auto* e = st.find("be");
+  ASSERT_NE(e, nullptr) << "dropped while its update was in flight";
+  st.onSent(plan, SendOutcome::Applied, "", 2 * kMs);
+  const auto release = st.plan(2 * kMs);
+  ASSERT_EQ(release.size(), 1U) << "the landed update is not taken back";
+  EXPECT_EQ(release[0].values.cpuset_cpus, "0-1");
+  st.beginSend(release);
+  st.onSent(release, SendOutcome::Applied, "", 3 * kMs);
+  EXPECT_EQ(st.find("be"), nullptr) << "released and confirmed: nothing left to track";
+}
+
+// The same with a call whose outcome is unknown: the runtime may hold the value, so the release
+// goes out (the resync would also tell).
+TEST(Reconciler, AReleaseWhileAnUpdateIsLostIsStillSent) {
+  auto st = makeState();
+  policy::Resources one;
+  one.cpuset_cpus = "1";
+  ASSERT_TRUE(st.setOverlay("be", "", one, spec150(), "", 0));
+  const auto plan = st.plan(0);
+  st.beginSend(plan);
+  ASSERT_TRUE(st.setOverlay("be", "", {}, spec150(), "released", kMs));
+  st.onSent(plan, SendOutcome::Unknown, "reset", 2 * kMs);
+  // The runtime reports what it holds: colod's value, which it must not take as the base.
+  policy::Resources now = spec150();
+  now.cpuset_cpus = "1";
+  st.observeSpec("be", now, 3 * kMs);
+  const auto* e = st.find("be");
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->base.cpuset_cpus, "0-1");
+  EXPECT_TRUE(e->pending);
+}
+
 TEST(Reconciler, AKubeletResizeBecomesTheBaseAndTheOverlayIsKeptInTheReply) {
   auto st = makeState();
   ASSERT_TRUE(st.setOverlay("be", "", quota(42187), spec150(), "", 0));

@@ -62,8 +62,20 @@ std::vector<collect::WatchedCgroup> watchedCgroups(std::span<const WatchCandidat
 void Daemon::Impl::syncWatched() {
   std::vector<WatchCandidate> cands;
   cands.reserve(known_.size());
+  std::vector<uint64_t> containers;
+  containers.reserve(known_.size());
   for (const auto& [id, k] : known_) {
     cands.push_back(WatchCandidate{.cgroup_id = k.cgroup_id, .tier = k.tier});
+    if (k.cgroup_id != 0) {
+      containers.push_back(k.cgroup_id);
+    }
+  }
+  // Issue #17: the cgroup files (cpu.stat, PSI) of the containers the policy judges are read at
+  // every tick; other cgroups (system services, sandboxes) every kFilesEveryNTicks-th only.
+  std::sort(containers.begin(), containers.end());
+  if (containers != every_tick_) {
+    every_tick_ = containers;
+    collector_->setEveryTick(std::move(containers));
   }
   const auto conf = cfg();
   const auto threshold = std::chrono::microseconds(conf->daemon.event_wait_threshold_us);

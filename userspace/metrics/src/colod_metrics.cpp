@@ -129,6 +129,10 @@ std::string formatColodMetrics(const MetricsView& view) {
       {"colod_bpf_deletes_pending", MetricType::Gauge,
        "Removals from the BPF maps waiting for their retry.",
        static_cast<double>(d.bpf_deletes_pending)},
+      {"colod_bpf_map_bytes", MetricType::Gauge,
+       "Kernel memory of colod's BPF maps (per-CPU values for every possible CPU included), as "
+       "the kernel reports it (memlock); charged to colod's memory cgroup, not in its RSS.",
+       static_cast<double>(d.bpf_map_bytes)},
       {"colod_ticks_total", MetricType::Counter, "Policy evaluation ticks.",
        static_cast<double>(d.ticks)},
       {"colod_tick_overruns_total", MetricType::Counter,

@@ -49,8 +49,8 @@ struct LatencySummary {
   uint64_t p50_us = 0;
   uint64_t p90_us = 0;
   uint64_t p99_us = 0;
-  uint64_t max_us = 0;      // upper bound of the highest non-empty slot
-  uint64_t total_ns = 0;    // sum of all waits this interval (exact, not from slots)
+  uint64_t max_us = 0;    // upper bound of the highest non-empty slot
+  uint64_t total_ns = 0;  // sum of all waits this interval (exact, not from slots)
 };
 
 // Who took the CPU from this cgroup's tasks during the interval.
@@ -82,8 +82,8 @@ struct Throttling {
 };
 
 struct CgroupSample {
-  uint64_t id = 0;       // inode of the cgroup dir in the hierarchy given by Snapshot::mode
-  std::string path;      // relative to the hierarchy root, "/" for the root; "" if unresolved
+  uint64_t id = 0;   // inode of the cgroup dir in the hierarchy given by Snapshot::mode
+  std::string path;  // relative to the hierarchy root, "/" for the root; "" if unresolved
 
   // Run-queue latency of this cgroup's tasks (wakeup/new/preempted -> running), this interval.
   LatencySummary runq;
@@ -97,11 +97,11 @@ struct CgroupSample {
   // Run-queue wait after preemptions: from each preemption to the task's next switch-in, on
   // whichever CPU that is (a victim the balancer moved while it waited keeps its whole wait).
   uint64_t preempted_wait_ns = 0;
-  uint64_t preempted_waits = 0;        // the waits summed in preempted_wait_ns
+  uint64_t preempted_waits = 0;         // the waits summed in preempted_wait_ns
   std::vector<Aggressor> preempted_by;  // sorted by preemptions, descending
-  uint64_t oncpu_ns = 0;               // CPU time of this cgroup's tasks this interval
-  uint64_t wakeups = 0;                // wakeups seen (depth samples)
-  uint64_t runq_depth_sum = 0;         // sum of run-queue depth seen at those wakeups
+  uint64_t oncpu_ns = 0;                // CPU time of this cgroup's tasks this interval
+  uint64_t wakeups = 0;                 // wakeups seen (depth samples)
+  uint64_t runq_depth_sum = 0;          // sum of run-queue depth seen at those wakeups
 
   // Memory reclaim stall (direct + memcg reclaim) this interval.
   uint64_t reclaim_count = 0;
@@ -111,23 +111,34 @@ struct CgroupSample {
 
   // From the cgroup files, when present (std::nullopt when missing/unreadable).
   std::optional<Throttling> throttling;
-  std::optional<Psi> cpu_pressure;     // unified hierarchy (PSI lives there on hybrid hosts)
+  std::optional<Psi> cpu_pressure;  // unified hierarchy (PSI lives there on hybrid hosts)
   std::optional<Psi> memory_pressure;
 };
 
 // Collector counters (style rule 15b: expected runtime conditions are counted).
 struct CollectorStats {
   uint64_t snapshots = 0;
-  uint64_t map_drops = 0;          // BPF map updates that failed (map full), summed over CPUs
-  uint64_t pruned_cgroups = 0;     // map entries of vanished cgroups deleted
-  uint64_t unresolved_ids = 0;     // ids seen in maps with no live cgroup dir
-  uint64_t file_read_errors = 0;   // cgroup file reads that failed (other than ENOENT)
+  uint64_t map_drops = 0;         // BPF map updates that failed (map full), summed over CPUs
+  uint64_t pruned_cgroups = 0;    // map entries of vanished cgroups deleted
+  uint64_t unresolved_ids = 0;    // ids seen in maps with no live cgroup dir
+  uint64_t file_read_errors = 0;  // cgroup file reads that failed (other than ENOENT)
   // Removing a vanished cgroup's state from the kernel maps failed (an entry's deletion, or
   // handing its cg_sched slot back): each failed attempt. Every one is retried at the next
   // snapshot until it succeeds, so nothing leaks; until then the entry stays in its map.
   uint64_t map_delete_errors = 0;
   uint64_t map_deletes_pending = 0;  // now: those waiting for their retry (bounded by map sizes)
   uint64_t watch_write_errors = 0;   // cg_watch writes refused (retried at the next snapshot)
+  // The read side's cost (issue 17). Bytes copied out of the BPF maps by the last snapshot:
+  // live entries x (key + value; per-CPU values x possible CPUs), not max_entries.
+  uint64_t read_bytes_last_tick = 0;
+  // Bytes of the map read buffers held between snapshots (sized by the live entries). With
+  // legacy_reads: the buffers allocated and zero-filled by the last snapshot.
+  uint64_t read_buffer_bytes = 0;
+  // Kernel memory of colod's BPF maps (sum of each map's fdinfo memlock; fixed after load).
+  // Charged to colod's memory cgroup on current kernels, and not part of its RSS.
+  uint64_t bpf_map_bytes = 0;
+  uint64_t cgroup_file_opens = 0;  // cgroup control files opened (flat when all stay cached)
+  uint64_t cgroup_files_open = 0;  // now: control files held open for re-reading
 };
 
 struct Snapshot {
@@ -165,8 +176,20 @@ struct CollectorOptions {
   // Attach sched_wakeup(_new) for run-queue depth at wakeup. Off by default: it costs ~80 ns
   // per wakeup (bpf/README.md), which a pipe ping-pong pays twice per round trip.
   bool wakeup_depth = false;
-  bool reclaim = true;                         // attach the vmscan programs
-  bool read_files = true;                      // read cpu.stat / PSI per cgroup
+  bool reclaim = true;     // attach the vmscan programs
+  bool read_files = true;  // read cpu.stat / PSI per cgroup
+  // Control files kept open between snapshots (cpu.stat, cpu.pressure, memory.pressure: up to
+  // 3 per active cgroup). nullopt: half of RLIMIT_NOFILE's soft limit at create(). 0: open and
+  // close at every read.
+  std::optional<std::size_t> max_open_files;
+  // Cadence of the cgroup file reads: cgroups not named in setEveryTick() have their files
+  // read every files_every_n_ticks-th snapshot only (spread over the ticks by id), and no file
+  // data in the others. 1 (the default) reads every active cgroup's files at every snapshot.
+  uint32_t files_every_n_ticks = 1;
+  // Benchmarks only (scripts/bench/scale.sh "before"): the pre-issue-17 read side -- every map
+  // dumped at max_entries into buffers allocated and zero-filled at each snapshot, and every
+  // cgroup file opened and closed at each read.
+  bool legacy_reads = false;
   // Window of the wakeup watch's wait accumulator (setWatched).
   std::chrono::nanoseconds watch_window{std::chrono::milliseconds(10)};
   // Fault injection, for tests only (production leaves it empty): consulted before each map
@@ -205,6 +228,13 @@ class Collector {
   [[nodiscard]] int wakeupFd() const;
   // The events posted since the last call (non-blocking; empty when none).
   Result<std::vector<WakeupEvent>> consumeWakeups();
+
+  // The cgroups whose files are read at every snapshot when files_every_n_ticks > 1 (the
+  // policy's protected containers and current candidates); replaces the previous set.
+  void setEveryTick(std::vector<uint64_t> ids);
+
+  // Kernel memory of colod's BPF maps in bytes, as CollectorStats::bpf_map_bytes.
+  [[nodiscard]] uint64_t bpfMapBytes() const;
 
   [[nodiscard]] CgroupMode mode() const;
   [[nodiscard]] AttachKind attachKind() const;

@@ -157,6 +157,12 @@ class ReconcilerState {
   // Up to max_batch updates for pending containers whose backoff has passed, oldest first; a
   // container whose last batch failed is planned alone (the runtime does not say which failed).
   [[nodiscard]] std::vector<PlannedUpdate> plan(int64_t now_ns) const;
+  // `batch` (the output of plan()) is about to be sent, outside the caller's lock: its
+  // containers are kept until onSent() says how it went (which remembers the values).
+  // A release decided while the call is in flight must not find the entry "converged" (its spec
+  // still the pre-send value) and forget it: the update lands afterwards, and colod would leave
+  // a restriction it no longer knows of (a vm e2e run in CI did exactly that).
+  void beginSend(const std::vector<PlannedUpdate>& batch);
   // The result of sending `sent` (the output of plan()). Applied: the values are taken as the
   // spec. Other outcomes back off (doubling, capped) and are retried forever.
   void onSent(const std::vector<PlannedUpdate>& sent,
@@ -193,6 +199,8 @@ class ReconcilerState {
     bool spec_known = false;
     bool creating = false;  // adjusted at creation, not yet seen in the runtime's list
     int64_t created_at_ns = 0;
+    bool in_flight = false;    // an update for it is being sent (beginSend .. onSent)
+    bool unconfirmed = false;  // a refused or lost update may have landed: kept until observed
   };
   [[nodiscard]] policy::Resources desiredOf(const Tracked& t) const;
   [[nodiscard]] std::vector<Field> diffOf(const Tracked& t) const;

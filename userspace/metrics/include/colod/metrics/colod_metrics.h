@@ -56,6 +56,7 @@ struct DaemonMetrics {
   uint64_t bpf_dropped_events = 0;   // BPF map updates that failed (maps full)
   uint64_t bpf_delete_errors = 0;    // removals of vanished cgroups' map state that failed
   uint64_t bpf_deletes_pending = 0;  // those waiting for their retry now
+  uint64_t bpf_map_bytes = 0;        // kernel memory of colod's BPF maps (fdinfo memlock)
   uint64_t ticks = 0;
   uint64_t tick_overruns = 0;
   uint64_t event_wakeups = 0;  // wakeup events from the BPF side (protected cgroups waiting)

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# colod's collector cost against the number of live containers (issue 17), on this host.
+# For each size (default 100 500 1000 2000) the bench holds that many cgroups (the v1 cpu
+# hierarchy plus the unified one on hybrid hosts, or the cgroup2 tree), each with one process:
+# one in BUSY_EVERY (10) wakes every BUSY_PERIOD_US (20000) and works BUSY_SPIN_US (50), the
+# others wake every IDLE_PERIOD_US (1000000). colod-collect-scale then runs the collector at a
+# 100 ms interval for SCALE_SECONDS (10): first with the read side from before issue 17
+# (--legacy: full-size map dumps into fresh buffers, files opened per read), then the current
+# with cgroup files read every 10th tick (--files-every 10: the cadence the daemon can select for
+# containers the policy does not need every tick; none is named here), then the current default.
+# Output per size: `scale-legacy:`, `scale-files10:`, the default probe's own line, and `scale:`;
+# the last line is the largest size's
+#   scale: possible_cpus=<N> containers=<n> colod_rss_mib= bpf_map_mib= colod_cpu_pct=
+#          read_bytes_per_tick= tick_p99_ms=
+# colod_* are the collector process (colod-collect-scale): RSS at the end of the window, CPU as %
+# of one core over it; bpf_map_mib is the maps' kernel memory (fdinfo memlock), not in RSS.
+# Usage: sudo scripts/bench/scale.sh [size...]    (COLOD_SCALE_PROBE: the probe binary)
+set -euo pipefail
+sizes=("$@")
+[[ ${#sizes[@]} -gt 0 ]] || sizes=(100 500 1000 2000)
+secs=${SCALE_SECONDS:-10}
+max_cgroups=${MAX_CGROUPS:-4096}
+busy_every=${BUSY_EVERY:-10}
+busy_period=${BUSY_PERIOD_US:-20000}
+busy_spin=${BUSY_SPIN_US:-50}
+idle_period=${IDLE_PERIOD_US:-1000000}
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+[[ $(id -u) -eq 0 ]] || { echo "scale: must run as root" >&2; exit 3; }
+probe=${COLOD_SCALE_PROBE:-}
+if [[ -z "$probe" ]]; then
+  for b in /work/build-collect/userspace/collect/colod-collect-scale \
+           "$root"/build*/userspace/collect/colod-collect-scale; do
+    if [[ -x "$b" ]]; then probe=$b; break; fi
+  done
+fi
+[[ -x "$probe" ]] || { echo "scale: colod-collect-scale not found (COLOD_SCALE_PROBE)" >&2; exit 3; }
+
+work=$(mktemp -d /tmp/colod-scale-XXXXXX)
+worker=$work/scale-worker
+cc -O2 -o "$worker" "$here/scale-worker.c"
+
+if [[ -f /sys/fs/cgroup/cgroup.controllers ]]; then
+  roots=(/sys/fs/cgroup)                    # cgroup2 only
+else
+  roots=(/sys/fs/cgroup/cpu)
+  [[ -f /sys/fs/cgroup/unified/cgroup.controllers ]] && roots+=(/sys/fs/cgroup/unified)
+fi
+name=colod-bench-scale-$$
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  for r in "${roots[@]}"; do
+    for d in "$r/$name"/cg*; do [[ -d $d ]] && rmdir "$d" 2>/dev/null || true; done
+    rmdir "$r/$name" 2>/dev/null || true
+  done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+for r in "${roots[@]}"; do mkdir -p "$r/$name"; done
+
+possible=$(cat /sys/devices/system/cpu/possible)
+ncpu=$(( ${possible##*-} + 1 ))
+echo "scale: host possible CPUs $possible ($ncpu), online $(nproc), max_cgroups=$max_cgroups," \
+     "busy 1 in $busy_every (${busy_spin}us every ${busy_period}us), ${secs}s per run;" \
+     "load $(cut -d' ' -f1-3 /proc/loadavg)"
+get() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$2"; }
+mib() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
+have=0
+for n in "${sizes[@]}"; do
+  while (( have < n )); do
+    have=$((have + 1))
+    procs=()
+    for r in "${roots[@]}"; do
+      mkdir "$r/$name/cg$have"
+      procs+=("$r/$name/cg$have/cgroup.procs")
+    done
+    if (( have % busy_every == 0 )); then
+      "$worker" "$busy_period" "$busy_spin" "${procs[@]}" &
+    else
+      "$worker" "$idle_period" 0 "${procs[@]}" &
+    fi
+    pids+=($!)
+  done
+  sleep 2
+  old=$("$probe" --legacy --seconds "$secs" --max-cgroups "$max_cgroups" | grep '^probe:')
+  f10=$("$probe" --files-every 10 --seconds "$secs" --max-cgroups "$max_cgroups" | grep '^probe:')
+  new=$("$probe" --seconds "$secs" --max-cgroups "$max_cgroups" | grep '^probe:')
+  echo "scale-legacy: possible_cpus=$ncpu containers=$n colod_rss_mib=$(get rss_mib "$old")" \
+       "bpf_map_mib=$(mib "$(get bpf_map_bytes "$old")") colod_cpu_pct=$(get cpu_pct "$old")" \
+       "read_bytes_per_tick=$(get read_bytes_per_tick "$old") tick_p99_ms=$(get tick_p99_ms "$old")" \
+       "buffer_bytes_per_tick=$(get read_buffer_bytes "$old")" \
+       "file_opens_per_tick=$(get file_opens_per_tick "$old")" \
+       "reported_per_tick=$(get cgroups_reported_per_tick "$old") hwm_mib=$(get hwm_mib "$old")"
+  echo "scale-files10: possible_cpus=$ncpu containers=$n colod_rss_mib=$(get rss_mib "$f10")" \
+       "colod_cpu_pct=$(get cpu_pct "$f10") tick_p99_ms=$(get tick_p99_ms "$f10")"
+  echo "          $(sed 's/^probe: //' <<<"$new")"
+  echo "scale: possible_cpus=$ncpu containers=$n colod_rss_mib=$(get rss_mib "$new")" \
+       "bpf_map_mib=$(mib "$(get bpf_map_bytes "$new")") colod_cpu_pct=$(get cpu_pct "$new")" \
+       "read_bytes_per_tick=$(get read_bytes_per_tick "$new") tick_p99_ms=$(get tick_p99_ms "$new")"
+done
+echo "scale: load at end $(cut -d' ' -f1-3 /proc/loadavg)" >&2

@@ -1,0 +1,306 @@
+// SPDX-License-Identifier: Apache-2.0
+// Privileged tests of the read side (issue 17): MapReader over real BPF maps, the control-file
+// cache over real cgroups that are removed while cached, and the BPF map memory report.
+#include <bpf/bpf.h>
+#include <dirent.h>
+
+#include "bpf_util.h"
+#include "collector_test_fixture.h"
+#include "file_cache.h"
+
+namespace colod::collect {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Open fds of this process (/proc/self/fd, minus the one the listing itself holds).
+std::size_t openFdCount() {
+  std::size_t n = 0;
+  for (const auto& e : fs::directory_iterator("/proc/self/fd")) {
+    (void)e;
+    ++n;
+  }
+  return n - 1;
+}
+
+// A map created for the test, closed at scope exit.
+UniqueFd createMap(bpf_map_type type, uint32_t key_size, uint32_t value_size, uint32_t max) {
+  return UniqueFd(bpf_map_create(type, "colod_test", key_size, value_size, max, nullptr));
+}
+
+class MapReaderTest : public CollectorTest {};
+class ReadSideTest : public CollectorTest {};
+
+TEST_F(MapReaderTest, HashReadsLiveEntriesIntoBuffersSizedByThem) {
+  constexpr uint32_t kMax = 16384;
+  UniqueFd fd = createMap(BPF_MAP_TYPE_HASH, 8, 8, kMax);
+  if (!fd && (errno == EPERM || errno == EACCES)) {
+    GTEST_SKIP() << "creating BPF maps not permitted";
+  }
+  ASSERT_TRUE(fd) << std::strerror(errno);
+  bpf::MapReader r(8, 8);
+  EXPECT_EQ(ASSERT_OK(r.read(fd.get(), kMax)), 0u);
+  for (uint64_t k = 1; k <= 300; ++k) {
+    const uint64_t v = k * 10;
+    ASSERT_EQ(bpf_map_update_elem(fd.get(), &k, &v, BPF_ANY), 0);
+  }
+  ASSERT_EQ(ASSERT_OK(r.read(fd.get(), kMax)), 300u);
+  std::set<uint64_t> seen;
+  for (std::size_t i = 0; i < r.count(); ++i) {
+    uint64_t k = 0;
+    uint64_t v = 0;
+    std::memcpy(&k, r.key(i), 8);
+    std::memcpy(&v, r.value(i), 8);
+    EXPECT_EQ(v, k * 10);
+    seen.insert(k);
+  }
+  EXPECT_EQ(seen.size(), 300u);
+  EXPECT_EQ(r.lastReadBytes(), 300u * 16);
+  // Grown by doubling from 64: 512 entries, nowhere near max_entries.
+  EXPECT_GE(r.capacity(), 300u);
+  EXPECT_LE(r.capacity(), 600u);
+  const std::size_t grown = r.capacity();
+  // A steady state reads into the same buffers.
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_EQ(ASSERT_OK(r.read(fd.get(), kMax)), 300u);
+  }
+  EXPECT_EQ(r.capacity(), grown);
+  // Most entries gone: the buffers shrink after kShrinkAfter reads, not before.
+  for (uint64_t k = 11; k <= 300; ++k) {
+    ASSERT_EQ(bpf_map_delete_elem(fd.get(), &k), 0);
+  }
+  for (uint32_t i = 0; i + 1 < bpf::MapReader::kShrinkAfter; ++i) {
+    ASSERT_EQ(ASSERT_OK(r.read(fd.get(), kMax)), 10u);
+  }
+  EXPECT_EQ(r.capacity(), grown);
+  ASSERT_EQ(ASSERT_OK(r.read(fd.get(), kMax)), 10u);
+  EXPECT_EQ(r.capacity(), bpf::MapReader::kMinCapacity);
+}
+
+TEST_F(MapReaderTest, PerCpuHashValuesForEveryPossibleCpu) {
+  const int ncpu = libbpf_num_possible_cpus();
+  ASSERT_GT(ncpu, 0);
+  UniqueFd fd = createMap(BPF_MAP_TYPE_PERCPU_HASH, 8, 16, 4096);
+  if (!fd && (errno == EPERM || errno == EACCES)) {
+    GTEST_SKIP() << "creating BPF maps not permitted";
+  }
+  ASSERT_TRUE(fd) << std::strerror(errno);
+  const auto cpus = static_cast<std::size_t>(ncpu);
+  std::vector<uint64_t> v(cpus * 2);
+  for (uint64_t k = 1; k <= 100; ++k) {
+    for (std::size_t c = 0; c < cpus; ++c) {
+      v[c * 2] = k;
+      v[c * 2 + 1] = c;
+    }
+    ASSERT_EQ(bpf_map_update_elem(fd.get(), &k, v.data(), BPF_ANY), 0);
+  }
+  bpf::MapReader r(8, 16 * cpus);
+  ASSERT_EQ(ASSERT_OK(r.read(fd.get(), 4096)), 100u);
+  for (std::size_t i = 0; i < r.count(); ++i) {
+    uint64_t k = 0;
+    std::memcpy(&k, r.key(i), 8);
+    for (std::size_t c = 0; c < cpus; ++c) {
+      uint64_t a = 0;
+      uint64_t b = 0;
+      std::memcpy(&a, r.value(i) + c * 16, 8);
+      std::memcpy(&b, r.value(i) + c * 16 + 8, 8);
+      ASSERT_EQ(a, k);
+      ASSERT_EQ(b, c);
+    }
+  }
+  EXPECT_EQ(r.lastReadBytes(), 100u * (8 + 16 * cpus));
+  EXPECT_LE(r.bufferBytes(), 128u * (8 + 16 * cpus));
+}
+
+TEST_F(MapReaderTest, ArrayReadStopsAtTheGivenBound) {
+  UniqueFd fd = createMap(BPF_MAP_TYPE_ARRAY, 4, 8, 4096);
+  if (!fd && (errno == EPERM || errno == EACCES)) {
+    GTEST_SKIP() << "creating BPF maps not permitted";
+  }
+  ASSERT_TRUE(fd) << std::strerror(errno);
+  bpf::MapReader r(4, 8);
+  ASSERT_EQ(ASSERT_OK(r.read(fd.get(), 200)), 200u);
+  uint32_t last = 0;
+  std::memcpy(&last, r.key(199), 4);
+  EXPECT_EQ(last, 199u);
+  EXPECT_LE(r.capacity(), 256u);
+}
+
+TEST_F(MapReaderTest, LegacyModeAllocatesMaxEntries) {
+  UniqueFd fd = createMap(BPF_MAP_TYPE_HASH, 8, 8, 4096);
+  if (!fd && (errno == EPERM || errno == EACCES)) {
+    GTEST_SKIP() << "creating BPF maps not permitted";
+  }
+  ASSERT_TRUE(fd) << std::strerror(errno);
+  const uint64_t k = 7;
+  ASSERT_EQ(bpf_map_update_elem(fd.get(), &k, &k, BPF_ANY), 0);
+  bpf::MapReader r(8, 8, /*legacy=*/true);
+  ASSERT_EQ(ASSERT_OK(r.read(fd.get(), 4096)), 1u);
+  EXPECT_EQ(r.bufferBytes(), 4096u * 16);
+}
+
+// Real cgroups (v1 cpu hierarchy and the unified one, or the one v2 tree): files read and
+// cached, the cgroups removed, read again: errors are the expected ENODEV/ENOENT, nothing is
+// kept and no fd leaks.
+TEST_F(ReadSideTest, FileCacheSurvivesRmdirWithoutLeakingFds) {
+  std::vector<std::string> roots{cpuRoot()};
+  if (!v2() && !hier_.unified.empty()) {
+    roots.push_back(hier_.unified);
+  }
+  const std::size_t base_fds = openFdCount();
+  {
+    detail::CgroupFileCache cache(64);
+    std::vector<std::unique_ptr<TestCgroup>> cgs;
+    std::vector<uint64_t> ids;
+    for (int i = 0; i < 5; ++i) {
+      cgs.push_back(std::make_unique<TestCgroup>(roots, uniqueName("fc" + std::to_string(i))));
+      ids.push_back(ASSERT_OK(cgroup::cgroupId(cgs.back()->dirIn(cpuRoot()))));
+    }
+    std::vector<std::string> dirs;
+    for (const auto& cg : cgs) {
+      dirs.push_back(cg->dirIn(cpuRoot()));
+    }
+    // PSI lives in the unified hierarchy (absent when the kernel runs with psi=0).
+    const std::string psi_root = v2() ? cpuRoot() : hier_.unified;
+    const bool psi = !psi_root.empty() &&
+                     ::access((cgs[0]->dirIn(psi_root) + "/cpu.pressure").c_str(), R_OK) == 0;
+    auto readAll = [&](std::size_t i) -> int {
+      int failures = 0;
+      auto r = cache.read(ids[i], detail::CgroupFile::CpuStat, dirs[i], true);
+      failures += r ? 0 : 1;
+      if (psi) {
+        auto p = cache.read(ids[i], detail::CgroupFile::CpuPressure, cgs[i]->dirIn(psi_root), v2());
+        failures += p ? 0 : 1;
+      }
+      return failures;
+    };
+    for (int tick = 0; tick < 3; ++tick) {
+      cache.beginTick();
+      for (std::size_t i = 0; i < cgs.size(); ++i) {
+        EXPECT_EQ(readAll(i), 0);
+      }
+    }
+    const std::size_t per = psi ? 2 : 1;
+    EXPECT_EQ(cache.openFiles(), cgs.size() * per);
+    EXPECT_EQ(cache.opens(), cgs.size() * per) << "re-reads must not reopen";
+    EXPECT_EQ(openFdCount(), base_fds + cgs.size() * per);
+
+    // Remove two: their cached fds now fail (ENODEV); the reopen fails (ENOENT): dropped.
+    cgs[1]->removeNow();
+    cgs[3]->removeNow();
+    cache.beginTick();
+    for (const std::size_t i : {std::size_t{1}, std::size_t{3}}) {
+      auto r = cache.read(ids[i], detail::CgroupFile::CpuStat, dirs[i], true);
+      ASSERT_FALSE(r.has_value());
+      EXPECT_TRUE(r.error().errnoValue() == ENOENT || r.error().errnoValue() == ENODEV)
+          << r.error().message();
+    }
+    // Recreated under the same name: a new inode, so the old id does not read it.
+    TestCgroup again({cpuRoot()}, uniqueName("fc1"));
+    EXPECT_ERR(cache.read(ids[1], detail::CgroupFile::CpuStat, dirs[1], true), ENOENT, "gone");
+    // The survivors still read from their cached fds.
+    const uint64_t opens = cache.opens();
+    for (const std::size_t i : {std::size_t{0}, std::size_t{2}, std::size_t{4}}) {
+      EXPECT_EQ(readAll(i), 0);
+    }
+    EXPECT_EQ(cache.opens(), opens);
+    // The failed cpu.stat reads dropped their entries; erase() closes the rest (cpu.pressure).
+    cache.erase(ids[1]);
+    cache.erase(ids[3]);
+    EXPECT_EQ(cache.openFiles(), 3 * per);
+    EXPECT_EQ(openFdCount(), base_fds + 3 * per);
+  }
+  EXPECT_EQ(openFdCount(), base_fds) << "fds leaked";
+}
+
+// Through the collector: active cgroups' files are kept open between snapshots; removing the
+// cgroups neither fails a snapshot nor counts a read error, and their fds are closed.
+TEST_F(ReadSideTest, CollectorKeepsFilesOpenAndClosesThemWhenCgroupsVanish) {
+  const std::size_t base_fds = openFdCount();
+  std::size_t loaded_fds = 0;
+  {
+    MAKE_COLLECTOR_OR_SKIP(col);
+    loaded_fds = openFdCount();
+    auto cgs = std::make_unique<std::vector<std::unique_ptr<TestCgroup>>>();
+    std::vector<std::unique_ptr<Child>> kids;
+    std::vector<uint64_t> ids;
+    std::vector<std::string> roots{cpuRoot()};
+    if (!v2() && !hier_.unified.empty()) {
+      roots.push_back(hier_.unified);
+    }
+    for (int i = 0; i < 4; ++i) {
+      cgs->push_back(std::make_unique<TestCgroup>(roots, uniqueName("cv" + std::to_string(i))));
+      ids.push_back(ASSERT_OK(cgroup::cgroupId(cgs->back()->dirIn(cpuRoot()))));
+      kids.push_back(std::make_unique<Child>(*cgs->back(), -1, [] { sleeper(600000ms, 200us); }));
+    }
+    Snapshot s;
+    for (int i = 0; i < 5; ++i) {
+      std::this_thread::sleep_for(100ms);
+      s = ASSERT_OK(col.snapshot());
+    }
+    for (const uint64_t id : ids) {
+      ASSERT_NE(find(s, id), nullptr) << "no sample for an active test cgroup";
+      EXPECT_TRUE(find(s, id)->throttling.has_value() || find(s, id)->cpu_pressure.has_value());
+    }
+    const uint64_t opens = s.stats.cgroup_file_opens;
+    EXPECT_GE(s.stats.cgroup_files_open, ids.size());
+    std::this_thread::sleep_for(100ms);
+    s = ASSERT_OK(col.snapshot());
+    EXPECT_EQ(s.stats.cgroup_file_opens, opens) << "files reopened although cached";
+    EXPECT_GT(s.stats.read_bytes_last_tick, 0u);
+    EXPECT_GT(s.stats.bpf_map_bytes, 0u);
+    const uint64_t errors = s.stats.file_read_errors;
+
+    kids.clear();  // killed and reaped
+    cgs.reset();   // removed
+    for (int i = 0; i < 12; ++i) {
+      std::this_thread::sleep_for(100ms);
+      s = ASSERT_OK(col.snapshot());
+    }
+    EXPECT_EQ(s.stats.file_read_errors, errors);
+    for (const uint64_t id : ids) {
+      EXPECT_EQ(find(s, id), nullptr);
+    }
+    // The cache may hold other cgroups' files, never more fds than it reports.
+    EXPECT_LE(openFdCount(), loaded_fds + s.stats.cgroup_files_open);
+  }
+  EXPECT_EQ(openFdCount(), base_fds) << "the collector leaked fds";
+}
+
+TEST_F(ReadSideTest, BpfMapBytesReportedAndGrowWithMaxCgroups) {
+  CollectorOptions small;
+  small.max_cgroups = 1024;
+  small.max_pairs = 4096;
+  uint64_t small_bytes = 0;
+  {
+    MAKE_COLLECTOR_OR_SKIP(col, small);
+    small_bytes = col.bpfMapBytes();
+    const Snapshot s = ASSERT_OK(col.snapshot());
+    EXPECT_EQ(s.stats.bpf_map_bytes, small_bytes);
+  }
+  EXPECT_GT(small_bytes, 0u);
+  CollectorOptions big = small;
+  big.max_cgroups = 8192;
+  MAKE_COLLECTOR_OR_SKIP(col, big);
+  const uint64_t big_bytes = col.bpfMapBytes();
+  std::printf("bpf map bytes: max_cgroups=1024 %llu, 8192 %llu\n",
+              static_cast<unsigned long long>(small_bytes),
+              static_cast<unsigned long long>(big_bytes));
+  // cg_sched alone holds 184 B x possible CPUs more per extra slot.
+  const auto ncpu = static_cast<uint64_t>(libbpf_num_possible_cpus());
+  EXPECT_GE(big_bytes, small_bytes + (8192 - 1024) * 184 * ncpu);
+}
+
+// The legacy read (benchmarks only) gives the same data as the default one.
+TEST_F(ReadSideTest, LegacyReadsStillWork) {
+  CollectorOptions o;
+  o.legacy_reads = true;
+  MAKE_COLLECTOR_OR_SKIP(col, o);
+  std::this_thread::sleep_for(100ms);
+  const Snapshot s = ASSERT_OK(col.snapshot());
+  EXPECT_GT(s.stats.read_buffer_bytes, 4096u * 128);  // cg_reclaim at max_entries at least
+  EXPECT_EQ(s.stats.cgroup_files_open, 0u);
+}
+
+}  // namespace
+}  // namespace colod::collect

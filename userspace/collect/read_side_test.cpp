@@ -1,0 +1,177 @@
+// SPDX-License-Identifier: Apache-2.0
+// Unit tests of the read side's pure and filesystem-only parts (issue 17): the fdinfo memlock
+// parser from strings, and the control-file cache over a fake cgroup tree in a temp dir.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "bpf_util.h"
+#include "colod/testing/result_matchers.h"
+#include "file_cache.h"
+
+namespace colod::collect {
+namespace {
+
+namespace fs = std::filesystem;
+using detail::CgroupFile;
+using detail::CgroupFileCache;
+
+// Verbatim fdinfo of a map fd (6.18, cg_reclaim: PERCPU_HASH, 4096 entries, 2 possible CPUs).
+constexpr const char* kFdinfo =
+    "pos:\t0\nflags:\t02000002\nmnt_id:\t17\nino:\t1038\nmap_type:\t5\nkey_size:\t8\n"
+    "value_size:\t128\nmax_entries:\t4096\nmap_flags:\t0x0\nmap_extra:\t0x0\n"
+    "memlock:\t1377152\nmap_id:\t879\nfrozen:\t0\n";
+
+TEST(FdinfoMemlock, ParsesTheMemlockLine) {
+  EXPECT_EQ(ASSERT_OK(bpf::parseFdinfoMemlock(kFdinfo)), 1377152u);
+  EXPECT_EQ(ASSERT_OK(bpf::parseFdinfoMemlock("memlock:\t0")), 0u);  // no trailing newline
+  EXPECT_EQ(ASSERT_OK(bpf::parseFdinfoMemlock("memlock: 42\n")), 42u);
+}
+
+TEST(FdinfoMemlock, RejectsMissingOrMalformed) {
+  EXPECT_ERR(bpf::parseFdinfoMemlock("pos:\t0\nflags:\t02\n"), EINVAL, "no memlock");
+  EXPECT_ERR(bpf::parseFdinfoMemlock(""), EINVAL, "no memlock");
+  EXPECT_ERR(bpf::parseFdinfoMemlock("memlock:\t\n"), EINVAL, "malformed");
+  EXPECT_ERR(bpf::parseFdinfoMemlock("memlock:\t12kB\n"), EINVAL, "malformed");
+  EXPECT_ERR(bpf::parseFdinfoMemlock("memlock:\t-5\n"), EINVAL, "malformed");
+  EXPECT_ERR(bpf::parseFdinfoMemlock("memlock:\t99999999999999999999999\n"), EINVAL, "malformed");
+}
+
+// A fake tree: <tmp>/a, <tmp>/b, <tmp>/c, each with the three files.
+class FileCacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "colod-filecache-XXXXXX").string();
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    root_ = tmpl;
+    for (const char* d : {"a", "b", "c"}) {
+      fs::create_directory(root_ / d);
+      put(d, "cpu.stat", "nr_periods 1\nnr_throttled 0\nthrottled_time 0\n");
+      put(d, "cpu.pressure", "some avg10=0.00 avg60=0.00 avg300=0.00 total=1\n");
+      put(d, "memory.pressure", "some avg10=0.00 avg60=0.00 avg300=0.00 total=2\n");
+    }
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  // Rewrites in place (same inode), as the kernel regenerates a control file's text.
+  void put(const std::string& dir, const std::string& file, const std::string& text) {
+    std::ofstream(root_ / dir / file, std::ios::trunc) << text;
+  }
+  std::string dir(const std::string& d) const { return (root_ / d).string(); }
+  uint64_t inode(const std::string& d) const {
+    struct stat st {};
+    EXPECT_EQ(::stat(dir(d).c_str(), &st), 0);
+    return st.st_ino;
+  }
+
+  fs::path root_;
+};
+
+TEST_F(FileCacheTest, RereadsTheOpenFileAndSeesNewText) {
+  CgroupFileCache cache(16);
+  cache.beginTick();
+  EXPECT_EQ(ASSERT_OK(cache.read(1, CgroupFile::CpuPressure, dir("a"), false)),
+            "some avg10=0.00 avg60=0.00 avg300=0.00 total=1\n");
+  EXPECT_EQ(cache.opens(), 1u);
+  put("a", "cpu.pressure", "some avg10=1.00 avg60=0.00 avg300=0.00 total=12345\n");
+  cache.beginTick();
+  EXPECT_EQ(ASSERT_OK(cache.read(1, CgroupFile::CpuPressure, dir("a"), false)),
+            "some avg10=1.00 avg60=0.00 avg300=0.00 total=12345\n");
+  EXPECT_EQ(cache.opens(), 1u) << "the second read must reuse the open fd";
+  EXPECT_EQ(cache.openFiles(), 1u);
+}
+
+TEST_F(FileCacheTest, ReadsFilesLargerThanTheInitialBuffer) {
+  const std::string big(10000, 'x');
+  put("a", "cpu.stat", big);
+  CgroupFileCache cache(16);
+  EXPECT_EQ(ASSERT_OK(cache.read(1, CgroupFile::CpuStat, dir("a"), false)), big);
+  EXPECT_EQ(ASSERT_OK(cache.read(1, CgroupFile::CpuStat, dir("a"), false)), big);
+}
+
+TEST_F(FileCacheTest, RefusesAFileAbove64KiB) {
+  put("a", "cpu.stat", std::string(70000, 'x'));
+  CgroupFileCache cache(16);
+  EXPECT_ERR(cache.read(1, CgroupFile::CpuStat, dir("a"), false), EFBIG, "larger than");
+}
+
+TEST_F(FileCacheTest, MissingFileOrDirIsEnoentAndNothingIsKept) {
+  CgroupFileCache cache(16);
+  fs::remove(root_ / "b" / "memory.pressure");
+  EXPECT_ERR(cache.read(2, CgroupFile::MemoryPressure, dir("b"), false), ENOENT, "memory.pressure");
+  EXPECT_ERR(cache.read(9, CgroupFile::CpuStat, dir("nope"), false), ENOENT, "nope");
+  EXPECT_EQ(cache.openFiles(), 0u);
+}
+
+TEST_F(FileCacheTest, VerifyIdRejectsADirectoryWithAnotherInode) {
+  CgroupFileCache cache(16);
+  EXPECT_ERR(cache.read(inode("a") + 1, CgroupFile::CpuStat, dir("a"), true), ENOENT, "gone");
+  ASSERT_OK(cache.read(inode("a"), CgroupFile::CpuStat, dir("a"), true));
+  EXPECT_EQ(cache.openFiles(), 1u);
+}
+
+TEST_F(FileCacheTest, BoundedAndACycleLargerThanTheBoundStillHits) {
+  // 9 files, room for 4: each tick reads all 9 in the same order. Plain LRU would evict every
+  // file just before it is needed again; this cache keeps 4 and reads the rest uncached.
+  CgroupFileCache cache(4);
+  const std::string dirs[] = {"a", "b", "c"};
+  for (int tick = 0; tick < 5; ++tick) {
+    cache.beginTick();
+    for (uint64_t id = 0; id < 3; ++id) {
+      for (const auto f :
+           {CgroupFile::CpuStat, CgroupFile::CpuPressure, CgroupFile::MemoryPressure}) {
+        ASSERT_OK(cache.read(id, f, dir(dirs[id]), false));
+        EXPECT_LE(cache.openFiles(), 4u);
+      }
+    }
+  }
+  EXPECT_EQ(cache.openFiles(), 4u);
+  // Tick 1 opened 9; each later tick reopens only the 5 that do not fit.
+  EXPECT_EQ(cache.opens(), 9u + 4 * 5u);
+}
+
+TEST_F(FileCacheTest, StaleEntriesMakeRoomForNewFiles) {
+  CgroupFileCache cache(2);
+  cache.beginTick();
+  ASSERT_OK(cache.read(1, CgroupFile::CpuStat, dir("a"), false));
+  ASSERT_OK(cache.read(2, CgroupFile::CpuStat, dir("b"), false));
+  cache.beginTick();  // a and b not read this tick: c replaces the older
+  ASSERT_OK(cache.read(3, CgroupFile::CpuStat, dir("c"), false));
+  const uint64_t opens = cache.opens();
+  ASSERT_OK(cache.read(3, CgroupFile::CpuStat, dir("c"), false));
+  ASSERT_OK(cache.read(2, CgroupFile::CpuStat, dir("b"), false));
+  EXPECT_EQ(cache.opens(), opens) << "c and b should both be cached";
+  EXPECT_EQ(cache.openFiles(), 2u);
+}
+
+TEST_F(FileCacheTest, EraseAndRetainCloseFiles) {
+  CgroupFileCache cache(16);
+  for (uint64_t id = 1; id <= 3; ++id) {
+    for (const auto f :
+         {CgroupFile::CpuStat, CgroupFile::CpuPressure, CgroupFile::MemoryPressure}) {
+      ASSERT_OK(cache.read(id, f, dir(id == 1 ? "a" : id == 2 ? "b" : "c"), false));
+    }
+  }
+  EXPECT_EQ(cache.openFiles(), 9u);
+  cache.erase(2);
+  EXPECT_EQ(cache.openFiles(), 6u);
+  cache.erase(2);  // nothing left of it: harmless
+  cache.retainIf([](uint64_t id) { return id == 3; });
+  EXPECT_EQ(cache.openFiles(), 3u);
+}
+
+TEST_F(FileCacheTest, ZeroBoundCachesNothing) {
+  CgroupFileCache cache(0);
+  ASSERT_OK(cache.read(1, CgroupFile::CpuStat, dir("a"), false));
+  ASSERT_OK(cache.read(1, CgroupFile::CpuStat, dir("a"), false));
+  EXPECT_EQ(cache.openFiles(), 0u);
+  EXPECT_EQ(cache.opens(), 2u);
+}
+
+}  // namespace
+}  // namespace colod::collect

@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: Apache-2.0
+// colod-collect-scale: runs the collector at a fixed interval for scripts/bench/scale.sh and
+// prints one line with its cost: snapshot time percentiles, bytes read from BPF per tick, map
+// memory, RSS and CPU. --legacy selects the pre-issue-17 read side (CollectorOptions::
+// legacy_reads) so one run can show before and after. Not installed.
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "colod/collect/collector.h"
+
+namespace {
+
+constexpr int kExitCantRecover = 3;
+
+// kB value of a /proc/self/status line ("VmRSS:", "VmHWM:"); 0 if absent.
+uint64_t statusKib(const std::string& key) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(key, 0) == 0) {
+      return std::strtoull(line.c_str() + key.size(), nullptr, 10);
+    }
+  }
+  return 0;
+}
+
+double cpuSeconds() {
+  rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  auto sec = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
+  };
+  return sec(ru.ru_utime) + sec(ru.ru_stime);
+}
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) {
+    return 0;
+  }
+  std::sort(v.begin(), v.end());
+  const auto i = static_cast<std::size_t>(q * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"colod-collect-scale: the collector's cost per tick, for scripts/bench/scale.sh"};
+  int seconds = 10;
+  int warmup_ticks = 10;
+  int interval_ms = 100;
+  uint32_t max_cgroups = 4096;
+  uint32_t files_every = 1;
+  bool legacy = false;
+  std::string cgroup_root = "/sys/fs/cgroup";
+  app.add_option("--seconds", seconds, "Measured window")->check(CLI::Range(1, 3600));
+  app.add_option("--warmup-ticks", warmup_ticks, "Snapshots before the window")
+      ->check(CLI::Range(0, 1000));
+  app.add_option("--interval-ms", interval_ms, "Snapshot interval")->check(CLI::Range(10, 10000));
+  app.add_option("--max-cgroups", max_cgroups, "CollectorOptions::max_cgroups")
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--files-every", files_every, "CollectorOptions::files_every_n_ticks")
+      ->check(CLI::Range(1, 1000));
+  app.add_flag("--legacy", legacy, "The pre-issue-17 read side (full-size dumps, no fd cache)");
+  app.add_option("--cgroup-root", cgroup_root, "cgroupfs root");
+  CLI11_PARSE(app, argc, argv);
+
+  if (::geteuid() != 0) {
+    std::fprintf(stderr, "colod-collect-scale: must run as root (loads BPF programs)\n");
+    return kExitCantRecover;
+  }
+  colod::collect::CollectorOptions opts;
+  opts.cgroup_root = cgroup_root;
+  opts.max_cgroups = max_cgroups;
+  opts.max_pairs = max_cgroups * 4;
+  opts.files_every_n_ticks = files_every;
+  opts.legacy_reads = legacy;
+  auto col = colod::collect::Collector::create(opts);
+  if (!col) {
+    std::fprintf(stderr, "colod-collect-scale: %s\n", col.error().message().c_str());
+    return kExitCantRecover;
+  }
+  const auto interval = std::chrono::milliseconds(interval_ms);
+  auto next = std::chrono::steady_clock::now() + interval;
+  auto tick = [&]() -> colod::Result<colod::collect::Snapshot> {
+    std::this_thread::sleep_until(next);
+    next += interval;
+    return col->snapshot();
+  };
+  for (int i = 0; i < warmup_ticks; ++i) {
+    if (auto s = tick(); !s) {
+      std::fprintf(stderr, "colod-collect-scale: %s\n", s.error().message().c_str());
+      return 1;
+    }
+  }
+  std::vector<double> ms;
+  uint64_t read_bytes = 0;
+  uint64_t reported = 0;
+  colod::collect::CollectorStats first{};
+  colod::collect::CollectorStats last{};
+  const double cpu0 = cpuSeconds();
+  const auto t0 = std::chrono::steady_clock::now();
+  const int ticks = seconds * 1000 / interval_ms;
+  for (int i = 0; i < ticks; ++i) {
+    std::this_thread::sleep_until(next);
+    next += interval;
+    const auto a = std::chrono::steady_clock::now();
+    auto s = col->snapshot();
+    const auto b = std::chrono::steady_clock::now();
+    if (!s) {
+      std::fprintf(stderr, "colod-collect-scale: %s\n", s.error().message().c_str());
+      return 1;
+    }
+    ms.push_back(std::chrono::duration<double, std::milli>(b - a).count());
+    read_bytes += s->stats.read_bytes_last_tick;
+    reported += s->cgroups.size();
+    if (i == 0) {
+      first = s->stats;
+    }
+    last = s->stats;
+  }
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double cpu = cpuSeconds() - cpu0;
+  const auto n = static_cast<double>(std::max(ticks, 1));
+  std::printf(
+      "probe: read=%s max_cgroups=%u ticks=%d cgroups_reported_per_tick=%.0f "
+      "tick_p50_ms=%.2f tick_p99_ms=%.2f tick_max_ms=%.2f read_bytes_per_tick=%.0f "
+      "read_buffer_bytes=%llu bpf_map_bytes=%llu rss_mib=%.1f hwm_mib=%.1f cpu_pct=%.2f "
+      "file_opens_per_tick=%.1f files_open=%llu\n",
+      legacy ? "legacy" : "new", max_cgroups, ticks, static_cast<double>(reported) / n,
+      percentile(ms, 0.5), percentile(ms, 0.99), percentile(ms, 1.0),
+      static_cast<double>(read_bytes) / n, static_cast<unsigned long long>(last.read_buffer_bytes),
+      static_cast<unsigned long long>(last.bpf_map_bytes),
+      static_cast<double>(statusKib("VmRSS:")) / 1024,
+      static_cast<double>(statusKib("VmHWM:")) / 1024, cpu / wall * 100,
+      static_cast<double>(last.cgroup_file_opens - first.cgroup_file_opens) / n,
+      static_cast<unsigned long long>(last.cgroup_files_open));
+  return 0;
+}
