@@ -42,23 +42,20 @@ std::optional<std::string> EngineState::weightsProtect(const Tracked& v, const T
     return std::any_of(c.begin(), c.end(),
                        [&](int x) { return std::binary_search(vcpus.begin(), vcpus.end(), x); });
   };
-  auto weight = [](const Tracked& x) {
-    return static_cast<double>(x.info.resources.cpu_shares.value_or(1024));
-  };
   double ls_demand = 0;
   double ls_weight = 0;
-  double be_weight = weight(t);
+  double be_weight = cpuWeight(t);
   for (const auto& [id, x] : tracked_) {
     if (id == t.info.id || x.info.exclusive_cpus) {
       continue;
     }
     if (x.tier == Tier::Be) {
       if (x.last_cpus >= kRunningCpuFraction && overlaps(targetCpus(x))) {
-        be_weight += weight(x);
+        be_weight += cpuWeight(x);
       }
     } else if (id == v.info.id || overlaps(x.cpus)) {
       ls_demand += x.last_cpus;
-      ls_weight += weight(x);
+      ls_weight += cpuWeight(x);
     }
   }
   const double share =
@@ -71,7 +68,7 @@ std::optional<std::string> EngineState::weightsProtect(const Tracked& v, const T
       << " (its CPUs' protected demand " << std::round(ls_demand * 100) / 100
       << " CPUs is within 80% of the " << std::round(share * 100) / 100
       << " CPUs the weights give it against this BE at cpu.shares "
-      << static_cast<uint64_t>(weight(t)) << " and the BE running there)";
+      << static_cast<uint64_t>(cpuWeight(t)) << " and the BE running there)";
   return why.str();
 }
 
@@ -179,13 +176,12 @@ RoundResult EngineState::admit(ContainerInfo info, int64_t now_ns) {
     for (const Step& step : ep.steps) {
       for (const std::string& target : step.targets) {
         if (auto bt = tracked_.find(target); bt != tracked_.end()) {
-          const auto w = static_cast<double>(bt->second.info.resources.cpu_shares.value_or(1024));
+          const double w = cpuWeight(bt->second);
           held_weight = held_weight == 0 ? w : std::min(held_weight, w);
         }
       }
     }
-    const auto own_weight = static_cast<double>(t.info.resources.cpu_shares.value_or(1024));
-    const bool as_heavy = held_weight > 0 && own_weight >= 0.5 * held_weight;
+    const bool as_heavy = held_weight > 0 && cpuWeight(t) >= 0.5 * held_weight;
     if (auto spared = as_heavy ? std::nullopt : weightsProtect(v, t)) {
       t.last_explanation = *spared;
       result.findings.push_back({id, "admission_spared", *spared});

@@ -194,6 +194,10 @@ struct Episode {
   bool stop_said = false;   // the ladder_stopped finding was given for the current hold
   std::string stop_why;     // why the last escalation attempt changed nothing
 };
+// A container's CPU weight as CFS shares it (cpu.shares; unknown: the kernel's default 1024).
+inline double cpuWeight(const Tracked& t) {
+  return static_cast<double>(t.info.resources.cpu_shares.value_or(1024));
+}
 // "<victim>#cpu" / "<victim>#mem": the key of an episode.
 std::string episodeKey(std::string_view victim, bool memory);
 // "namespace/pod/container", or the id when the pod is unknown.

@@ -51,7 +51,7 @@ std::optional<std::string> EngineState::relaxWouldHurt(const Step& top, const Tr
     if (t.info.exclusive_cpus) {
       continue;  // on CPUs of its own: neither competes on the shared ones
     }
-    const double w = static_cast<double>(t.info.resources.cpu_shares.value_or(1024));
+    const double w = cpuWeight(t);
     if (t.tier == Tier::Be) {
       if (cpusUsed(t) >= kRunningCpuFraction) {
         be_weight += w;
