@@ -435,6 +435,7 @@ int Daemon::Impl::run() {
         }
         tick();
         syncWatched();
+        syncEveryTick();
       } else if (fd == collector_->wakeupFd()) {
         onWakeup();
       } else if (fd == event_fd_.get()) {

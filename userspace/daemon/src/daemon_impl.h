@@ -173,6 +173,7 @@ class Daemon::Impl final : public nri::Plugin,
   void tick(RoundReason reason = RoundReason::Timer);
   // Event-driven detection (wakeup.cpp).
   void syncWatched();
+  void syncEveryTick();
   void onWakeup();
   void eventRound();
   void syncRegistry(RoundReason reason);

@@ -59,23 +59,28 @@ std::vector<collect::WatchedCgroup> watchedCgroups(std::span<const WatchCandidat
 
 // After a timer tick: the protected set follows the known containers (new LS, resolved cgroups,
 // tier changes, a reload's victim_tiers). The collector binds a cgroup once it has a slot.
-void Daemon::Impl::syncWatched() {
-  std::vector<WatchCandidate> cands;
-  cands.reserve(known_.size());
+// Issue #17: the cgroup files (cpu.stat, PSI) of the containers the policy judges are read at
+// every tick; other cgroups (system services, sandboxes) every kFilesEveryNTicks-th only.
+void Daemon::Impl::syncEveryTick() {
   std::vector<uint64_t> containers;
   containers.reserve(known_.size());
   for (const auto& [id, k] : known_) {
-    cands.push_back(WatchCandidate{.cgroup_id = k.cgroup_id, .tier = k.tier});
     if (k.cgroup_id != 0) {
       containers.push_back(k.cgroup_id);
     }
   }
-  // Issue #17: the cgroup files (cpu.stat, PSI) of the containers the policy judges are read at
-  // every tick; other cgroups (system services, sandboxes) every kFilesEveryNTicks-th only.
   std::sort(containers.begin(), containers.end());
   if (containers != every_tick_) {
     every_tick_ = containers;
     collector_->setEveryTick(std::move(containers));
+  }
+}
+
+void Daemon::Impl::syncWatched() {
+  std::vector<WatchCandidate> cands;
+  cands.reserve(known_.size());
+  for (const auto& [id, k] : known_) {
+    cands.push_back(WatchCandidate{.cgroup_id = k.cgroup_id, .tier = k.tier});
   }
   const auto conf = cfg();
   const auto threshold = std::chrono::microseconds(conf->daemon.event_wait_threshold_us);
