@@ -245,6 +245,61 @@ TEST(BlameScenario, AnIdleBeIsNotBlamedOnOldEvidence) {
       << sim.engine().describe("web")->last_explanation;
 }
 
+// The vm e2e run that failed next: the hog was capped at the quota floor, then paused, and the
+// LS went on waiting behind the harness (host work), so it was never quiet long enough to relax.
+// The idle hog stayed capped for a minute. A rung whose BE stopped running is given back even
+// while the victim is still hurt by something else, and is not taken again while the BE is idle.
+TEST(BlameScenario, AnIdleBesRungIsGivenBackWhileTheVictimWaitsBehindSomethingElse) {
+  Config config;
+  config.actions.cpu_ladder = {Lever::CpuQuota};
+  Sim sim{config};
+  sim.add(lsInfo("web"));
+  sim.add(beInfo("hog"));
+  int r = 0;
+  for (; r < 60 && !restricted(sim.engine(), "hog", Lever::CpuQuota); ++r) {
+    (void)sim.step(
+        {lsSample("web", kHurtP99, {{"hog", 40, 20'000'000}}), beSample("hog", 190'000'000)});
+  }
+  ASSERT_TRUE(restricted(sim.engine(), "hog", Lever::CpuQuota));
+  for (int i = 0; i < 6; ++i, ++r) {  // capped, still busy: the rung helps
+    (void)sim.step(
+        {lsSample("web", kQuietP99, {{"hog", 2, 200'000}}), beSample("hog", 40'000'000)});
+  }
+  ASSERT_TRUE(restricted(sim.engine(), "hog", Lever::CpuQuota));
+  const size_t before = sim.decisions().size();
+  // Paused: the LS still waits, behind the host alone.
+  int released_after = -1;
+  for (int i = 0; i < 100; ++i) {
+    (void)sim.step({lsSample("web", kHurtP99, {{"", 40, 20'000'000}}), beSample("hog", 0)});
+    if (released_after < 0 && !restricted(sim.engine(), "hog")) {
+      released_after = i;
+    }
+  }
+  ASSERT_GE(released_after, 0) << "an idle BE kept its rung while the LS waited behind the host";
+  EXPECT_GE(released_after + 1, config.actions.blame_window_intervals / 2)
+      << "given back before the BE was idle for half the blame window (a bursty one would lose "
+         "its rung between bursts)";
+  EXPECT_FALSE(restricted(sim.engine(), "hog")) << "taken again while idle";
+  bool idle_relax = false;
+  for (size_t i = before; i < sim.decisions().size(); ++i) {
+    const Decision& d = sim.decisions()[i];
+    EXPECT_NE(d.kind, DecisionKind::Engage) << formatDecision(d);
+    EXPECT_NE(d.kind, DecisionKind::Escalate) << formatDecision(d);
+    if (d.rule == "target_idle") {
+      idle_relax = true;
+      EXPECT_EQ(d.kind, DecisionKind::Relax);
+      EXPECT_NE(d.explanation.find("not run for"), std::string::npos) << d.explanation;
+    }
+  }
+  EXPECT_TRUE(idle_relax);
+  // Busy again beside the waiting LS: restricted again.
+  for (int i = 0; i < 60 && !restricted(sim.engine(), "hog"); ++i) {
+    (void)sim.step(
+        {lsSample("web", kHurtP99, {{"hog", 40, 20'000'000}}), beSample("hog", 190'000'000)});
+  }
+  EXPECT_TRUE(restricted(sim.engine(), "hog"));
+}
+
 // Issue 19, fourth case: a duty-cycled innocent (200 ms of every second) is idle at the moment
 // the quota rung is engaged. It ran all along: it does not "join" the restriction when its next
 // duty cycle comes (be_joined_restriction is for a BE that was not running at all).

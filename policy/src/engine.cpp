@@ -311,6 +311,7 @@ Result<void> EngineState::seed(std::span<const AppliedAction> actions, int64_t n
       Step s;
       s.lever = a.lever;
       s.rung = rung;
+      s.applied_round = round_;
       ep.steps.push_back(std::move(s));
       sit = ep.steps.end() - 1;
     }

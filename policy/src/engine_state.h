@@ -164,6 +164,7 @@ struct Step {
   // joins the step (extendSteps). A duty cycle is not a start.
   std::set<std::string> running_at_apply;
   bool running_known = false;  // false for a step seeded from the journal until its first round
+  int64_t applied_round = kNever;  // the round it was applied (or seeded from the journal)
 };
 
 enum class Phase { Verifying, Holding };
@@ -330,6 +331,7 @@ class EngineState {
                    std::vector<Finding>& findings);
   // relax.cpp
   std::optional<std::string> relaxWouldHurt(const Step& top, const Tracked& v) const;
+  std::optional<std::string> targetsIdle(const Step& top, int64_t need) const;
   void holdEpisode(const std::string& key,
                    Episode& ep,
                    Tracked& v,

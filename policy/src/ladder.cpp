@@ -118,6 +118,7 @@ EngineState::RungResult EngineState::applyRung(Episode& ep,
   if (step.targets.empty()) {
     return deferred ? RungResult::Deferred : RungResult::NothingToDo;
   }
+  step.applied_round = round_;
   ep.steps.push_back(std::move(step));
   return RungResult::Applied;
 }

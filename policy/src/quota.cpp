@@ -262,6 +262,7 @@ EngineState::RungResult EngineState::applyQuotaRung(Episode& ep,
     }
     return RungResult::NothingToDo;
   }
+  step.applied_round = round_;
   ep.steps.push_back(std::move(step));
   return RungResult::Applied;
 }

@@ -75,7 +75,40 @@ std::optional<std::string> EngineState::relaxWouldHurt(const Step& top, const Tr
   return why.str();
 }
 
-// Holding: escalate when hurt again, relax one rung after enough quiet intervals.
+// What says the top rung holds nothing back, or nullopt: every BE it restricts has not run
+// (kRunningCpuFraction of a CPU) for `need` rounds since the rung was applied. The victim may
+// still be hurt, but not by them: the wait is behind something else, and keeping an idle BE
+// restricted only costs it when it comes back (a vm e2e run kept a paused hog capped at the
+// quota floor for a minute while the LS waited behind the harness).
+std::optional<std::string> EngineState::targetsIdle(const Step& top, int64_t need) const {
+  if (top.targets.empty()) {
+    return std::nullopt;
+  }
+  int64_t idle_for = INT64_MAX;
+  for (const std::string& id : top.targets) {
+    auto it = tracked_.find(id);
+    if (it == tracked_.end()) {
+      continue;  // gone: holds nothing
+    }
+    const int64_t since = std::max(it->second.last_ran_round, top.applied_round);
+    if (since == kNever) {
+      return std::nullopt;  // not known when it last ran or when the rung came
+    }
+    idle_for = std::min(idle_for, round_ - since);
+  }
+  if (idle_for < need) {
+    return std::nullopt;
+  }
+  std::ostringstream why;
+  why << (top.targets.size() == 1 ? "the BE it restricts has"
+                                  : "the BE containers it restricts have")
+      << " not run for " << (idle_for == INT64_MAX ? need : idle_for)
+      << " intervals: it holds nothing back";
+  return why.str();
+}
+
+// Holding: escalate when hurt again, relax one rung after enough quiet intervals, or at once
+// when the rung's BE is idle.
 void EngineState::holdEpisode(const std::string& key,
                               Episode& ep,
                               Tracked& v,
@@ -84,6 +117,35 @@ void EngineState::holdEpisode(const std::string& key,
                               int quiet,
                               std::vector<Decision>& out,
                               std::vector<Finding>& findings) {
+  // A rung on BE that stopped running is given back even while the victim is still hurt (by
+  // something else: with the BE idle, its wait is not theirs). Idle counts as in attribution
+  // (half the blame window without running), so a bursty antagonist keeps its rung between
+  // bursts; the relax backoff stretches it when the BE comes back and hurts again.
+  const int need_quiet = config_.actions.quiet_intervals * v.relax_backoff;
+  if (!ep.memory && !ep.steps.empty() && quiet < need_quiet &&
+      round_ - ep.last_relax_round >= config_.actions.relax_cooldown_intervals) {
+    const int64_t idle_need =
+        static_cast<int64_t>(
+            std::max(config_.actions.blame_window_intervals / 2, config_.actions.quiet_intervals)) *
+        v.relax_backoff;
+    if (auto idle = targetsIdle(ep.steps.back(), idle_need); idle && budget()) {
+      const Step last = ep.steps.back();
+      ep.steps.pop_back();
+      const size_t before = out.size();
+      releaseStep(key, ep, last, DecisionKind::Relax, "target_idle",
+                  displayName(v.info) +
+                      (hit ? " is still over its threshold, but " : " is calmer, and ") + *idle,
+                  &v, out);
+      changes_this_round_ += static_cast<int>(out.size() - before);
+      ep.last_relax_round = round_;
+      v.last_relax_round = round_;
+      ep.next_rung = ep.steps.empty() ? 0 : ep.steps.back().rung + 1;
+      ep.exhausted = false;
+      ep.escalations = static_cast<int>(ep.steps.size());
+      ep.stop_said = false;
+      return;
+    }
+  }
   if (hits >= config_.detection.hit_intervals && hit) {
     if (!budget()) {
       return;
@@ -102,8 +164,7 @@ void EngineState::holdEpisode(const std::string& key,
     return;
   }
   ep.stop_said = false;
-  const int need = config_.actions.quiet_intervals * v.relax_backoff;
-  if (quiet >= need && !ep.steps.empty() &&
+  if (quiet >= need_quiet && !ep.steps.empty() &&
       round_ - ep.last_relax_round >= config_.actions.relax_cooldown_intervals && budget()) {
     const Step& top = ep.steps.back();
     const double node = nodeCpus();

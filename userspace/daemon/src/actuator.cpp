@@ -214,9 +214,14 @@ policy::Resources Actuator::adjustUpdate(const std::string& id,
 
 bool Actuator::waitConverged(std::chrono::milliseconds timeout) {
   std::unique_lock lk(mu_);
-  return converged_cv_.wait_for(lk, timeout, [this] {
-    return stop_ || state_.stats(0).pending == 0;
-  }) && state_.stats(0).pending == 0;
+  // An update still on its way counts as not converged: a release decided meanwhile found the
+  // spec from before the send and nothing pending, and the update lands after (a clean stop that
+  // returned then left the BE restricted).
+  auto converged = [this] {
+    const auto s = state_.stats(0);
+    return s.pending == 0 && s.in_flight == 0;
+  };
+  return converged_cv_.wait_for(lk, timeout, [&] { return stop_ || converged(); }) && converged();
 }
 
 std::vector<ReconcileEntry> Actuator::entries() const {

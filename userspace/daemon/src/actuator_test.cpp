@@ -9,8 +9,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
+#include <future>
 #include <memory>
+#include <mutex>
 #include <thread>
 
 #include "colod/daemon/convert.h"
@@ -89,6 +92,13 @@ class ActuatorTest : public ::testing::Test {
                     .backoff_initial_ns = 10'000'000,
                     .backoff_max_ns = 80'000'000};
     o.send = [this](std::vector<nri::ContainerUpdate> u) {
+      {
+        // A test may hold a call on its way to the runtime (the reply not back yet).
+        std::unique_lock lk(gate_mu_);
+        ++sends_started_;
+        gate_cv_.notify_all();
+        gate_cv_.wait(lk, [this] { return !hold_sends_; });
+      }
       return stub_->updateContainers(std::move(u));
     };
     o.registry = &stub_->registry();
@@ -107,6 +117,7 @@ class ActuatorTest : public ::testing::Test {
     connect();
   }
   void TearDown() override {
+    holdSends(false);  // a failed test must not leave the actuator blocked in a send
     actuator_->stop();
     stub_->stop();
     rt_.reset();
@@ -142,6 +153,22 @@ class ActuatorTest : public ::testing::Test {
     return c != nullptr && c->resources.cpu.quota ? *c->resources.cpu.quota : 0;
   }
   bool settled() { return actuator_->stats().pending == 0; }
+  void holdSends(bool hold) {
+    {
+      std::lock_guard lk(gate_mu_);
+      hold_sends_ = hold;
+    }
+    gate_cv_.notify_all();
+  }
+  bool waitSendStarted(int n, std::chrono::milliseconds timeout) {
+    std::unique_lock lk(gate_mu_);
+    return gate_cv_.wait_for(lk, timeout, [&] { return sends_started_ >= n; });
+  }
+
+  std::mutex gate_mu_;
+  std::condition_variable gate_cv_;
+  bool hold_sends_ = false;
+  int sends_started_ = 0;
 
   Plugin plugin_;
   std::unique_ptr<FakeRuntimeListener> listener_;
@@ -163,6 +190,25 @@ TEST_F(ActuatorTest, AnOverlayIsAppliedAndReleasedToTheRuntimesOwnValue) {
   EXPECT_TRUE(actuator_->entries().empty()) << "nothing of colod's is left";
 }
 
+// The CI failure of a clean stop: the BE was restricted, the stop released it while the
+// restriction's update was still on its way, and waitConverged() returned at once (the spec from
+// before the send matched the release, nothing was pending); the update then landed and stayed.
+// Converged means nothing pending and nothing on its way.
+TEST_F(ActuatorTest, AStopDuringAnUpdateWaitsForItAndReleasesWhatLanded) {
+  holdSends(true);
+  actuator_->setOverlays({{be_, {.name = "be", .overlay = quota(50000), .why = "engage"}}});
+  ASSERT_TRUE(waitSendStarted(1, 5s));
+  actuator_->setOverlays({});  // the stop releases everything
+  auto converged = std::async(std::launch::async, [&] { return actuator_->waitConverged(10s); });
+  EXPECT_EQ(converged.wait_for(300ms), std::future_status::timeout)
+      << "converged while the restriction was still on its way";
+  holdSends(false);
+  ASSERT_TRUE(converged.get());
+  EXPECT_EQ(registryQuota(be_), 150000) << "the update that landed was not taken back";
+  EXPECT_EQ(lastQuotaSent(be_), 150000);
+  EXPECT_TRUE(actuator_->entries().empty());
+}
+
 // The journal is rewritten when the version moves past what was journaled: a release the
 // actuator confirms right after the commit must be a newer version than the commit's.
 TEST_F(ActuatorTest, AConfirmationAfterTheCommitIsANewerVersion) {
@@ -172,9 +218,9 @@ TEST_F(ActuatorTest, AConfirmationAfterTheCommitIsANewerVersion) {
   EXPECT_TRUE(committed.refused.empty());
   ASSERT_TRUE(waitFor([&] { return actuator_->entries().empty(); }, 5s));
   EXPECT_GT(actuator_->version(), committed.version);
-  EXPECT_EQ(actuator_->setOverlays({{"nosuch", {.name = "", .overlay = quota(1), .why = ""}}})
-                .refused,
-            std::vector<std::string>{"nosuch"})
+  EXPECT_EQ(
+      actuator_->setOverlays({{"nosuch", {.name = "", .overlay = quota(1), .why = ""}}}).refused,
+      std::vector<std::string>{"nosuch"})
       << "a container the runtime does not know is refused";
 }
 
@@ -333,24 +379,27 @@ namespace colod::daemon {
 namespace {
 
 TEST(Wishes, EveryLeverOnATargetMakesOneOverlay) {
-  policy::AppliedAction shares{.target_id = "be", .victim_id = "victim-0123456789", .lever =
-                               policy::Lever::CpuShares, .rung = 0, .applied_values = {},
+  policy::AppliedAction shares{.target_id = "be",
+                               .victim_id = "victim-0123456789",
+                               .lever = policy::Lever::CpuShares,
+                               .rung = 0,
+                               .applied_values = {},
                                .original_values = {}};
   shares.applied_values.cpu_shares = 2;
   policy::AppliedAction q = shares;
   q.lever = policy::Lever::CpuQuota;
   q.rung = 2;
   q.applied_values = quota(40000);
-  const Wishes w = wishesFromRestrictions({shares, q}, [](const std::string& id) {
-    return "jobs/b/" + id;
-  });
+  const Wishes w =
+      wishesFromRestrictions({shares, q}, [](const std::string& id) { return "jobs/b/" + id; });
   ASSERT_EQ(w.size(), 1U);
   const auto& be = w.at("be");
   EXPECT_EQ(be.name, "jobs/b/be");
   EXPECT_EQ(be.overlay.cpu_shares, 2U);
   EXPECT_EQ(be.overlay.cpu_quota, 40000);
-  EXPECT_EQ(be.why, "cpu_shares rung 1 for victim victim-01234; cpu_quota rung 3 for victim "
-                    "victim-01234");
+  EXPECT_EQ(be.why,
+            "cpu_shares rung 1 for victim victim-01234; cpu_quota rung 3 for victim "
+            "victim-01234");
   EXPECT_TRUE(wishesFromRestrictions({}, [](const std::string&) { return ""; }).empty());
 }
 

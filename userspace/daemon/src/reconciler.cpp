@@ -632,6 +632,9 @@ ReconcileStats ReconcilerState::stats(int64_t now_ns) const {
       ++s.pending;
       s.oldest_pending_ns = std::max(s.oldest_pending_ns, now_ns - t.e.pending_since_ns);
     }
+    if (t.in_flight) {
+      ++s.in_flight;
+    }
   }
   return s;
 }

@@ -110,7 +110,7 @@ class Actuator {
   // Wakes the thread (a registry change, a new session).
   void kick();
 
-  // Blocks until nothing is pending (true) or the timeout passed (false).
+  // Blocks until nothing is pending or on its way (true) or the timeout passed (false).
   bool waitConverged(std::chrono::milliseconds timeout);
 
   [[nodiscard]] std::vector<ReconcileEntry> entries() const;

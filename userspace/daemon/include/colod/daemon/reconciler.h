@@ -104,6 +104,7 @@ struct ReconcileNote {
 struct ReconcileStats {
   uint64_t tracked = 0;
   uint64_t pending = 0;
+  uint64_t in_flight = 0;  // containers whose update is on its way (the outcome is not known)
   int64_t oldest_pending_ns = 0;             // age of the oldest pending container (0 = none)
   uint64_t sends = 0;                        // UpdateContainers calls made
   uint64_t updates_applied = 0;              // container updates the runtime confirmed
