@@ -315,6 +315,12 @@ std::vector<Antagonist> EngineState::rank(Tracked& victim,
     const double total_wait = w.be_ns + w.self_ns + w.foreign_ns;
     const double other = w.self_ns + w.foreign_ns;
     if (total_wait > 0 && other >= config_.detection.self_wait_fraction * total_wait) {
+      // Nobody is ranked this time: a verdict from an earlier ranking ("blamed") would tell
+      // `coloctl explain` the opposite of what the engine does now.
+      for (auto& [id, e] : victim.blame) {
+        e.score = 0;
+        e.verdict = Verdict::OtherWait;
+      }
       if (w.self_ns >= w.foreign_ns) {
         ++stats_.self_inflicted;
         findings.push_back({victim.info.id, "self_inflicted_contention",
@@ -500,6 +506,10 @@ std::string EngineState::verdictText(const BlameEvidence& e) const {
       return "idle: it has not run for " +
              std::to_string(std::max(ac.blame_window_intervals / 2, 1)) +
              " intervals, so the wait now is not behind it (its evidence is kept: " +
+             evidenceText(e) + ")";
+    case Verdict::OtherWait:
+      return "not ranked: the victim's wait is mostly behind itself or work colod does not "
+             "control (" +
              evidenceText(e) + ")";
     case Verdict::NotTop:
       return "not among the top " + std::to_string(ac.max_antagonists) + ": " + pct + " (" +

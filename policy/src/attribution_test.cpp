@@ -115,6 +115,22 @@ TEST_F(AttributionTest, MinimumEvidenceBeforeAnyoneIsBlamed) {
   EXPECT_EQ(web().blame.at("near").verdict, Verdict::Blamed);
 }
 
+// Issue 19: once the wait is mostly behind the host, rank() returns before ranking; the verdict
+// of the earlier ranking ("blamed") must not stay for `coloctl explain` to show.
+TEST_F(AttributionTest, NoStaleVerdictWhenTheWaitIsBehindUncontrolledWork) {
+  std::vector<Finding> findings;
+  round({{"near", 10, 6'000'000}}, 0, 10'000'000);
+  ASSERT_EQ(s_.rank(web(), false, findings).size(), 1u);
+  ASSERT_EQ(web().blame.at("near").verdict, Verdict::Blamed);
+  round({{"", 40, 200'000'000}}, 0, 10'000'000);
+  findings.clear();
+  EXPECT_TRUE(s_.rank(web(), false, findings).empty());
+  ASSERT_FALSE(findings.empty());
+  EXPECT_EQ(findings.back().rule, "uncontrolled_wait");
+  EXPECT_EQ(web().blame.at("near").verdict, Verdict::OtherWait);
+  EXPECT_NE(s_.verdictText(web().blame.at("near")).find("not ranked"), std::string::npos);
+}
+
 TEST_F(AttributionTest, UselessRungUntilTheEvidenceChanges) {
   round({{"near", 10, 6'000'000}, {"", 10, 4'000'000}}, 0, 10'000'000);
   UselessRung u;

@@ -50,6 +50,7 @@ enum class Verdict : uint8_t {
   BelowCutoff,  // under min_antagonist_score
   NotTop,       // not among the top max_antagonists
   Idle,         // has not run for half the blame window: the wait now is behind something else
+  OtherWait,    // not ranked: the victim's wait is mostly behind itself or uncontrolled work
 };
 
 struct BlameEvidence {

@@ -237,6 +237,7 @@ TEST_F(FaultTest, ChurnWhileRestricted) {
   startColod(faultConfig());
   startWorkloads();
   waitRestricted("hog");
+  const int64_t churn_from = colod::faults::realtimeNs();
   addPod("churn", "jobs", "be");
   peer_->mustControl({{"op", "run_pod"}, {"pod", "churn"}});
   auto seen = [&](const std::string& name, bool present) {
@@ -269,16 +270,39 @@ TEST_F(FaultTest, ChurnWhileRestricted) {
     }
     EXPECT_TRUE(seen(name, add)) << name << (add ? " never seen by colod" : " still listed");
   }
-  EXPECT_TRUE(restricted("hog")) << "the restriction was dropped by the churn";
+  // The churn must not make colod lose the restriction. The policy may still give it back for
+  // its own reasons (a CI run: the quota at its floor "did not help" against the host's wait and
+  // was undone), but only by a decision on the hog, and the cgroup then matches colod's account.
+  if (!restricted("hog")) {
+    bool released_by_decision = false;
+    if (auto d = colod_->client().decisions(0)) {
+      for (const auto& x : d->decisions()) {
+        released_by_decision |= x.container_id() == tracked("hog").id &&
+                                (x.kind().starts_with("undo/") || x.kind().starts_with("relax/")) &&
+                                x.unix_ms() * 1'000'000 >= churn_from;
+      }
+    }
+    EXPECT_TRUE(released_by_decision)
+        << "the restriction was dropped by the churn without a decision\n"
+        << diagnostics();
+  }
+  expectConverges("hog", colod::faults::realtimeNs(), 30s);
   remove("server");
   expectReleased({"hog", "c3", "c5"}, colod::faults::realtimeNs());
-  auto l = colod_->client().listContainers();
-  ASSERT_TRUE(l.has_value());
+  // The releases may all be done before colod has seen the server go (nothing held on them).
   std::set<std::string> names;
-  for (const auto& c : l->containers()) {
-    names.insert(c.name());
-  }
-  EXPECT_EQ(names, (std::set<std::string>{"hog", "c3", "c5"}));
+  auto listed = [&] {
+    names.clear();
+    if (auto l = colod_->client().listContainers()) {
+      for (const auto& c : l->containers()) {
+        names.insert(c.name());
+      }
+    }
+    return names == std::set<std::string>{"hog", "c3", "c5"};
+  };
+
+  EXPECT_TRUE(seen("server", false) && listed())
+      << "colod lists " << ::testing::PrintToString(names);
   EXPECT_TRUE(waitFor([&] { return metricValue(colod_->scrape(), "colod_reconcile_pending") <= 0; },
                       kJournalTimeout, 50ms))
       << "colod_reconcile_pending stays "
