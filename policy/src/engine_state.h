@@ -164,7 +164,7 @@ struct Step {
   // alone (benign by the evidence): only BE that was not running at all then and starts later
   // joins the step (extendSteps). A duty cycle is not a start.
   std::set<std::string> running_at_apply;
-  bool running_known = false;  // false for a step seeded from the journal until its first round
+  bool running_known = false;      // false for a step seeded from the journal until its first round
   int64_t applied_round = kNever;  // the round it was applied (or seeded from the journal)
 };
 
@@ -333,6 +333,12 @@ class EngineState {
   // relax.cpp
   std::optional<std::string> relaxWouldHurt(const Step& top, const Tracked& v) const;
   std::optional<std::string> targetsIdle(const Step& top, int64_t need) const;
+  void relaxTop(const std::string& key,
+                Episode& ep,
+                Tracked& v,
+                const std::string& rule,
+                const std::string& why,
+                std::vector<Decision>& out);
   void holdEpisode(const std::string& key,
                    Episode& ep,
                    Tracked& v,

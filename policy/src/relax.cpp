@@ -129,19 +129,10 @@ void EngineState::holdEpisode(const std::string& key,
             std::max(config_.actions.blame_window_intervals / 2, config_.actions.quiet_intervals)) *
         v.relax_backoff;
     if (auto idle = targetsIdle(ep.steps.back(), idle_need); idle && budget()) {
-      const Step last = ep.steps.back();
-      ep.steps.pop_back();
-      const size_t before = out.size();
-      releaseStep(key, ep, last, DecisionKind::Relax, "target_idle",
-                  displayName(v.info) +
-                      (hit ? " is still over its threshold, but " : " is calmer, and ") + *idle,
-                  &v, out);
-      changes_this_round_ += static_cast<int>(out.size() - before);
-      ep.last_relax_round = round_;
-      v.last_relax_round = round_;
-      ep.next_rung = ep.steps.empty() ? 0 : ep.steps.back().rung + 1;
-      ep.exhausted = false;
-      ep.escalations = static_cast<int>(ep.steps.size());
+      relaxTop(key, ep, v, "target_idle",
+               displayName(v.info) +
+                   (hit ? " is still over its threshold, but " : " is calmer, and ") + *idle,
+               out);
       ep.stop_said = false;
       return;
     }
@@ -193,20 +184,29 @@ void EngineState::holdEpisode(const std::string& key,
       v.last_relax_round = round_;
       return;
     }
-    const Step last = ep.steps.back();
-    ep.steps.pop_back();
-    const size_t before = out.size();
-    releaseStep(key, ep, last, DecisionKind::Relax, "victim_quiet",
-                displayName(v.info) + " quiet for " + std::to_string(quiet) + " intervals", &v,
-                out);
-    changes_this_round_ += static_cast<int>(out.size() - before);
-    ep.last_relax_round = round_;
-    v.last_relax_round = round_;
-    // Let the next relax try the rung again later if it comes back.
-    ep.next_rung = ep.steps.empty() ? 0 : ep.steps.back().rung + 1;
-    ep.exhausted = false;
-    ep.escalations = static_cast<int>(ep.steps.size());
+    relaxTop(key, ep, v, "victim_quiet",
+             displayName(v.info) + " quiet for " + std::to_string(quiet) + " intervals", out);
   }
+}
+
+// Gives back the episode's top step (a Relax decision per target nobody else holds).
+void EngineState::relaxTop(const std::string& key,
+                           Episode& ep,
+                           Tracked& v,
+                           const std::string& rule,
+                           const std::string& why,
+                           std::vector<Decision>& out) {
+  const Step last = ep.steps.back();
+  ep.steps.pop_back();
+  const size_t before = out.size();
+  releaseStep(key, ep, last, DecisionKind::Relax, rule, why, &v, out);
+  changes_this_round_ += static_cast<int>(out.size() - before);
+  ep.last_relax_round = round_;
+  v.last_relax_round = round_;
+  // Let the next relax try the rung again later if it comes back.
+  ep.next_rung = ep.steps.empty() ? 0 : ep.steps.back().rung + 1;
+  ep.exhausted = false;
+  ep.escalations = static_cast<int>(ep.steps.size());
 }
 
 }  // namespace colod::policy
