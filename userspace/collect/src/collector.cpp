@@ -18,6 +18,7 @@
 #include "cgsched.skel.h"
 #include "colod/cgroup/cgroup.h"
 #include "colod/cgroup/parse.h"
+#include "colod/collect/map_budget.h"
 #include "entry_delta.h"
 #include "file_cache.h"
 #include "reclaim.h"
@@ -138,6 +139,8 @@ class Collector::Impl {
   detail::CgroupFileCache files{0};
   std::unordered_set<uint64_t> every_tick;  // setEveryTick()
   uint64_t map_bytes = 0;
+  SlotSizing sizing;
+  std::string sizing_note;
   uint64_t tick = 0;
   uint64_t last_rescan_tick = 0;
   std::chrono::steady_clock::time_point last;
@@ -786,6 +789,12 @@ Result<Collector> Collector::create(const CollectorOptions& options) {
     return COLOD_ERR(ncpu < 0 ? -ncpu : EINVAL, "counting possible CPUs");
   }
   impl->ncpu = ncpu;
+  // The per-CPU maps grow with the possible CPUs: as many slots as fit the budget.
+  impl->sizing = sizeSlots(slotCost(options.reclaim), impl->opts.max_cgroups,
+                           static_cast<uint32_t>(ncpu), options.map_budget_bytes, kMinSlots);
+  impl->opts.max_cgroups = impl->sizing.slots;
+  impl->sizing_note = describeSizing(impl->sizing, options.max_cgroups, static_cast<uint32_t>(ncpu),
+                                     options.map_budget_bytes);
   impl->initReaders();
   std::size_t max_open = 0;
   if (options.max_open_files) {
@@ -825,6 +834,10 @@ void Collector::setEveryTick(std::vector<uint64_t> ids) {
   impl_->every_tick = std::unordered_set<uint64_t>(ids.begin(), ids.end());
 }
 uint64_t Collector::bpfMapBytes() const { return impl_->map_bytes; }
+
+uint32_t Collector::slots() const { return impl_->sizing.slots; }
+
+const std::string& Collector::sizingNote() const { return impl_->sizing_note; }
 Result<void> Collector::setWatched(const std::vector<WatchedCgroup>& cgroups) {
   return impl_->watch->set(cgroups);
 }

@@ -59,6 +59,7 @@ int main(int argc, char** argv) {
   int warmup_ticks = 10;
   int interval_ms = 100;
   uint32_t max_cgroups = 4096;
+  uint32_t map_budget_mib = 0;
   uint32_t files_every = 1;
   bool legacy = false;
   std::string cgroup_root = "/sys/fs/cgroup";
@@ -66,6 +67,8 @@ int main(int argc, char** argv) {
   app.add_option("--warmup-ticks", warmup_ticks, "Snapshots before the window")
       ->check(CLI::Range(0, 1000));
   app.add_option("--interval-ms", interval_ms, "Snapshot interval")->check(CLI::Range(10, 10000));
+  app.add_option("--map-budget-mib", map_budget_mib,
+                 "CollectorOptions::map_budget_bytes in MiB (colod's default 64; 0: none)");
   app.add_option("--max-cgroups", max_cgroups, "CollectorOptions::max_cgroups")
       ->check(CLI::Range(1, 1 << 20));
   app.add_option("--files-every", files_every, "CollectorOptions::files_every_n_ticks")
@@ -81,6 +84,7 @@ int main(int argc, char** argv) {
   colod::collect::CollectorOptions opts;
   opts.cgroup_root = cgroup_root;
   opts.max_cgroups = max_cgroups;
+  opts.map_budget_bytes = uint64_t{map_budget_mib} << 20;
   opts.max_pairs = max_cgroups * 4;
   opts.files_every_n_ticks = files_every;
   opts.legacy_reads = legacy;
@@ -88,6 +92,9 @@ int main(int argc, char** argv) {
   if (!col) {
     std::fprintf(stderr, "colod-collect-scale: %s\n", col.error().message().c_str());
     return kExitCantRecover;
+  }
+  if (!col->sizingNote().empty()) {
+    std::fprintf(stderr, "colod-collect-scale: %s\n", col->sizingNote().c_str());
   }
   const auto interval = std::chrono::milliseconds(interval_ms);
   auto next = std::chrono::steady_clock::now() + interval;
@@ -132,13 +139,14 @@ int main(int argc, char** argv) {
   const double cpu = cpuSeconds() - cpu0;
   const auto n = static_cast<double>(std::max(ticks, 1));
   std::printf(
-      "probe: read=%s max_cgroups=%u ticks=%d cgroups_reported_per_tick=%.0f "
+      "probe: read=%s max_cgroups=%u slots=%u ticks=%d cgroups_reported_per_tick=%.0f "
       "tick_p50_ms=%.2f tick_p99_ms=%.2f tick_max_ms=%.2f read_bytes_per_tick=%.0f "
       "read_buffer_bytes=%llu bpf_map_bytes=%llu rss_mib=%.1f hwm_mib=%.1f cpu_pct=%.2f "
       "file_opens_per_tick=%.1f files_open=%llu\n",
-      legacy ? "legacy" : "new", max_cgroups, ticks, static_cast<double>(reported) / n,
-      percentile(ms, 0.5), percentile(ms, 0.99), percentile(ms, 1.0),
-      static_cast<double>(read_bytes) / n, static_cast<unsigned long long>(last.read_buffer_bytes),
+      legacy ? "legacy" : "new", max_cgroups, col->slots(), ticks,
+      static_cast<double>(reported) / n, percentile(ms, 0.5), percentile(ms, 0.99),
+      percentile(ms, 1.0), static_cast<double>(read_bytes) / n,
+      static_cast<unsigned long long>(last.read_buffer_bytes),
       static_cast<unsigned long long>(last.bpf_map_bytes),
       static_cast<double>(statusKib("VmRSS:")) / 1024,
       static_cast<double>(statusKib("VmHWM:")) / 1024, cpu / wall * 100,

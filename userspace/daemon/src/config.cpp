@@ -295,6 +295,7 @@ Result<void> parseDaemon(std::string_view file, const YAML::Node& d, DaemonSetti
        }},
       {"event_wait_threshold_us", u32(s.event_wait_threshold_us, 0, 1000000)},
       {"max_cgroups", u32(s.max_cgroups, 64, 1U << 20)},
+      {"bpf_map_budget_mib", u32(s.bpf_map_budget_mib, 0, 1U << 20)},
       {"decisions_kept", u32(s.decisions_kept, 16, 1U << 16)},
   };
   for (const auto& kv : d) {
@@ -452,6 +453,7 @@ std::string restartOnlyChanges(const DaemonSettings& a, const DaemonSettings& b)
   check(a.metrics_listen != b.metrics_listen, "metrics_listen");
   check(a.journal_path != b.journal_path, "journal_path");
   check(a.max_cgroups != b.max_cgroups, "max_cgroups");
+  check(a.bpf_map_budget_mib != b.bpf_map_budget_mib, "bpf_map_budget_mib");
   check(a.log_format != b.log_format, "log_format");
   check(a.decisions_kept != b.decisions_kept, "decisions_kept");
   check(a.max_batch != b.max_batch, "max_batch");

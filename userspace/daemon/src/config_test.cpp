@@ -42,6 +42,7 @@ daemon:
   update_retries: 5
   max_batch: 8
   max_cgroups: 128
+  bpf_map_budget_mib: 0
   decisions_kept: 32
   event_wait_threshold_us: 0
 policy:
@@ -63,6 +64,8 @@ policy:
   EXPECT_EQ(d.reconcile, Reconcile::Reseed);
   EXPECT_EQ(d.log_format, LogFormat::Json);
   EXPECT_EQ(d.update_retries, 5U);
+  EXPECT_EQ(d.bpf_map_budget_mib, 0U) << "0: no budget";
+  EXPECT_EQ(DaemonSettings{}.bpf_map_budget_mib, 64U);
   EXPECT_EQ(c.policy.thresholds.runq_p99_us, 900U);
 }
 
@@ -107,7 +110,8 @@ TEST(DaemonConfig, RestartOnlyChanges) {
 }
 
 TEST(DaemonConfig, PolicySectionForTraces) {
-  const std::string doc = "daemon:\n  interval_ms: 100\npolicy:\n  thresholds:\n    runq_p99_us: 700\n";
+  const std::string doc =
+      "daemon:\n  interval_ms: 100\npolicy:\n  thresholds:\n    runq_p99_us: 700\n";
   auto section = policySectionYaml(doc);
   auto parsed = ASSERT_OK(policy::parsePolicySection(section, "header"));
   EXPECT_EQ(parsed.thresholds.runq_p99_us, 700U);

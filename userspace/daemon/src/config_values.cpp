@@ -73,6 +73,8 @@ const std::vector<DaemonKey>& daemonKeys() {
       {"drop_capabilities", [](const auto& s) { return boolText(s.drop_capabilities); }, nullptr},
       {"max_batch", [](const auto& s) { return std::to_string(s.max_batch); }, nullptr},
       {"max_cgroups", [](const auto& s) { return std::to_string(s.max_cgroups); }, nullptr},
+      {"bpf_map_budget_mib", [](const auto& s) { return std::to_string(s.bpf_map_budget_mib); },
+       nullptr},
       {"decisions_kept", [](const auto& s) { return std::to_string(s.decisions_kept); }, nullptr},
   };
   return keys;

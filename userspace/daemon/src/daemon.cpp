@@ -57,6 +57,7 @@ Result<void> Daemon::Impl::init() {
   collect::CollectorOptions copts;
   copts.cgroup_root = s.cgroup_root;
   copts.max_cgroups = s.max_cgroups;
+  copts.map_budget_bytes = uint64_t{s.bpf_map_budget_mib} << 20;
   copts.watch_window = wakeup_.window;
   // The policy sees containers only: other cgroups' files are read once a second (the ones of
   // containers at every tick: syncWatched()).
@@ -77,6 +78,9 @@ Result<void> Daemon::Impl::init() {
   log()->info("collector: cgroup mode {}, attach {}, hierarchy {}",
               collect::toString(collector_->mode()), collect::toString(collector_->attachKind()),
               hierarchy_root_);
+  if (!collector_->sizingNote().empty()) {
+    log()->warn("{}", collector_->sizingNote());
+  }
 
   // One colod per journal: a second one would "restore" the first one's restrictions through
   // NRI and empty its journal.

@@ -170,9 +170,12 @@ struct WakeupEvent {
 struct CollectorOptions {
   std::string cgroup_root = "/sys/fs/cgroup";  // style rule 19: injected root
   uint32_t max_cgroups = 4096;                 // bound of every per-cgroup map
-  uint32_t max_pairs = 16384;                  // bound of the victim<-aggressor map
-  std::optional<CgroupMode> force_mode;        // skip probing (tests)
-  bool force_raw_tp = false;                   // skip the tp_btf probe (tests, old kernels)
+  // Memory budget of the per-cgroup maps (0: none). They are per-CPU, so on a big node the
+  // slots are cut to what fits (map_budget.h), never below kMinSlots; sizingNote() says so.
+  uint64_t map_budget_bytes = 0;
+  uint32_t max_pairs = 16384;            // bound of the victim<-aggressor map
+  std::optional<CgroupMode> force_mode;  // skip probing (tests)
+  bool force_raw_tp = false;             // skip the tp_btf probe (tests, old kernels)
   // Attach sched_wakeup(_new) for run-queue depth at wakeup. Off by default: it costs ~80 ns
   // per wakeup (bpf/README.md), which a pipe ping-pong pays twice per round trip.
   bool wakeup_depth = false;
@@ -235,6 +238,10 @@ class Collector {
 
   // Kernel memory of colod's BPF maps in bytes, as CollectorStats::bpf_map_bytes.
   [[nodiscard]] uint64_t bpfMapBytes() const;
+  // Cgroup slots of the per-cgroup maps: max_cgroups, or fewer to fit map_budget_bytes.
+  [[nodiscard]] uint32_t slots() const;
+  // Why slots() is below max_cgroups, for the log (empty when it is not).
+  [[nodiscard]] const std::string& sizingNote() const;
 
   [[nodiscard]] CgroupMode mode() const;
   [[nodiscard]] AttachKind attachKind() const;

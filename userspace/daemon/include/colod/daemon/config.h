@@ -61,6 +61,9 @@ struct DaemonSettings {
   bool drop_capabilities = true;
   uint32_t max_batch = 64;         // container updates per UpdateContainers call
   uint32_t max_cgroups = 4096;     // collector map bound
+  // Memory budget of the collector's per-cgroup BPF maps (MiB, 0: none). They are per-CPU and
+  // charged to colod's memory cgroup: on a big node max_cgroups is cut to what fits.
+  uint32_t bpf_map_budget_mib = 64;
   uint32_t decisions_kept = 1024;  // ring of recent decisions served to coloctl
 
   friend bool operator==(const DaemonSettings&, const DaemonSettings&) = default;

@@ -1,0 +1,86 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "colod/collect/map_budget.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "cgsched.h"
+#include "reclaim.h"
+
+namespace colod::collect {
+
+namespace {
+
+constexpr uint64_t round8(uint64_t n) { return (n + 7) / 8 * 8; }
+// A hash element's header in the kernel (struct htab_elem: list node, hash, padding), taken
+// generously; a per-CPU hash element holds a pointer to its per-CPU values instead of them.
+constexpr uint64_t kHashElem = 48;
+
+double mib(uint64_t b) { return std::round(static_cast<double>(b) / (1024.0 * 1024.0) * 10) / 10; }
+
+}  // namespace
+
+SlotCost slotCost(bool reclaim) {
+  SlotCost c;
+  c.per_cpu = round8(sizeof(colod_cg_sched));  // cg_sched (per-CPU array)
+  c.shared = kHashElem + round8(sizeof(uint64_t)) + round8(sizeof(uint32_t))  // cg_slots
+             + sizeof(uint32_t)                                               // free_slots
+             + round8(sizeof(colod_cg_pending))                               // cg_pending
+             + round8(sizeof(colod_cg_watch));                                // cg_watch
+  if (reclaim) {
+    c.per_cpu += round8(sizeof(colod_cg_reclaim));  // cg_reclaim (per-CPU hash)
+    c.shared += kHashElem + round8(sizeof(uint64_t)) + sizeof(void*);
+  }
+  return c;
+}
+
+uint64_t slotBytes(const SlotCost& cost, uint32_t slots, uint32_t possible_cpus) {
+  return static_cast<uint64_t>(slots) *
+         (cost.per_cpu * static_cast<uint64_t>(possible_cpus) + cost.shared);
+}
+
+SlotSizing sizeSlots(const SlotCost& cost,
+                     uint32_t wanted,
+                     uint32_t possible_cpus,
+                     uint64_t budget_bytes,
+                     uint32_t min_slots) {
+  SlotSizing s;
+  s.wanted_bytes = slotBytes(cost, wanted, possible_cpus);
+  s.slots = wanted;
+  const uint64_t per_slot = slotBytes(cost, 1, possible_cpus);
+  if (budget_bytes > 0 && per_slot > 0 && s.wanted_bytes > budget_bytes) {
+    const uint64_t fit = budget_bytes / per_slot;
+    const uint32_t floor = std::min(min_slots, wanted);
+    if (fit < floor) {
+      s.slots = floor;
+      s.over_budget = true;
+    } else {
+      s.slots = static_cast<uint32_t>(std::min<uint64_t>(fit, wanted));
+    }
+    s.capped = s.slots < wanted;
+  }
+  s.bytes = slotBytes(cost, s.slots, possible_cpus);
+  return s;
+}
+
+std::string describeSizing(const SlotSizing& s,
+                           uint32_t wanted,
+                           uint32_t possible_cpus,
+                           uint64_t budget_bytes) {
+  if (!s.capped) {
+    return {};
+  }
+  std::ostringstream os;
+  os << "collector: " << s.slots << " cgroup slots, not the " << wanted << " of max_cgroups: on "
+     << possible_cpus << " possible CPUs they would take " << mib(s.wanted_bytes)
+     << " MiB of BPF maps, above bpf_map_budget_mib " << mib(budget_bytes) << " (" << mib(s.bytes)
+     << " MiB now";
+  if (s.over_budget) {
+    os << ", still above it: fewer slots would leave containers unseen";
+  }
+  os << "); cgroups beyond the slots are not measured (colod_bpf_dropped_events_total counts them)";
+  return os.str();
+}
+
+}  // namespace colod::collect

@@ -1,0 +1,151 @@
+#!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
+# vmtests "scale" set (issue 17): the collector on a guest booted with few online but many
+# possible CPUs (-smp 2,maxcpus=N). Per-CPU BPF maps and libbpf size by possible CPUs, so this is
+# where a read side sized by the machine instead of the work shows: map memory, RSS and the time
+# of a snapshot. Creates <cgroups> cgroups with a sleeping process each and <busy> of them busy,
+# runs colod-collect-scale for a few seconds and prints its line (recorded in
+# docs/benchmarks.md). Checks what must hold whatever the numbers: the guest has the possible
+# CPUs asked for, the collector loads, sees every cgroup, reports its map memory, stays within
+# the RSS budget, and the cgroups are cleaned up. TAP output.
+#   sh scale_test.sh <possible CPUs> [cgroups] [busy] [seconds]
+want=${1:?possible CPUs}
+cgroups=${2:-200}
+busy=${3:-4}
+seconds=${4:-5}
+# colod's RSS budget (issue 15/17: 32 MiB), for the collector alone, and its default BPF map
+# budget (daemon.bpf_map_budget_mib).
+rss_budget_mib=32
+budget_mib=64
+bin=/vmtests/bin
+root=/sys/fs/cgroup/vmscale
+n=0
+fails=0
+
+ok() {
+  n=$((n + 1))
+  echo "ok $n - $1"
+}
+notok() {
+  n=$((n + 1))
+  fails=$((fails + 1))
+  echo "not ok $n - $1"
+  shift
+  for l in "$@"; do echo "#   $l"; done
+}
+field() { echo "$2" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
+
+possible=$(cat /sys/devices/system/cpu/possible)
+online=$(cat /sys/devices/system/cpu/online)
+if [ "$possible" = "0-$((want - 1))" ]; then
+  ok "possible CPUs $possible (online $online)"
+else
+  notok "possible CPUs 0-$((want - 1))" "the guest has $possible (online $online)"
+fi
+
+# The workload: one cgroup per container, a process in each that wakes every 0.2 s without
+# forking (busybox read with a timeout on a fifo opened read-write: a container that does a
+# little work now and then, as most do), the first <busy> ones spinning.
+mkdir -p $root
+echo "+cpu +memory" >/sys/fs/cgroup/cgroup.subtree_control 2>/dev/null
+echo "+cpu +memory" >$root/cgroup.subtree_control 2>/dev/null
+pids=""
+i=0
+while [ $i -lt "$cgroups" ]; do
+  mkdir -p $root/c$i
+  if [ $i -lt "$busy" ]; then
+    sh -c "echo \$\$ >$root/c$i/cgroup.procs; while :; do :; done" &
+  else
+    mkfifo /tmp/scale.$i
+    sh -c "echo \$\$ >$root/c$i/cgroup.procs; while :; do read -t 0.2 _ <>/tmp/scale.$i; done" &
+  fi
+  pids="$pids $!"
+  i=$((i + 1))
+done
+count_live() {
+  live=0
+  for f in $root/c*/cgroup.procs; do
+    # cgroupfs files have no size: read the first pid (a builtin, no fork per cgroup).
+    read -r p <"$f" 2>/dev/null && [ -n "$p" ] && live=$((live + 1))
+  done
+  [ $live = "$cgroups" ]
+}
+t=0
+while ! count_live && [ $t -lt 300 ]; do
+  sleep 0.1
+  t=$((t + 1))
+done
+[ $live = "$cgroups" ] && ok "$cgroups cgroups with a live process ($busy busy)" ||
+  notok "$cgroups cgroups with a live process" "$live have one"
+
+# As colod does at start: the soft open-files limit raised to the hard one (the collector keeps
+# three files open per cgroup, bounded by half the limit).
+ulimit -n "$(ulimit -Hn)" 2>/dev/null
+
+# probe <budget MiB>: one measured run; sets $line (the probe's numbers) and $err.
+probe() {
+  out=$($bin/colod-collect-scale --seconds "$seconds" --warmup-ticks 5 --max-cgroups 4096 \
+    --map-budget-mib "$1" --cgroup-root /sys/fs/cgroup 2>/tmp/scale.err)
+  rc=$?
+  err=$(cat /tmp/scale.err)
+  line=$(echo "$out" | grep '^probe:' | tail -n 1)
+  echo "# budget ${1} MiB: $line"
+  [ -n "$err" ] && echo "$err" | sed 's/^/#   /'
+  [ $rc = 0 ] && [ -n "$line" ]
+}
+
+# Without a budget (max_cgroups 4096 slots whatever the CPUs: the maps grow with them), then
+# with colod's default (daemon.bpf_map_budget_mib: 64).
+if probe 0; then
+  ok "colod-collect-scale ran ${seconds} s at ${want} possible CPUs, no map budget"
+else
+  notok "colod-collect-scale ran, no map budget" "$err"
+fi
+unbudgeted=$line
+if probe $budget_mib; then
+  ok "colod-collect-scale ran ${seconds} s at ${want} possible CPUs, map budget $budget_mib MiB"
+else
+  notok "colod-collect-scale ran, map budget $budget_mib MiB" "$err"
+fi
+reported=$(field cgroups_reported_per_tick "$line")
+map=$(field bpf_map_bytes "$line")
+rss=$(field rss_mib "$line")
+slots=$(field slots "$line")
+# A cgroup is reported in a tick when it ran in it: every busy one, and the wakers about every
+# other tick (a 0.2 s timer against a 0.1 s tick).
+[ "${reported:-0}" -ge $((busy + (cgroups - busy) / 4)) ] &&
+  ok "busy and waking cgroups reported ($reported per tick of $cgroups, $slots slots)" ||
+  notok "busy and waking cgroups reported" "reported ${reported:-none} per tick of $cgroups"
+# The slot maps fit the budget; the maps not sized by slots (pairs, drops) add a little.
+limit=$((budget_mib * 1024 * 1024 * 115 / 100))
+if [ "${map:-0}" -gt 0 ] && [ "$map" -le $limit ]; then
+  ok "BPF maps within the budget: $map bytes ($slots slots; without it $(field bpf_map_bytes "$unbudgeted"))"
+else
+  notok "BPF maps within the budget ($budget_mib MiB + 15 %)" "bpf_map_bytes=${map:-none}, slots ${slots:-none}"
+fi
+if [ -n "$rss" ] && awk -v r="$rss" -v b=$rss_budget_mib 'BEGIN{exit !(r <= b)}'; then
+  ok "collector RSS ${rss} MiB within ${rss_budget_mib} MiB at ${want} possible CPUs"
+else
+  notok "collector RSS within ${rss_budget_mib} MiB" "rss_mib=${rss:-none} at ${want} possible CPUs"
+fi
+echo "scale-vm: possible_cpus=$want online=$online cgroups=$cgroups busy=$busy budget_mib=0 $(echo "$unbudgeted" | sed 's/^probe: //')"
+echo "scale-vm: possible_cpus=$want online=$online cgroups=$cgroups busy=$busy budget_mib=$budget_mib $(echo "$line" | sed 's/^probe: //')"
+
+for p in $pids; do kill -KILL "$p" 2>/dev/null; done
+wait 2>/dev/null
+i=0
+left=0
+while [ $i -lt "$cgroups" ]; do
+  t=0
+  while ! rmdir $root/c$i 2>/dev/null && [ $t -lt 50 ]; do
+    sleep 0.1
+    t=$((t + 1))
+  done
+  [ -d $root/c$i ] && left=$((left + 1))
+  i=$((i + 1))
+done
+rmdir $root 2>/dev/null
+rm -f /tmp/scale.*
+[ $left = 0 ] && ok "cgroups removed" || notok "cgroups removed" "$left left"
+echo "1..$n"
+[ $fails = 0 ]
