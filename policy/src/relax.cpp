@@ -107,8 +107,8 @@ std::optional<std::string> EngineState::targetsIdle(const Step& top, int64_t nee
   return why.str();
 }
 
-// Holding: escalate when hurt again, relax one rung after enough quiet intervals, or at once
-// when the rung's BE is idle.
+// Holding: escalate when hurt again, relax one rung after enough quiet intervals, or when the
+// rung's BE has been idle for half the blame window.
 void EngineState::holdEpisode(const std::string& key,
                               Episode& ep,
                               Tracked& v,
