@@ -219,7 +219,7 @@ static __always_inline __u32 cg_slot(__u64 id)
 		if (v)
 			return *v;
 	}
-	count_drop(COLOD_DROP_CG_ENTRY);
+	count_drop(err == -16 /* EBUSY */ ? COLOD_DROP_BUSY : COLOD_DROP_CG_ENTRY);
 	return COLOD_NO_SLOT;
 }
 
@@ -251,7 +251,7 @@ static __always_inline void count_pair(__u64 victim, __u64 aggressor)
 		if (v)
 			__sync_fetch_and_add(v, 1);
 	} else if (err) {
-		count_drop(COLOD_DROP_PAIR);
+		count_drop(err == -16 /* EBUSY */ ? COLOD_DROP_BUSY : COLOD_DROP_PAIR);
 	}
 }
 

@@ -19,7 +19,12 @@
 #define COLOD_DROP_PAIR 1       /* victim<-aggressor map full */
 #define COLOD_DROP_STORAGE 2    /* task storage / pid map could not be created */
 #define COLOD_DROP_EVENT 3      /* wakeup ring buffer full: an event was not posted */
-#define COLOD_DROP_MAX 4
+/* Not a full map: a hash update refused with EBUSY because this CPU already held that bucket
+ * lock index (the kernel's deadlock guard). Seen when a wakeup program, run in an interrupt,
+ * lands inside a map operation in progress on the same CPU, e.g. userspace's batch read of
+ * cg_slots: that one event is not counted. Rare, and no reason to size the maps up. */
+#define COLOD_DROP_BUSY 4
+#define COLOD_DROP_MAX 5
 
 /* Default bounds; userspace overrides them with bpf_map__set_max_entries before load. */
 #define COLOD_DEFAULT_MAX_CGROUPS 4096

@@ -78,7 +78,7 @@ static __always_inline int on_end(__u64 nr_reclaimed)
 	if (!e) {
 		err = bpf_map_update_elem(&cg_reclaim, &id, &zero_entry, BPF_NOEXIST);
 		if (err && err != -17) {
-			count_drop(COLOD_DROP_CG_ENTRY);
+			count_drop(err == -16 /* EBUSY */ ? COLOD_DROP_BUSY : COLOD_DROP_CG_ENTRY);
 			return 0;
 		}
 		e = bpf_map_lookup_elem(&cg_reclaim, &id);

@@ -671,9 +671,16 @@ TEST_F(CollectorTest, RawTpFallbackLoadsAndMeasures) {
     waits += c.runq.count;
     wakeups += c.wakeups;
   }
+  // Lock skips are not drops: a wakeup program run in an interrupt that lands inside the
+  // snapshot's batch read of cg_slots on the same CPU is refused one update (seen once in CI,
+  // in the guest). Reported, and rare next to what was measured.
+  std::printf("waits=%llu wakeups=%llu lock_skips=%llu\n", static_cast<unsigned long long>(waits),
+              static_cast<unsigned long long>(wakeups),
+              static_cast<unsigned long long>(s.stats.map_lock_skips));
   EXPECT_GT(waits, 0u);
   EXPECT_GT(wakeups, 0u);
   EXPECT_EQ(s.stats.map_drops, 0u);
+  EXPECT_LE(s.stats.map_lock_skips * 100, wakeups);
 }
 
 }  // namespace

@@ -714,15 +714,18 @@ Result<Snapshot> Collector::Impl::snapshot() {
   std::sort(snap.cgroups.begin(), snap.cgroups.end(),
             [](const CgroupSample& a, const CgroupSample& b) { return a.path < b.path; });
 
-  // Drops: per-CPU counters in both programs, summed.
+  // Drops: per-CPU counters in both programs, summed. Lock skips (EBUSY) are kept apart:
+  // they say nothing about the maps' size (bpf/colod_common.h).
   uint64_t drops = 0;
+  uint64_t lock_skips = 0;
   uint64_t drop_bytes = 0;
   auto sumDrops = [&](int fd) {
     for (uint32_t i = 0; i < COLOD_DROP_MAX; ++i) {
       if (bpf_map_lookup_elem(fd, &i, drops_buf.data()) == 0) {
         drop_bytes += sizeof(i) + drops_buf.size() * sizeof(uint64_t);
+        uint64_t& into = i == COLOD_DROP_BUSY ? lock_skips : drops;
         for (uint64_t x : drops_buf) {
-          drops += x;
+          into += x;
         }
       }
     }
@@ -732,6 +735,7 @@ Result<Snapshot> Collector::Impl::snapshot() {
     sumDrops(bpf_map__fd(reclaim_skel->maps.drops));
   }
   stats.map_drops = drops;
+  stats.map_lock_skips = lock_skips;
   stats.map_deletes_pending =
       undeleted_slots.size() + undeleted_reclaim.size() + undeleted_pairs.size() + unreleased_slots;
   stats.read_bytes_last_tick = slots_reader.lastReadBytes() + sched_reader.lastReadBytes() +

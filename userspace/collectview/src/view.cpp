@@ -93,6 +93,7 @@ nlohmann::json toJson(const collect::Snapshot& snap) {
       {"stats",
        {{"snapshots", snap.stats.snapshots},
         {"map_drops", snap.stats.map_drops},
+        {"map_lock_skips", snap.stats.map_lock_skips},
         {"pruned_cgroups", snap.stats.pruned_cgroups},
         {"unresolved_ids", snap.stats.unresolved_ids},
         {"file_read_errors", snap.stats.file_read_errors}}},

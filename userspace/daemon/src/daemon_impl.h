@@ -302,6 +302,7 @@ class Daemon::Impl final : public nri::Plugin,
   std::atomic<uint64_t> journal_errors_{0};
   std::atomic<uint64_t> journal_entries_{0};
   std::atomic<uint64_t> bpf_drops_{0};
+  std::atomic<uint64_t> bpf_lock_skips_{0};
   std::atomic<uint64_t> bpf_delete_errors_{0};
   std::atomic<uint64_t> bpf_deletes_pending_{0};
   std::atomic<uint64_t> bpf_map_bytes_{0};

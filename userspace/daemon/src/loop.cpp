@@ -184,6 +184,7 @@ void Daemon::Impl::tick(RoundReason reason) {
     return;
   }
   bpf_drops_ = snap->stats.map_drops;
+  bpf_lock_skips_ = snap->stats.map_lock_skips;
   bpf_delete_errors_ = snap->stats.map_delete_errors;
   bpf_deletes_pending_ = snap->stats.map_deletes_pending;
   bpf_map_bytes_ = snap->stats.bpf_map_bytes;
@@ -428,6 +429,7 @@ void Daemon::Impl::publish() {
   d.reconcile_external_changes = rs.external_changes;
   d.journal_errors = journal_errors_;
   d.bpf_dropped_events = bpf_drops_;
+  d.bpf_lock_skips = bpf_lock_skips_;
   d.bpf_delete_errors = bpf_delete_errors_;
   d.bpf_deletes_pending = bpf_deletes_pending_;
   d.bpf_map_bytes = bpf_map_bytes_;

@@ -123,6 +123,11 @@ std::string formatColodMetrics(const MetricsView& view) {
       {"colod_bpf_dropped_events_total", MetricType::Counter,
        "BPF map updates that failed because a map was full.",
        static_cast<double>(d.bpf_dropped_events)},
+      {"colod_bpf_lock_skips_total", MetricType::Counter,
+       "BPF map updates the kernel refused because the CPU already held the map's bucket lock "
+       "(a program run in an interrupt met a map operation in progress): one event each, rare, "
+       "not a full map.",
+       static_cast<double>(d.bpf_lock_skips)},
       {"colod_bpf_delete_errors_total", MetricType::Counter,
        "Failed removals of a vanished cgroup's state from the BPF maps (each is retried).",
        static_cast<double>(d.bpf_delete_errors)},

@@ -119,6 +119,9 @@ struct CgroupSample {
 struct CollectorStats {
   uint64_t snapshots = 0;
   uint64_t map_drops = 0;         // BPF map updates that failed (map full), summed over CPUs
+  // BPF hash updates the kernel refused because this CPU held the bucket lock (an interrupt's
+  // wakeup program inside a map operation on the same CPU): one event each, not a full map.
+  uint64_t map_lock_skips = 0;
   uint64_t pruned_cgroups = 0;    // map entries of vanished cgroups deleted
   uint64_t unresolved_ids = 0;    // ids seen in maps with no live cgroup dir
   uint64_t file_read_errors = 0;  // cgroup file reads that failed (other than ENOENT)
