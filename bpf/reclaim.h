@@ -5,7 +5,8 @@
 
 #include "colod_common.h"
 
-/* Value of the per-CPU hash cg_reclaim, keyed by the cgroup id (__u64). 128 bytes. */
+/* Value of the hash cg_reclaim (one shared entry, updated atomically), keyed by the cgroup id
+ * (__u64). 128 bytes. */
 struct colod_cg_reclaim {
 	__u32 hist[COLOD_HIST_SLOTS]; /* stall per reclaim episode, log2 microsecond slots */
 	__u64 count;                  /* reclaim episodes (direct + memcg) */

@@ -250,8 +250,7 @@ void Collector::Impl::initReaders() {
   slots_reader = bpf::MapReader(sizeof(uint64_t), sizeof(uint32_t), legacy);
   sched_reader = bpf::MapReader(sizeof(uint32_t), roundUp8(sizeof(colod_cg_sched)) * cpus, legacy);
   pairs_reader = bpf::MapReader(sizeof(colod_pair_key), sizeof(uint64_t), legacy);
-  reclaim_reader =
-      bpf::MapReader(sizeof(uint64_t), roundUp8(sizeof(colod_cg_reclaim)) * cpus, legacy);
+  reclaim_reader = bpf::MapReader(sizeof(uint64_t), sizeof(colod_cg_reclaim), legacy);
   drops_buf.resize(cpus);
 }
 
@@ -541,7 +540,9 @@ Result<Snapshot> Collector::Impl::snapshot() {
     if (undeleted_reclaim.contains(id)) {
       continue;
     }
-    cur_reclaim[id] = detail::sumReclaimPerCpu(reclaim_reader.value(i), ncpu);
+    colod_cg_reclaim v{};
+    std::memcpy(&v, reclaim_reader.value(i), sizeof(v));
+    cur_reclaim[id] = v;
   }
   pair_deltas.clear();
   for (std::size_t i = 0; i < *pairs_n; ++i) {

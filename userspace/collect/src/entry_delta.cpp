@@ -63,16 +63,6 @@ colod_cg_sched sumSchedPerCpu(const uint8_t* base, int ncpu) {
   });
 }
 
-colod_cg_reclaim sumReclaimPerCpu(const uint8_t* base, int ncpu) {
-  return sumCopies<colod_cg_reclaim>(base, ncpu,
-                                     [](colod_cg_reclaim& s, const colod_cg_reclaim& v) {
-                                       addHist(s.hist, v.hist);
-                                       s.count += v.count;
-                                       s.total_ns += v.total_ns;
-                                       s.pages += v.pages;
-                                     });
-}
-
 colod_cg_sched schedDelta(const SchedEntry& cur, const SchedEntry* prev) {
   const colod_cg_sched& c = cur.sum;
   if (prev == nullptr || prev->slot != cur.slot) {

@@ -39,7 +39,6 @@ constexpr std::size_t roundUp8(std::size_t n) { return (n + 7) & ~std::size_t{7}
 // Sums the ncpu per-CPU copies at base (stride roundUp8(sizeof(V))). Histogram buckets are
 // summed modulo 2^32 (see the file comment), the u64 counters exactly.
 colod_cg_sched sumSchedPerCpu(const uint8_t* base, int ncpu);
-colod_cg_reclaim sumReclaimPerCpu(const uint8_t* base, int ncpu);
 
 // One cgroup's cg_sched entry as read: the slot of cg_sched it lives in, and its value
 // summed over CPUs.

@@ -29,8 +29,8 @@ SlotCost slotCost(bool reclaim) {
              + round8(sizeof(colod_cg_pending))                               // cg_pending
              + round8(sizeof(colod_cg_watch));                                // cg_watch
   if (reclaim) {
-    c.per_cpu += round8(sizeof(colod_cg_reclaim));  // cg_reclaim (per-CPU hash)
-    c.shared += kHashElem + round8(sizeof(uint64_t)) + sizeof(void*);
+    // cg_reclaim (a shared hash: one value per cgroup, not per CPU)
+    c.shared += kHashElem + round8(sizeof(uint64_t)) + round8(sizeof(colod_cg_reclaim));
   }
   return c;
 }
