@@ -28,6 +28,15 @@ struct colod_cg_sched {
 	__u64 depth_sum;              /* sum of rq->nr_running at those wakeups */
 };
 
+/* Record of the iterator schedsum (bpf/schedsum.bpf.c): a live cgroup's cg_sched entry summed
+ * over every possible CPU in the kernel. 200 bytes. */
+struct colod_sched_sum {
+	__u64 id;   /* cgroup id (the key of cg_slots) */
+	__u32 slot; /* its slot in cg_sched */
+	__u32 pad;
+	struct colod_cg_sched sum;
+};
+
 /* Value of the array cg_pending (not per-CPU), indexed like cg_sched: how many tasks preempted
  * while in this cgroup have not been switched back in yet, on any CPU. One cache line per slot,
  * so that the atomic updates of one cgroup do not bounce the line other cgroups read. */

@@ -11,8 +11,10 @@
 #include <string>
 
 #include "bpf_util.h"
+#include "cgsched.h"
 #include "colod/testing/result_matchers.h"
 #include "file_cache.h"
+#include "sched_sums.h"
 
 namespace colod::collect {
 namespace {
@@ -26,6 +28,37 @@ constexpr const char* kFdinfo =
     "pos:\t0\nflags:\t02000002\nmnt_id:\t17\nino:\t1038\nmap_type:\t5\nkey_size:\t8\n"
     "value_size:\t128\nmax_entries:\t4096\nmap_flags:\t0x0\nmap_extra:\t0x0\n"
     "memlock:\t1377152\nmap_id:\t879\nfrozen:\t0\n";
+
+// The summing iterator's output: whole 200-byte records, id -> {slot, sum}.
+TEST(SchedSums, ParsesWholeRecordsAndRefusesAPartialOne) {
+  std::vector<uint8_t> bytes;
+  for (uint32_t i = 0; i < 3; ++i) {
+    colod_sched_sum r{};
+    r.id = 1000 + i;
+    r.slot = i * 7;
+    r.sum.count = 10 * (i + 1);
+    r.sum.hist[3] = 0xFFFFFFF0u + i;
+    r.sum.oncpu_ns = 123456789ull * (i + 1);
+    const auto* p = reinterpret_cast<const uint8_t*>(&r);
+    bytes.insert(bytes.end(), p, p + sizeof(r));
+  }
+  std::unordered_map<uint64_t, detail::SchedEntry> out{{42, {}}};
+  EXPECT_EQ(ASSERT_OK(detail::parseSchedSums(bytes.data(), bytes.size(), out)), 3u);
+  ASSERT_EQ(out.size(), 3u) << "cleared first";
+  for (uint32_t i = 0; i < 3; ++i) {
+    const auto& e = out.at(1000 + i);
+    EXPECT_EQ(e.slot, i * 7);
+    EXPECT_EQ(e.sum.count, 10u * (i + 1));
+    EXPECT_EQ(e.sum.hist[3], 0xFFFFFFF0u + i);
+    EXPECT_EQ(e.sum.oncpu_ns, 123456789ull * (i + 1));
+  }
+  EXPECT_EQ(ASSERT_OK(detail::parseSchedSums(bytes.data(), 0, out)), 0u);
+  EXPECT_TRUE(out.empty());
+  auto bad = detail::parseSchedSums(bytes.data(), bytes.size() - 1, out);
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message().find("not a whole number"), std::string::npos)
+      << bad.error().message();
+}
 
 TEST(FdinfoMemlock, ParsesTheMemlockLine) {
   EXPECT_EQ(ASSERT_OK(bpf::parseFdinfoMemlock(kFdinfo)), 1377152u);

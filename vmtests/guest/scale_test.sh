@@ -82,14 +82,16 @@ done
 # three files open per cgroup, bounded by half the limit).
 ulimit -n "$(ulimit -Hn)" 2>/dev/null
 
-# probe <budget MiB>: one measured run; sets $line (the probe's numbers) and $err.
+# probe <budget MiB> [probe flags]: one measured run; sets $line (the probe's numbers) and $err.
 probe() {
+  budget=$1
+  shift
   out=$($bin/colod-collect-scale --seconds "$seconds" --warmup-ticks 5 --max-cgroups 4096 \
-    --map-budget-mib "$1" --cgroup-root /sys/fs/cgroup 2>/tmp/scale.err)
+    --map-budget-mib "$budget" --cgroup-root /sys/fs/cgroup "$@" 2>/tmp/scale.err)
   rc=$?
   err=$(cat /tmp/scale.err)
   line=$(echo "$out" | grep '^probe:' | tail -n 1)
-  echo "# budget ${1} MiB: $line"
+  echo "# budget ${budget} MiB $*: $line"
   [ -n "$err" ] && echo "$err" | sed 's/^/#   /'
   [ $rc = 0 ] && [ -n "$line" ]
 }
@@ -128,8 +130,25 @@ if [ -n "$rss" ] && awk -v r="$rss" -v b=$rss_budget_mib 'BEGIN{exit !(r <= b)}'
 else
   notok "collector RSS within ${rss_budget_mib} MiB" "rss_mib=${rss:-none} at ${want} possible CPUs"
 fi
+budgeted=$line
+# The same, with cg_sched's per-CPU copies summed in userspace (as before the schedsum
+# iterator): this 6.1 guest kernel has what the iterator needs, so colod sums in the kernel and
+# reads a record per cgroup, not one per cgroup per possible CPU.
+probe $budget_mib --user-sums
+usersums=$line
+kread=$(field read_bytes_per_tick "$budgeted")
+uread=$(field read_bytes_per_tick "$usersums")
+if [ "$(field sums "$budgeted")" = kernel ] && [ "$(field sums "$usersums")" = user ] &&
+  awk -v k="${kread:-0}" -v u="${uread:-0}" -v c="$want" \
+    'BEGIN{exit !(k > 0 && u > 0 && (c < 16 || k * 8 < u))}'; then
+  ok "cg_sched summed in the kernel: $kread bytes read per tick, $uread summed in userspace"
+else
+  notok "cg_sched summed in the kernel, reading far less" \
+    "sums=$(field sums "$budgeted") read=$kread; user sums read=$uread"
+fi
 echo "scale-vm: possible_cpus=$want online=$online cgroups=$cgroups busy=$busy budget_mib=0 $(echo "$unbudgeted" | sed 's/^probe: //')"
-echo "scale-vm: possible_cpus=$want online=$online cgroups=$cgroups busy=$busy budget_mib=$budget_mib $(echo "$line" | sed 's/^probe: //')"
+echo "scale-vm: possible_cpus=$want online=$online cgroups=$cgroups busy=$busy budget_mib=$budget_mib $(echo "$usersums" | sed 's/^probe: //')"
+echo "scale-vm: possible_cpus=$want online=$online cgroups=$cgroups busy=$busy budget_mib=$budget_mib $(echo "$budgeted" | sed 's/^probe: //')"
 
 for p in $pids; do kill -KILL "$p" 2>/dev/null; done
 wait 2>/dev/null

@@ -193,6 +193,7 @@ Result<void> deleteKey(int fd, const void* key) {
 namespace {
 std::mutex g_log_mu;
 std::function<void(int, const std::string&)> g_log;
+thread_local int t_optional_loads = 0;
 
 int printFn(enum libbpf_print_level level, const char* fmt, va_list args) {
   std::lock_guard<std::mutex> lock(g_log_mu);
@@ -224,10 +225,14 @@ int printFn(enum libbpf_print_level level, const char* fmt, va_list args) {
   while (!msg.empty() && msg.back() == '\n') {
     msg.pop_back();
   }
-  g_log(level == LIBBPF_WARN ? 0 : level == LIBBPF_INFO ? 1 : 2, msg);
+  const bool warn = level == LIBBPF_WARN && t_optional_loads == 0;
+  g_log(warn ? 0 : level == LIBBPF_INFO ? 1 : 2, msg);
   return 0;
 }
 }  // namespace
+
+OptionalLoad::OptionalLoad() { ++t_optional_loads; }
+OptionalLoad::~OptionalLoad() { --t_optional_loads; }
 
 void setLibbpfLog(std::function<void(int, const std::string&)> fn) {
   std::lock_guard<std::mutex> lock(g_log_mu);

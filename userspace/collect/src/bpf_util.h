@@ -28,6 +28,8 @@ class Skeleton {
   [[nodiscard]] T* get() const { return skel_.get(); }
   T* operator->() const { return skel_.get(); }
   explicit operator bool() const { return skel_ != nullptr; }
+  // Hands the skeleton over (to a SkeletonPtr held across translation units).
+  [[nodiscard]] T* release() { return skel_.release(); }
 
  private:
   static void destroy(T* s) { Destroy(s); }
@@ -121,5 +123,15 @@ Result<void> deleteKey(int fd, const void* key);
 
 // Routes libbpf's print callback to fn (process-wide; libbpf has one global hook).
 void setLibbpfLog(std::function<void(int, const std::string&)> fn);
+
+// While one lives, libbpf's warnings on this thread are passed on as debug: for an optional
+// object whose failure to load is expected on some kernels and reported by the caller.
+class OptionalLoad {
+ public:
+  OptionalLoad();
+  ~OptionalLoad();
+  OptionalLoad(const OptionalLoad&) = delete;
+  OptionalLoad& operator=(const OptionalLoad&) = delete;
+};
 
 }  // namespace colod::collect::bpf

@@ -3,6 +3,7 @@
 
 #include <bpf/btf.h>
 #include <linux/btf.h>
+#include <malloc.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -15,15 +16,13 @@
 
 #include "bpf_util.h"
 #include "cgsched.h"
-#include "cgsched.skel.h"
+#include "collector_impl.h"
 #include "colod/cgroup/cgroup.h"
 #include "colod/cgroup/parse.h"
 #include "colod/collect/map_budget.h"
 #include "entry_delta.h"
 #include "file_cache.h"
 #include "reclaim.h"
-#include "reclaim.skel.h"
-#include "watch.h"
 
 // The shared headers are the ABI between the BPF programs and this file (style rule 21).
 static_assert(sizeof(colod_cg_sched) == 184);
@@ -37,9 +36,6 @@ static_assert(colod::collect::kHistSlots == COLOD_HIST_SLOTS);
 
 namespace colod::collect {
 
-using SchedSkel = bpf::Skeleton<cgsched, &cgsched__destroy>;
-using ReclaimSkel = bpf::Skeleton<reclaim, &reclaim__destroy>;
-
 namespace {
 
 // Rescan the cgroup tree at least this often to notice vanished cgroups (and on unknown ids).
@@ -48,17 +44,6 @@ namespace {
 // present in the maps are checked (one stat each) so a removed one is pruned within ~1 s.
 constexpr uint64_t kRescanEveryTicks = 100;
 constexpr uint64_t kVerifyEveryTicks = 10;
-
-struct PairKeyHash {
-  std::size_t operator()(const colod_pair_key& k) const {
-    return std::hash<uint64_t>()(k.victim * 0x9E3779B97F4A7C15ULL ^ k.aggressor);
-  }
-};
-struct PairKeyEq {
-  bool operator()(const colod_pair_key& a, const colod_pair_key& b) const {
-    return a.victim == b.victim && a.aggressor == b.aggressor;
-  }
-};
 
 using detail::roundUp8;
 
@@ -86,348 +71,6 @@ bool kernelHasBtfType(const char* name) {
 }
 
 }  // namespace
-
-class Collector::Impl {
- public:
-  CollectorOptions opts;
-  cgroup::Hierarchies hier;
-  CgroupMode mode = CgroupMode::V1Cpu;
-  AttachKind attach = AttachKind::TpBtf;
-  std::string id_root;  // hierarchy whose inodes are the ids
-  int ncpu = 1;
-  SchedSkel sched_skel;
-  ReclaimSkel reclaim_skel;
-  // After the skeletons: destroyed first (its ring buffer reads a map of sched_skel).
-  std::optional<detail::Watch> watch;
-
-  std::unordered_map<uint64_t, detail::SchedEntry> prev_sched;
-  // cg_sched slots of cgroups pruned at the previous snapshot: zeroed and handed back to the
-  // BPF side (free_slots) one interval later, when no program run can still be using them.
-  std::vector<uint32_t> quarantined_slots;
-  std::size_t unreleased_slots = 0;  // of those, how many failed to go back last time
-  std::unordered_map<uint64_t, colod_cg_reclaim> prev_reclaim;
-  // Pairs are the largest map (thousands of entries on a busy node): their state is updated in
-  // place at each read instead of rebuilt, and only the pairs that moved are carried to the
-  // report. `seen` is the tick of the last read that had the key; keys not seen are dropped at
-  // the next verified tick (only the collector deletes pairs, so a dropped key cannot return).
-  struct PairState {
-    uint64_t value = 0;
-    uint64_t seen = 0;
-  };
-  std::unordered_map<colod_pair_key, PairState, PairKeyHash, PairKeyEq> pairs_state;
-  std::vector<std::pair<colod_pair_key, uint64_t>> pair_deltas;  // this tick's, reused
-  // Entries of vanished cgroups whose deletion failed (rule 15b: counted, and retried at every
-  // snapshot until it succeeds). Each is a key still present in its map, so each set is bounded
-  // by that map's max_entries (enforced in prune*()). Their ids are known dead: they are
-  // not reported and do not trigger rescans meanwhile.
-  std::unordered_map<uint64_t, uint32_t> undeleted_slots;  // cg_slots id -> its slot
-  std::unordered_set<uint64_t> undeleted_reclaim;          // cg_reclaim ids
-  std::unordered_set<colod_pair_key, PairKeyHash, PairKeyEq> undeleted_pairs;
-  struct FileState {
-    cgroup::CpuStat cpu_stat;
-    bool have = false;
-  };
-  std::unordered_map<uint64_t, FileState> prev_files;
-  std::unordered_map<uint64_t, std::string> paths;  // live cgroups: id -> rel path
-  // Map readers whose buffers live across snapshots (issue 17), set up in create().
-  bpf::MapReader slots_reader{sizeof(uint64_t), sizeof(uint32_t)};
-  bpf::MapReader sched_reader{sizeof(uint32_t), 0};
-  bpf::MapReader pairs_reader{sizeof(colod_pair_key), sizeof(uint64_t)};
-  bpf::MapReader reclaim_reader{sizeof(uint64_t), 0};
-  std::vector<const uint8_t*> slot_values;  // cg_sched value of each slot (readSched)
-  std::vector<uint64_t> drops_buf;          // one per-CPU drops counter
-  detail::CgroupFileCache files{0};
-  std::unordered_set<uint64_t> every_tick;  // setEveryTick()
-  uint64_t map_bytes = 0;
-  SlotSizing sizing;
-  std::string sizing_note;
-  uint64_t tick = 0;
-  uint64_t last_rescan_tick = 0;
-  std::chrono::steady_clock::time_point last;
-  CollectorStats stats;
-
-  Result<void> load(AttachKind kind);
-  Result<void> rescan();
-  void initReaders();
-  [[nodiscard]] uint64_t sumMapBytes() const;
-  Result<std::unordered_map<uint64_t, detail::SchedEntry>> readSched();
-  void releaseSlots();
-  bool cleanupWrite(std::string_view map, const std::function<int()>& write);
-  bool deleteKey(std::string_view map, int fd, const void* key);
-  void pruneSlot(uint64_t id, uint32_t slot, bool& released);
-  void pruneReclaim(uint64_t id);
-  void prunePair(const colod_pair_key& key);
-  void retryDeletes();
-  void readFiles(CgroupSample& s);
-  Result<Snapshot> snapshot();
-};
-
-Result<void> Collector::Impl::load(AttachKind kind) {
-  const uint32_t cg_mode = mode == CgroupMode::V2 ? COLOD_CGMODE_V2 : COLOD_CGMODE_V1CPU;
-  const bool btf = kind == AttachKind::TpBtf;
-
-  auto s = bpf::openSkeleton<cgsched, &cgsched__destroy>(&cgsched__open, "sched");
-  if (!s) {
-    return std::move(s).error();
-  }
-  // rodata knobs and map sizes: between open() and load() (style rule 24).
-  (*s)->rodata->cg_mode = cg_mode;
-  // cg_sched is an array of slots, cg_slots maps ids to them, free_slots recycles them,
-  // cg_pending counts each slot's preempted tasks: all four hold max_cgroups
-  // (bpf/cgsched.bpf.c).
-  (*s)->rodata->max_slots = opts.max_cgroups;
-  COLOD_TRY_VOID(bpf::check(bpf_map__set_max_entries((*s)->maps.cg_sched, opts.max_cgroups),
-                            "sizing cg_sched"),
-                 "sched");
-  COLOD_TRY_VOID(bpf::check(bpf_map__set_max_entries((*s)->maps.cg_slots, opts.max_cgroups),
-                            "sizing cg_slots"),
-                 "sched");
-  COLOD_TRY_VOID(bpf::check(bpf_map__set_max_entries((*s)->maps.free_slots, opts.max_cgroups),
-                            "sizing free_slots"),
-                 "sched");
-  COLOD_TRY_VOID(bpf::check(bpf_map__set_max_entries((*s)->maps.cg_pending, opts.max_cgroups),
-                            "sizing cg_pending"),
-                 "sched");
-  COLOD_TRY_VOID(bpf::check(bpf_map__set_max_entries((*s)->maps.cg_watch, opts.max_cgroups),
-                            "sizing cg_watch"),
-                 "sched");
-  COLOD_TRY_VOID(
-      bpf::check(bpf_map__set_max_entries((*s)->maps.pairs, opts.max_pairs), "sizing pairs"),
-      "sched");
-  (*s)->rodata->watch_window_ns = static_cast<uint64_t>(opts.watch_window.count());
-  auto set = [](bpf_program* p, bool on) { bpf_program__set_autoload(p, on); };
-  set((*s)->progs.handle_sched_switch, btf);
-  set((*s)->progs.handle_sched_switch_raw, !btf);
-  set((*s)->progs.handle_cgroup_attach_task, btf);
-  set((*s)->progs.handle_cgroup_attach_task_raw, !btf);
-  set((*s)->progs.handle_sched_wakeup, btf && opts.wakeup_depth);
-  set((*s)->progs.handle_sched_wakeup_new, btf && opts.wakeup_depth);
-  set((*s)->progs.handle_sched_wakeup_raw, !btf && opts.wakeup_depth);
-  set((*s)->progs.handle_sched_wakeup_new_raw, !btf && opts.wakeup_depth);
-  COLOD_TRY_VOID(bpf::check(cgsched__load(s->get()), "loading sched programs"), "sched");
-  COLOD_TRY_VOID(bpf::check(cgsched__attach(s->get()), "attaching sched programs"), "sched");
-
-  ReclaimSkel r;
-  if (opts.reclaim) {
-    auto rs = bpf::openSkeleton<reclaim, &reclaim__destroy>(&reclaim__open, "reclaim");
-    if (!rs) {
-      return std::move(rs).error();
-    }
-    (*rs)->rodata->cg_mode = cg_mode;
-    COLOD_TRY_VOID(bpf::check(bpf_map__set_max_entries((*rs)->maps.cg_reclaim, opts.max_cgroups),
-                              "sizing cg_reclaim"),
-                   "reclaim");
-    set((*rs)->progs.handle_direct_reclaim_begin, btf);
-    set((*rs)->progs.handle_direct_reclaim_end, btf);
-    set((*rs)->progs.handle_memcg_reclaim_begin, btf);
-    set((*rs)->progs.handle_memcg_reclaim_end, btf);
-    set((*rs)->progs.handle_direct_reclaim_begin_raw, !btf);
-    set((*rs)->progs.handle_direct_reclaim_end_raw, !btf);
-    set((*rs)->progs.handle_memcg_reclaim_begin_raw, !btf);
-    set((*rs)->progs.handle_memcg_reclaim_end_raw, !btf);
-    COLOD_TRY_VOID(bpf::check(reclaim__load(rs->get()), "loading reclaim programs"), "reclaim");
-    COLOD_TRY_VOID(bpf::check(reclaim__attach(rs->get()), "attaching reclaim programs"), "reclaim");
-    r = std::move(*rs);
-  }
-  auto w = detail::Watch::create({.cg_slots = bpf_map__fd((*s)->maps.cg_slots),
-                                  .cg_watch = bpf_map__fd((*s)->maps.cg_watch),
-                                  .wakeups = bpf_map__fd((*s)->maps.wakeups),
-                                  .watched = &(*s)->bss->watched});
-  if (!w) {
-    return std::move(w).error();
-  }
-  watch.reset();
-  sched_skel = std::move(*s);
-  reclaim_skel = std::move(r);
-  watch.emplace(std::move(w).value());
-  attach = kind;
-  return {};
-}
-
-void Collector::Impl::initReaders() {
-  const bool legacy = opts.legacy_reads;
-  const auto cpus = static_cast<std::size_t>(ncpu);
-  slots_reader = bpf::MapReader(sizeof(uint64_t), sizeof(uint32_t), legacy);
-  sched_reader = bpf::MapReader(sizeof(uint32_t), roundUp8(sizeof(colod_cg_sched)) * cpus, legacy);
-  pairs_reader = bpf::MapReader(sizeof(colod_pair_key), sizeof(uint64_t), legacy);
-  reclaim_reader = bpf::MapReader(sizeof(uint64_t), sizeof(colod_cg_reclaim), legacy);
-  drops_buf.resize(cpus);
-}
-
-// Kernel memory of every map of both objects (.bss/.rodata and the ring buffer included), as the
-// kernel accounts it. A map whose fdinfo cannot be read counts 0: the number is a report.
-uint64_t Collector::Impl::sumMapBytes() const {
-  uint64_t total = 0;
-  auto add = [&](const bpf_object* obj) {
-    const bpf_map* m = nullptr;
-    bpf_object__for_each_map(m, obj) {
-      if (auto b = bpf::mapMemlockBytes(bpf_map__fd(m)); b) {
-        total += *b;
-      }
-    }
-  };
-  add(sched_skel->obj);
-  if (reclaim_skel) {
-    add(reclaim_skel->obj);
-  }
-  return total;
-}
-
-// Per-cgroup scheduler aggregates: ids and slots from cg_slots, values from the slots of the
-// per-CPU array cg_sched, read in one pass up to the highest slot ever handed out.
-Result<std::unordered_map<uint64_t, detail::SchedEntry>> Collector::Impl::readSched() {
-  std::unordered_map<uint64_t, detail::SchedEntry> out;
-  auto slots = slots_reader.read(bpf_map__fd(sched_skel->maps.cg_slots), opts.max_cgroups);
-  if (!slots) {
-    return std::move(slots).error().wrap("reading cg_slots");
-  }
-  if (*slots == 0) {
-    sched_reader.clear();
-    return out;
-  }
-  const uint64_t used = __atomic_load_n(&sched_skel->bss->slots_used, __ATOMIC_ACQUIRE);
-  const std::size_t top = static_cast<std::size_t>(std::min<uint64_t>(used, opts.max_cgroups));
-  auto vals = sched_reader.read(bpf_map__fd(sched_skel->maps.cg_sched), top);
-  if (!vals) {
-    return std::move(vals).error();
-  }
-  slot_values.assign(top, nullptr);
-  for (std::size_t i = 0; i < *vals; ++i) {
-    uint32_t slot = 0;
-    std::memcpy(&slot, sched_reader.key(i), sizeof(slot));
-    if (slot < top) {
-      slot_values[slot] = sched_reader.value(i);
-    }
-  }
-  out.reserve(*slots);
-  for (std::size_t i = 0; i < *slots; ++i) {
-    uint64_t id = 0;
-    uint32_t slot = 0;
-    std::memcpy(&id, slots_reader.key(i), sizeof(id));
-    std::memcpy(&slot, slots_reader.value(i), sizeof(slot));
-    // A slot above `top` was handed out after slots_used was read: next snapshot.
-    if (slot < top && slot_values[slot] != nullptr) {
-      out[id] = detail::SchedEntry{slot, detail::sumSchedPerCpu(slot_values[slot], ncpu)};
-    }
-  }
-  return out;
-}
-
-// Slots quarantined at the previous snapshot: zero them (on every CPU, and their count of
-// pending preemption marks) and return them to the BPF side. A failure would leak the slot, so
-// it is counted and retried next time.
-void Collector::Impl::releaseSlots() {
-  unreleased_slots = 0;
-  if (quarantined_slots.empty()) {
-    return;
-  }
-  const std::size_t stride = roundUp8(sizeof(colod_cg_sched)) * static_cast<std::size_t>(ncpu);
-  const std::vector<uint8_t> zeros(std::max(stride, sizeof(colod_cg_pending)), 0);
-  const int sched_fd = bpf_map__fd(sched_skel->maps.cg_sched);
-  const int pending_fd = bpf_map__fd(sched_skel->maps.cg_pending);
-  const int free_fd = bpf_map__fd(sched_skel->maps.free_slots);
-  std::vector<uint32_t> keep;
-  for (const uint32_t slot : quarantined_slots) {
-    // Zeroing twice is harmless, so a retry redoes all three; a slot must reach free_slots
-    // once only (twice, two cgroups would share it), and it is the last write.
-    const bool ok =
-        cleanupWrite("cg_sched",
-                     [&] { return bpf_map_update_elem(sched_fd, &slot, zeros.data(), BPF_ANY); }) &&
-        cleanupWrite(
-            "cg_pending",
-            [&] { return bpf_map_update_elem(pending_fd, &slot, zeros.data(), BPF_ANY); }) &&
-        cleanupWrite("free_slots", [&] { return bpf_map_update_elem(free_fd, nullptr, &slot, 0); });
-    if (!ok) {
-      keep.push_back(slot);
-    }
-  }
-  quarantined_slots = std::move(keep);
-  unreleased_slots = quarantined_slots.size();
-}
-
-// One map write of the cleanup of a vanished cgroup (write() returns 0 or -errno, libbpf
-// style), through the test fault hook. ENOENT is success (the entry is already gone); any
-// other failure is counted.
-bool Collector::Impl::cleanupWrite(std::string_view map, const std::function<int()>& write) {
-  int rc = 0;
-  if (opts.cleanup_fault) {
-    if (const int err = opts.cleanup_fault(map); err != 0) {
-      rc = -err;
-    }
-  }
-  if (rc == 0) {
-    rc = write();
-  }
-  if (rc < 0 && rc != -ENOENT) {
-    ++stats.map_delete_errors;
-    return false;
-  }
-  return true;
-}
-
-bool Collector::Impl::deleteKey(std::string_view map, int fd, const void* key) {
-  return cleanupWrite(map, [&] {
-    auto r = bpf::deleteKey(fd, key);
-    return r ? 0 : -r.error().errnoValue();
-  });
-}
-
-// Deleting a vanished cgroup's key from cg_slots. Its slot may still be cached per CPU: on
-// success it is quarantined for one snapshot and `released` says attach_gen must be bumped
-// (every CPU then looks its running cgroup up again). On failure it is kept for a retry.
-void Collector::Impl::pruneSlot(uint64_t id, uint32_t slot, bool& released) {
-  if (deleteKey("cg_slots", bpf_map__fd(sched_skel->maps.cg_slots), &id)) {
-    undeleted_slots.erase(id);
-    quarantined_slots.push_back(slot);
-    released = true;
-    ++stats.pruned_cgroups;
-  } else if (undeleted_slots.size() < opts.max_cgroups) {
-    undeleted_slots.emplace(id, slot);
-  }
-  // Else the set is full, which needs more failed keys than the map holds (cannot happen while
-  // the collector is the only deleter): the entry stays in the map, is seen again at the next
-  // rescan as a dead id and pruned then. Counted above either way.
-}
-
-void Collector::Impl::pruneReclaim(uint64_t id) {
-  if (deleteKey("cg_reclaim", bpf_map__fd(reclaim_skel->maps.cg_reclaim), &id)) {
-    undeleted_reclaim.erase(id);
-    ++stats.pruned_cgroups;
-  } else if (undeleted_reclaim.size() < opts.max_cgroups) {
-    undeleted_reclaim.insert(id);
-  }
-}
-
-void Collector::Impl::prunePair(const colod_pair_key& key) {
-  if (deleteKey("pairs", bpf_map__fd(sched_skel->maps.pairs), &key)) {
-    undeleted_pairs.erase(key);
-  } else if (undeleted_pairs.size() < opts.max_pairs) {
-    undeleted_pairs.insert(key);
-  }
-}
-
-// The deletions that failed before, once per snapshot (after releaseSlots, so a slot freed
-// here is quarantined for a full interval like any other).
-void Collector::Impl::retryDeletes() {
-  bool released = false;
-  for (const auto& [id, slot] :
-       std::vector<std::pair<uint64_t, uint32_t>>(undeleted_slots.begin(), undeleted_slots.end())) {
-    pruneSlot(id, slot, released);
-  }
-  if (released) {
-    __atomic_fetch_add(&sched_skel->bss->attach_gen, 1, __ATOMIC_SEQ_CST);
-  }
-  if (reclaim_skel) {
-    for (const uint64_t id :
-         std::vector<uint64_t>(undeleted_reclaim.begin(), undeleted_reclaim.end())) {
-      pruneReclaim(id);
-    }
-  }
-  for (const auto& key :
-       std::vector<colod_pair_key>(undeleted_pairs.begin(), undeleted_pairs.end())) {
-    prunePair(key);
-  }
-}
 
 Result<void> Collector::Impl::rescan() {
   auto all = cgroup::listCgroups(id_root, std::size_t{opts.max_cgroups} * 4);
@@ -739,11 +382,13 @@ Result<Snapshot> Collector::Impl::snapshot() {
   stats.map_lock_skips = lock_skips;
   stats.map_deletes_pending =
       undeleted_slots.size() + undeleted_reclaim.size() + undeleted_pairs.size() + unreleased_slots;
-  stats.read_bytes_last_tick = slots_reader.lastReadBytes() + sched_reader.lastReadBytes() +
-                               pairs_reader.lastReadBytes() +
-                               (reclaim_skel ? reclaim_reader.lastReadBytes() : 0) + drop_bytes;
-  stats.read_buffer_bytes = slots_reader.bufferBytes() + sched_reader.bufferBytes() +
-                            pairs_reader.bufferBytes() + reclaim_reader.bufferBytes();
+  stats.read_bytes_last_tick =
+      (sums ? sums->lastReadBytes() : slots_reader.lastReadBytes() + sched_reader.lastReadBytes()) +
+      pairs_reader.lastReadBytes() + (reclaim_skel ? reclaim_reader.lastReadBytes() : 0) +
+      drop_bytes;
+  stats.read_buffer_bytes =
+      (sums ? sums->bufferBytes() : slots_reader.bufferBytes() + sched_reader.bufferBytes()) +
+      pairs_reader.bufferBytes() + reclaim_reader.bufferBytes();
   stats.bpf_map_bytes = map_bytes;
   stats.cgroup_file_opens = files.opens();
   stats.cgroup_files_open = files.openFiles();
@@ -822,6 +467,8 @@ Result<Collector> Collector::create(const CollectorOptions& options) {
     return std::move(r).error();
   }
   impl->map_bytes = impl->sumMapBytes();
+  // Loading parsed the kernel's BTF (several MiB, freed since): give that heap back now.
+  ::malloc_trim(0);
   impl->last = std::chrono::steady_clock::now();
   if (auto s = impl->rescan(); !s) {
     return std::move(s).error();
@@ -843,6 +490,10 @@ uint64_t Collector::bpfMapBytes() const { return impl_->map_bytes; }
 uint32_t Collector::slots() const { return impl_->sizing.slots; }
 
 const std::string& Collector::sizingNote() const { return impl_->sizing_note; }
+
+bool Collector::kernelSums() const { return impl_->sums.has_value(); }
+
+const std::string& Collector::readNote() const { return impl_->read_note; }
 Result<void> Collector::setWatched(const std::vector<WatchedCgroup>& cgroups) {
   return impl_->watch->set(cgroups);
 }

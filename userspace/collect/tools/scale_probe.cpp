@@ -62,6 +62,7 @@ int main(int argc, char** argv) {
   uint32_t map_budget_mib = 0;
   uint32_t files_every = 1;
   bool legacy = false;
+  bool user_sums = false;
   std::string cgroup_root = "/sys/fs/cgroup";
   app.add_option("--seconds", seconds, "Measured window")->check(CLI::Range(1, 3600));
   app.add_option("--warmup-ticks", warmup_ticks, "Snapshots before the window")
@@ -74,6 +75,8 @@ int main(int argc, char** argv) {
   app.add_option("--files-every", files_every, "CollectorOptions::files_every_n_ticks")
       ->check(CLI::Range(1, 1000));
   app.add_flag("--legacy", legacy, "The pre-issue-17 read side (full-size dumps, no fd cache)");
+  app.add_flag("--user-sums", user_sums,
+               "Sum cg_sched's per-CPU copies in userspace, not in the kernel (kernel_sums off)");
   app.add_option("--cgroup-root", cgroup_root, "cgroupfs root");
   CLI11_PARSE(app, argc, argv);
 
@@ -88,6 +91,7 @@ int main(int argc, char** argv) {
   opts.max_pairs = max_cgroups * 4;
   opts.files_every_n_ticks = files_every;
   opts.legacy_reads = legacy;
+  opts.kernel_sums = !user_sums;
   auto col = colod::collect::Collector::create(opts);
   if (!col) {
     std::fprintf(stderr, "colod-collect-scale: %s\n", col.error().message().c_str());
@@ -139,12 +143,12 @@ int main(int argc, char** argv) {
   const double cpu = cpuSeconds() - cpu0;
   const auto n = static_cast<double>(std::max(ticks, 1));
   std::printf(
-      "probe: read=%s max_cgroups=%u slots=%u ticks=%d cgroups_reported_per_tick=%.0f "
+      "probe: read=%s sums=%s max_cgroups=%u slots=%u ticks=%d cgroups_reported_per_tick=%.0f "
       "tick_p50_ms=%.2f tick_p99_ms=%.2f tick_max_ms=%.2f read_bytes_per_tick=%.0f "
       "read_buffer_bytes=%llu bpf_map_bytes=%llu rss_mib=%.1f hwm_mib=%.1f cpu_pct=%.2f "
       "file_opens_per_tick=%.1f files_open=%llu\n",
-      legacy ? "legacy" : "new", max_cgroups, col->slots(), ticks,
-      static_cast<double>(reported) / n, percentile(ms, 0.5), percentile(ms, 0.99),
+      legacy ? "legacy" : "new", col->kernelSums() ? "kernel" : "user", max_cgroups, col->slots(),
+      ticks, static_cast<double>(reported) / n, percentile(ms, 0.5), percentile(ms, 0.99),
       percentile(ms, 1.0), static_cast<double>(read_bytes) / n,
       static_cast<unsigned long long>(last.read_buffer_bytes),
       static_cast<unsigned long long>(last.bpf_map_bytes),

@@ -81,6 +81,7 @@ Result<void> Daemon::Impl::init() {
   if (!collector_->sizingNote().empty()) {
     log()->warn("{}", collector_->sizingNote());
   }
+  log()->info("{}", collector_->readNote());
 
   // One colod per journal: a second one would "restore" the first one's restrictions through
   // NRI and empty its journal.

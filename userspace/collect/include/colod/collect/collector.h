@@ -130,6 +130,7 @@ struct CollectorStats {
   // snapshot until it succeeds, so nothing leaks; until then the entry stays in its map.
   uint64_t map_delete_errors = 0;
   uint64_t map_deletes_pending = 0;  // now: those waiting for their retry (bounded by map sizes)
+  uint64_t kernel_sum_errors = 0;    // summing-iterator reads that failed (then userspace sums)
   uint64_t watch_write_errors = 0;   // cg_watch writes refused (retried at the next snapshot)
   // The read side's cost (issue 17). Bytes copied out of the BPF maps by the last snapshot:
   // live entries x (key + value; per-CPU values x possible CPUs), not max_entries.
@@ -196,6 +197,10 @@ struct CollectorOptions {
   // dumped at max_entries into buffers allocated and zero-filled at each snapshot, and every
   // cgroup file opened and closed at each read.
   bool legacy_reads = false;
+  // Sum cg_sched over the CPUs in the kernel (bpf/schedsum.bpf.c: an iterator, kernel 5.19+)
+  // and read one record per live cgroup, instead of every possible CPU's copy of it. Falls back
+  // to the userspace read where the kernel cannot (readNote() says why); off with legacy_reads.
+  bool kernel_sums = true;
   // Window of the wakeup watch's wait accumulator (setWatched).
   std::chrono::nanoseconds watch_window{std::chrono::milliseconds(10)};
   // Fault injection, for tests only (production leaves it empty): consulted before each map
@@ -245,6 +250,10 @@ class Collector {
   [[nodiscard]] uint32_t slots() const;
   // Why slots() is below max_cgroups, for the log (empty when it is not).
   [[nodiscard]] const std::string& sizingNote() const;
+  // Whether cg_sched is summed in the kernel (CollectorOptions::kernel_sums), and the log line
+  // that says how it is read (and why not in the kernel, when not).
+  [[nodiscard]] bool kernelSums() const;
+  [[nodiscard]] const std::string& readNote() const;
 
   [[nodiscard]] CgroupMode mode() const;
   [[nodiscard]] AttachKind attachKind() const;

@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: Apache-2.0
+// The collector's state, shared by its two parts: collector.cpp (snapshot, cgroup tree and
+// files, the public API) and collector_maps.cpp (loading the BPF objects, reading their maps,
+// and cleaning up after vanished cgroups). Private to colod::collect.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "bpf_util.h"
+#include "cgsched.h"
+#include "cgsched.skel.h"
+#include "colod/cgroup/cgroup.h"
+#include "colod/cgroup/parse.h"
+#include "colod/collect/collector.h"
+#include "colod/collect/map_budget.h"
+#include "entry_delta.h"
+#include "file_cache.h"
+#include "reclaim.h"
+#include "reclaim.skel.h"
+#include "sched_sums.h"
+#include "watch.h"
+
+namespace colod::collect {
+
+// Owners held in a class shared by two files: bpftool's destroy functions are static inline
+// (internal linkage), so they cannot be template arguments here; the pointer is set in load().
+using SchedSkel = std::unique_ptr<cgsched, void (*)(cgsched*)>;
+using ReclaimSkel = std::unique_ptr<reclaim, void (*)(reclaim*)>;
+
+namespace detail {
+struct PairKeyHash {
+  std::size_t operator()(const colod_pair_key& k) const {
+    return std::hash<uint64_t>()(k.victim * 0x9E3779B97F4A7C15ULL ^ k.aggressor);
+  }
+};
+struct PairKeyEq {
+  bool operator()(const colod_pair_key& a, const colod_pair_key& b) const {
+    return a.victim == b.victim && a.aggressor == b.aggressor;
+  }
+};
+}  // namespace detail
+
+class Collector::Impl {
+ public:
+  CollectorOptions opts;
+  cgroup::Hierarchies hier;
+  CgroupMode mode = CgroupMode::V1Cpu;
+  AttachKind attach = AttachKind::TpBtf;
+  std::string id_root;  // hierarchy whose inodes are the ids
+  int ncpu = 1;
+  SchedSkel sched_skel{nullptr, nullptr};
+  ReclaimSkel reclaim_skel{nullptr, nullptr};
+  // The summing iterator on sched_skel's maps (destroyed before them); empty: userspace sums.
+  std::optional<detail::KernelSums> sums;
+  std::string read_note;
+  // After the skeletons: destroyed first (its ring buffer reads a map of sched_skel).
+  std::optional<detail::Watch> watch;
+
+  std::unordered_map<uint64_t, detail::SchedEntry> prev_sched;
+  // cg_sched slots of cgroups pruned at the previous snapshot: zeroed and handed back to the
+  // BPF side (free_slots) one interval later, when no program run can still be using them.
+  std::vector<uint32_t> quarantined_slots;
+  std::size_t unreleased_slots = 0;  // of those, how many failed to go back last time
+  std::unordered_map<uint64_t, colod_cg_reclaim> prev_reclaim;
+  // Pairs are the largest map (thousands of entries on a busy node): their state is updated in
+  // place at each read instead of rebuilt, and only the pairs that moved are carried to the
+  // report. `seen` is the tick of the last read that had the key; keys not seen are dropped at
+  // the next verified tick (only the collector deletes pairs, so a dropped key cannot return).
+  struct PairState {
+    uint64_t value = 0;
+    uint64_t seen = 0;
+  };
+  std::unordered_map<colod_pair_key, PairState, detail::PairKeyHash, detail::PairKeyEq> pairs_state;
+  std::vector<std::pair<colod_pair_key, uint64_t>> pair_deltas;  // this tick's, reused
+  // Entries of vanished cgroups whose deletion failed (rule 15b: counted, and retried at every
+  // snapshot until it succeeds). Each is a key still present in its map, so each set is bounded
+  // by that map's max_entries (enforced in prune*()). Their ids are known dead: they are
+  // not reported and do not trigger rescans meanwhile.
+  std::unordered_map<uint64_t, uint32_t> undeleted_slots;  // cg_slots id -> its slot
+  std::unordered_set<uint64_t> undeleted_reclaim;          // cg_reclaim ids
+  std::unordered_set<colod_pair_key, detail::PairKeyHash, detail::PairKeyEq> undeleted_pairs;
+  struct FileState {
+    cgroup::CpuStat cpu_stat;
+    bool have = false;
+  };
+  std::unordered_map<uint64_t, FileState> prev_files;
+  std::unordered_map<uint64_t, std::string> paths;  // live cgroups: id -> rel path
+  // Map readers whose buffers live across snapshots (issue 17), set up in create().
+  bpf::MapReader slots_reader{sizeof(uint64_t), sizeof(uint32_t)};
+  bpf::MapReader sched_reader{sizeof(uint32_t), 0};
+  bpf::MapReader pairs_reader{sizeof(colod_pair_key), sizeof(uint64_t)};
+  bpf::MapReader reclaim_reader{sizeof(uint64_t), 0};
+  std::vector<const uint8_t*> slot_values;  // cg_sched value of each slot (readSched)
+  std::vector<uint64_t> drops_buf;          // one per-CPU drops counter
+  detail::CgroupFileCache files{0};
+  std::unordered_set<uint64_t> every_tick;  // setEveryTick()
+  uint64_t map_bytes = 0;
+  SlotSizing sizing;
+  std::string sizing_note;
+  uint64_t tick = 0;
+  uint64_t last_rescan_tick = 0;
+  std::chrono::steady_clock::time_point last;
+  CollectorStats stats;
+
+  Result<void> load(AttachKind kind);
+  Result<void> rescan();
+  void initReaders();
+  [[nodiscard]] uint64_t sumMapBytes() const;
+  Result<std::unordered_map<uint64_t, detail::SchedEntry>> readSched();
+  void releaseSlots();
+  bool cleanupWrite(std::string_view map, const std::function<int()>& write);
+  bool deleteKey(std::string_view map, int fd, const void* key);
+  void pruneSlot(uint64_t id, uint32_t slot, bool& released);
+  void pruneReclaim(uint64_t id);
+  void prunePair(const colod_pair_key& key);
+  void retryDeletes();
+  void readFiles(CgroupSample& s);
+  Result<Snapshot> snapshot();
+};
+
+}  // namespace colod::collect

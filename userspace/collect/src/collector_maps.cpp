@@ -1,0 +1,314 @@
+// SPDX-License-Identifier: Apache-2.0
+// The collector's BPF side: loading the objects (sized to the slots), reading their maps each
+// snapshot (cg_sched summed in the kernel where it can be), and removing vanished cgroups'
+// state from them, retried until the kernel takes it.
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "collector_impl.h"
+
+namespace colod::collect {
+
+using detail::roundUp8;
+
+Result<void> Collector::Impl::load(AttachKind kind) {
+  const uint32_t cg_mode = mode == CgroupMode::V2 ? COLOD_CGMODE_V2 : COLOD_CGMODE_V1CPU;
+  const bool btf = kind == AttachKind::TpBtf;
+
+  auto s = bpf::openSkeleton<cgsched, &cgsched__destroy>(&cgsched__open, "sched");
+  if (!s) {
+    return std::move(s).error();
+  }
+  // rodata knobs and map sizes: between open() and load() (style rule 24).
+  (*s)->rodata->cg_mode = cg_mode;
+  // cg_sched is an array of slots, cg_slots maps ids to them, free_slots recycles them,
+  // cg_pending counts each slot's preempted tasks: all four hold max_cgroups
+  // (bpf/cgsched.bpf.c).
+  (*s)->rodata->max_slots = opts.max_cgroups;
+  COLOD_TRY_VOID(bpf::check(bpf_map__set_max_entries((*s)->maps.cg_sched, opts.max_cgroups),
+                            "sizing cg_sched"),
+                 "sched");
+  COLOD_TRY_VOID(bpf::check(bpf_map__set_max_entries((*s)->maps.cg_slots, opts.max_cgroups),
+                            "sizing cg_slots"),
+                 "sched");
+  COLOD_TRY_VOID(bpf::check(bpf_map__set_max_entries((*s)->maps.free_slots, opts.max_cgroups),
+                            "sizing free_slots"),
+                 "sched");
+  COLOD_TRY_VOID(bpf::check(bpf_map__set_max_entries((*s)->maps.cg_pending, opts.max_cgroups),
+                            "sizing cg_pending"),
+                 "sched");
+  COLOD_TRY_VOID(bpf::check(bpf_map__set_max_entries((*s)->maps.cg_watch, opts.max_cgroups),
+                            "sizing cg_watch"),
+                 "sched");
+  COLOD_TRY_VOID(
+      bpf::check(bpf_map__set_max_entries((*s)->maps.pairs, opts.max_pairs), "sizing pairs"),
+      "sched");
+  (*s)->rodata->watch_window_ns = static_cast<uint64_t>(opts.watch_window.count());
+  auto set = [](bpf_program* p, bool on) { bpf_program__set_autoload(p, on); };
+  set((*s)->progs.handle_sched_switch, btf);
+  set((*s)->progs.handle_sched_switch_raw, !btf);
+  set((*s)->progs.handle_cgroup_attach_task, btf);
+  set((*s)->progs.handle_cgroup_attach_task_raw, !btf);
+  set((*s)->progs.handle_sched_wakeup, btf && opts.wakeup_depth);
+  set((*s)->progs.handle_sched_wakeup_new, btf && opts.wakeup_depth);
+  set((*s)->progs.handle_sched_wakeup_raw, !btf && opts.wakeup_depth);
+  set((*s)->progs.handle_sched_wakeup_new_raw, !btf && opts.wakeup_depth);
+  COLOD_TRY_VOID(bpf::check(cgsched__load(s->get()), "loading sched programs"), "sched");
+  COLOD_TRY_VOID(bpf::check(cgsched__attach(s->get()), "attaching sched programs"), "sched");
+
+  ReclaimSkel r{nullptr, nullptr};
+  if (opts.reclaim) {
+    auto rs = bpf::openSkeleton<reclaim, &reclaim__destroy>(&reclaim__open, "reclaim");
+    if (!rs) {
+      return std::move(rs).error();
+    }
+    (*rs)->rodata->cg_mode = cg_mode;
+    COLOD_TRY_VOID(bpf::check(bpf_map__set_max_entries((*rs)->maps.cg_reclaim, opts.max_cgroups),
+                              "sizing cg_reclaim"),
+                   "reclaim");
+    set((*rs)->progs.handle_direct_reclaim_begin, btf);
+    set((*rs)->progs.handle_direct_reclaim_end, btf);
+    set((*rs)->progs.handle_memcg_reclaim_begin, btf);
+    set((*rs)->progs.handle_memcg_reclaim_end, btf);
+    set((*rs)->progs.handle_direct_reclaim_begin_raw, !btf);
+    set((*rs)->progs.handle_direct_reclaim_end_raw, !btf);
+    set((*rs)->progs.handle_memcg_reclaim_begin_raw, !btf);
+    set((*rs)->progs.handle_memcg_reclaim_end_raw, !btf);
+    COLOD_TRY_VOID(bpf::check(reclaim__load(rs->get()), "loading reclaim programs"), "reclaim");
+    COLOD_TRY_VOID(bpf::check(reclaim__attach(rs->get()), "attaching reclaim programs"), "reclaim");
+    r = ReclaimSkel(rs->release(), &reclaim__destroy);
+  }
+  auto w = detail::Watch::create({.cg_slots = bpf_map__fd((*s)->maps.cg_slots),
+                                  .cg_watch = bpf_map__fd((*s)->maps.cg_watch),
+                                  .wakeups = bpf_map__fd((*s)->maps.wakeups),
+                                  .watched = &(*s)->bss->watched});
+  if (!w) {
+    return std::move(w).error();
+  }
+  watch.reset();
+  sums.reset();
+  if (opts.kernel_sums && !opts.legacy_reads) {
+    auto k =
+        detail::KernelSums::open(bpf_map__fd((*s)->maps.cg_slots), bpf_map__fd((*s)->maps.cg_sched),
+                                 static_cast<uint32_t>(ncpu));
+    if (k) {
+      sums.emplace(std::move(k).value());
+      read_note = "collector: cg_sched summed over " + std::to_string(ncpu) +
+                  " possible CPUs in the kernel (schedsum iterator)";
+    } else {
+      read_note = "collector: cg_sched read per possible CPU from userspace (" +
+                  std::to_string(ncpu) +
+                  " copies a cgroup): the kernel's summing iterator did "
+                  "not load (needs kernel 5.19+): " +
+                  k.error().message();
+    }
+  } else {
+    read_note = "collector: cg_sched read per possible CPU from userspace (kernel sums off)";
+  }
+  sched_skel = SchedSkel(s->release(), &cgsched__destroy);
+  reclaim_skel = std::move(r);
+  watch.emplace(std::move(w).value());
+  attach = kind;
+  return {};
+}
+
+void Collector::Impl::initReaders() {
+  const bool legacy = opts.legacy_reads;
+  const auto cpus = static_cast<std::size_t>(ncpu);
+  slots_reader = bpf::MapReader(sizeof(uint64_t), sizeof(uint32_t), legacy);
+  sched_reader = bpf::MapReader(sizeof(uint32_t), roundUp8(sizeof(colod_cg_sched)) * cpus, legacy);
+  pairs_reader = bpf::MapReader(sizeof(colod_pair_key), sizeof(uint64_t), legacy);
+  reclaim_reader = bpf::MapReader(sizeof(uint64_t), sizeof(colod_cg_reclaim), legacy);
+  drops_buf.resize(cpus);
+}
+
+// Kernel memory of every map of both objects (.bss/.rodata and the ring buffer included), as the
+// kernel accounts it. A map whose fdinfo cannot be read counts 0: the number is a report.
+uint64_t Collector::Impl::sumMapBytes() const {
+  uint64_t total = 0;
+  auto add = [&](const bpf_object* obj) {
+    const bpf_map* m = nullptr;
+    bpf_object__for_each_map(m, obj) {
+      if (auto b = bpf::mapMemlockBytes(bpf_map__fd(m)); b) {
+        total += *b;
+      }
+    }
+  };
+  add(sched_skel->obj);
+  if (reclaim_skel) {
+    add(reclaim_skel->obj);
+  }
+  return total;
+}
+
+// Per-cgroup scheduler aggregates: ids and slots from cg_slots, values from the slots of the
+// per-CPU array cg_sched, read in one pass up to the highest slot ever handed out.
+Result<std::unordered_map<uint64_t, detail::SchedEntry>> Collector::Impl::readSched() {
+  std::unordered_map<uint64_t, detail::SchedEntry> out;
+  if (sums) {
+    if (auto n = sums->read(out); n) {
+      return out;
+    } else {
+      // Not expected once loaded; the userspace read gives the same sums, so carry on with it.
+      read_note =
+          "collector: cg_sched read per possible CPU from userspace: the kernel's "
+          "summing iterator failed (" +
+          n.error().message() + ")";
+      ++stats.kernel_sum_errors;
+      sums.reset();
+    }
+  }
+  auto slots = slots_reader.read(bpf_map__fd(sched_skel->maps.cg_slots), opts.max_cgroups);
+  if (!slots) {
+    return std::move(slots).error().wrap("reading cg_slots");
+  }
+  if (*slots == 0) {
+    sched_reader.clear();
+    return out;
+  }
+  const uint64_t used = __atomic_load_n(&sched_skel->bss->slots_used, __ATOMIC_ACQUIRE);
+  const std::size_t top = static_cast<std::size_t>(std::min<uint64_t>(used, opts.max_cgroups));
+  auto vals = sched_reader.read(bpf_map__fd(sched_skel->maps.cg_sched), top);
+  if (!vals) {
+    return std::move(vals).error();
+  }
+  slot_values.assign(top, nullptr);
+  for (std::size_t i = 0; i < *vals; ++i) {
+    uint32_t slot = 0;
+    std::memcpy(&slot, sched_reader.key(i), sizeof(slot));
+    if (slot < top) {
+      slot_values[slot] = sched_reader.value(i);
+    }
+  }
+  out.reserve(*slots);
+  for (std::size_t i = 0; i < *slots; ++i) {
+    uint64_t id = 0;
+    uint32_t slot = 0;
+    std::memcpy(&id, slots_reader.key(i), sizeof(id));
+    std::memcpy(&slot, slots_reader.value(i), sizeof(slot));
+    // A slot above `top` was handed out after slots_used was read: next snapshot.
+    if (slot < top && slot_values[slot] != nullptr) {
+      out[id] = detail::SchedEntry{slot, detail::sumSchedPerCpu(slot_values[slot], ncpu)};
+    }
+  }
+  return out;
+}
+
+// Slots quarantined at the previous snapshot: zero them (on every CPU, and their count of
+// pending preemption marks) and return them to the BPF side. A failure would leak the slot, so
+// it is counted and retried next time.
+void Collector::Impl::releaseSlots() {
+  unreleased_slots = 0;
+  if (quarantined_slots.empty()) {
+    return;
+  }
+  const std::size_t stride = roundUp8(sizeof(colod_cg_sched)) * static_cast<std::size_t>(ncpu);
+  const std::vector<uint8_t> zeros(std::max(stride, sizeof(colod_cg_pending)), 0);
+  const int sched_fd = bpf_map__fd(sched_skel->maps.cg_sched);
+  const int pending_fd = bpf_map__fd(sched_skel->maps.cg_pending);
+  const int free_fd = bpf_map__fd(sched_skel->maps.free_slots);
+  std::vector<uint32_t> keep;
+  for (const uint32_t slot : quarantined_slots) {
+    // Zeroing twice is harmless, so a retry redoes all three; a slot must reach free_slots
+    // once only (twice, two cgroups would share it), and it is the last write.
+    const bool ok =
+        cleanupWrite("cg_sched",
+                     [&] { return bpf_map_update_elem(sched_fd, &slot, zeros.data(), BPF_ANY); }) &&
+        cleanupWrite(
+            "cg_pending",
+            [&] { return bpf_map_update_elem(pending_fd, &slot, zeros.data(), BPF_ANY); }) &&
+        cleanupWrite("free_slots", [&] { return bpf_map_update_elem(free_fd, nullptr, &slot, 0); });
+    if (!ok) {
+      keep.push_back(slot);
+    }
+  }
+  quarantined_slots = std::move(keep);
+  unreleased_slots = quarantined_slots.size();
+}
+
+// One map write of the cleanup of a vanished cgroup (write() returns 0 or -errno, libbpf
+// style), through the test fault hook. ENOENT is success (the entry is already gone); any
+// other failure is counted.
+bool Collector::Impl::cleanupWrite(std::string_view map, const std::function<int()>& write) {
+  int rc = 0;
+  if (opts.cleanup_fault) {
+    if (const int err = opts.cleanup_fault(map); err != 0) {
+      rc = -err;
+    }
+  }
+  if (rc == 0) {
+    rc = write();
+  }
+  if (rc < 0 && rc != -ENOENT) {
+    ++stats.map_delete_errors;
+    return false;
+  }
+  return true;
+}
+
+bool Collector::Impl::deleteKey(std::string_view map, int fd, const void* key) {
+  return cleanupWrite(map, [&] {
+    auto r = bpf::deleteKey(fd, key);
+    return r ? 0 : -r.error().errnoValue();
+  });
+}
+
+// Deleting a vanished cgroup's key from cg_slots. Its slot may still be cached per CPU: on
+// success it is quarantined for one snapshot and `released` says attach_gen must be bumped
+// (every CPU then looks its running cgroup up again). On failure it is kept for a retry.
+void Collector::Impl::pruneSlot(uint64_t id, uint32_t slot, bool& released) {
+  if (deleteKey("cg_slots", bpf_map__fd(sched_skel->maps.cg_slots), &id)) {
+    undeleted_slots.erase(id);
+    quarantined_slots.push_back(slot);
+    released = true;
+    ++stats.pruned_cgroups;
+  } else if (undeleted_slots.size() < opts.max_cgroups) {
+    undeleted_slots.emplace(id, slot);
+  }
+  // Else the set is full, which needs more failed keys than the map holds (cannot happen while
+  // the collector is the only deleter): the entry stays in the map, is seen again at the next
+  // rescan as a dead id and pruned then. Counted above either way.
+}
+
+void Collector::Impl::pruneReclaim(uint64_t id) {
+  if (deleteKey("cg_reclaim", bpf_map__fd(reclaim_skel->maps.cg_reclaim), &id)) {
+    undeleted_reclaim.erase(id);
+    ++stats.pruned_cgroups;
+  } else if (undeleted_reclaim.size() < opts.max_cgroups) {
+    undeleted_reclaim.insert(id);
+  }
+}
+
+void Collector::Impl::prunePair(const colod_pair_key& key) {
+  if (deleteKey("pairs", bpf_map__fd(sched_skel->maps.pairs), &key)) {
+    undeleted_pairs.erase(key);
+  } else if (undeleted_pairs.size() < opts.max_pairs) {
+    undeleted_pairs.insert(key);
+  }
+}
+
+// The deletions that failed before, once per snapshot (after releaseSlots, so a slot freed
+// here is quarantined for a full interval like any other).
+void Collector::Impl::retryDeletes() {
+  bool released = false;
+  for (const auto& [id, slot] :
+       std::vector<std::pair<uint64_t, uint32_t>>(undeleted_slots.begin(), undeleted_slots.end())) {
+    pruneSlot(id, slot, released);
+  }
+  if (released) {
+    __atomic_fetch_add(&sched_skel->bss->attach_gen, 1, __ATOMIC_SEQ_CST);
+  }
+  if (reclaim_skel) {
+    for (const uint64_t id :
+         std::vector<uint64_t>(undeleted_reclaim.begin(), undeleted_reclaim.end())) {
+      pruneReclaim(id);
+    }
+  }
+  for (const auto& key :
+       std::vector<colod_pair_key>(undeleted_pairs.begin(), undeleted_pairs.end())) {
+    prunePair(key);
+  }
+}
+
+}  // namespace colod::collect

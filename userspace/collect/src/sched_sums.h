@@ -1,0 +1,53 @@
+// SPDX-License-Identifier: Apache-2.0
+// cg_sched summed over CPUs in the kernel: the schedsum iterator (bpf/schedsum.bpf.c) walks
+// cg_slots and writes one record per live cgroup, so a tick reads 200 B a cgroup instead of
+// 184 B x possible CPUs, and userspace neither holds nor sums the per-CPU copies (issue 17).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "colod/base/result.h"
+#include "entry_delta.h"
+
+struct schedsum;
+struct bpf_link;
+
+namespace colod::collect::detail {
+
+class KernelSums {
+ public:
+  // Loads the iterator on the cgsched object's maps (by fd). An error when this kernel lacks
+  // what it needs (bpf_loop, bpf_map_lookup_percpu_elem: 5.19) or refuses it: the caller then
+  // reads the maps from userspace.
+  static Result<KernelSums> open(int cg_slots_fd, int cg_sched_fd, uint32_t possible_cpus);
+
+  KernelSums(KernelSums&&) noexcept;
+  KernelSums& operator=(KernelSums&&) noexcept;
+  ~KernelSums();
+
+  // Every live cgroup's entry, summed, into out (cleared first): id -> {slot, sum}.
+  Result<std::size_t> read(std::unordered_map<uint64_t, SchedEntry>& out);
+
+  [[nodiscard]] std::size_t lastReadBytes() const { return last_bytes_; }
+  [[nodiscard]] std::size_t bufferBytes() const { return buf_.capacity(); }
+
+ private:
+  struct Owned;
+  explicit KernelSums(std::unique_ptr<Owned> owned);
+
+  std::unique_ptr<Owned> owned_;
+  std::vector<uint8_t> buf_;  // kept across reads; grows with the live cgroups
+  std::size_t last_bytes_ = 0;
+};
+
+// Parses the iterator's output (whole colod_sched_sum records) into out; an error on a
+// partial record. Separate from the read for tests.
+Result<std::size_t> parseSchedSums(const uint8_t* data,
+                                   std::size_t len,
+                                   std::unordered_map<uint64_t, SchedEntry>& out);
+
+}  // namespace colod::collect::detail
