@@ -66,6 +66,8 @@ void EngineState::decayEvidence(Tracked& v) const {
     e.preemptions *= d;
     e.wait_ns *= d;
     e.overlap_ns *= d;
+    e.fresh_preemptions *= d;
+    e.fresh_wait_ns *= d;
     if (e.preemptions < kForgetPreemptions && e.wait_ns < kForgetNs && e.overlap_ns < kForgetNs) {
       it = v.blame.erase(it);
     } else {
@@ -107,6 +109,8 @@ void EngineState::accumulateEvidence(Tracked& v) {
       e.be = it->second;
       e.preemptions += static_cast<double>(p.count);
       e.wait_ns += wait;
+      e.fresh_preemptions += static_cast<double>(p.count);
+      e.fresh_wait_ns += wait;
       continue;
     }
     // Host/system tasks, unknown or unlabelled cgroups, other LS, system or exclusive-CPU
@@ -266,7 +270,8 @@ bool EngineState::judgedUseless(const Tracked& v,
 // finding saying why).
 std::vector<Antagonist> EngineState::rank(Tracked& victim,
                                           bool memory,
-                                          std::vector<Finding>& findings) {
+                                          std::vector<Finding>& findings,
+                                          bool on_top) {
   std::vector<Antagonist> out;
   const ContainerSample* s = victim.sample;
   if (s == nullptr) {
@@ -337,7 +342,7 @@ std::vector<Antagonist> EngineState::rank(Tracked& victim,
       }
       return out;
     }
-    return rankCpu(victim, findings);
+    return rankCpu(victim, findings, on_top);
   }
   std::sort(out.begin(), out.end(), [](const Antagonist& a, const Antagonist& b) {
     if (a.score != b.score) {
@@ -365,7 +370,9 @@ std::vector<Antagonist> EngineState::rank(Tracked& victim,
 // The CPU ranking over the window's evidence. Cheap per entry (a victim may hold evidence
 // against every BE that ran on its CPUs): scores and verdicts only; names and sentences are made
 // for the few that are ranked, and describe() words the verdicts.
-std::vector<Antagonist> EngineState::rankCpu(Tracked& victim, std::vector<Finding>& findings) {
+std::vector<Antagonist> EngineState::rankCpu(Tracked& victim,
+                                             std::vector<Finding>& findings,
+                                             bool on_top) {
   const auto& ac = config_.actions;
   // No attribution at all (no preemption was ever seen): run time on its CPUs alone.
   const bool attributed = victim.attributed;
@@ -404,6 +411,7 @@ std::vector<Antagonist> EngineState::rankCpu(Tracked& victim, std::vector<Findin
   };
   std::vector<Candidate> ranked;
   Candidate thin{0.0, nullptr, nullptr};  // the strongest BE short of the minimum evidence
+  bool thin_since = false;                // some BE short of it since the last rung (on_top)
   for (auto& [id, e] : victim.blame) {
     if (e.be == nullptr || !touchable(*e.be)) {
       e.score = 0;
@@ -430,6 +438,15 @@ std::vector<Antagonist> EngineState::rankCpu(Tracked& victim, std::vector<Findin
       }
       continue;
     }
+    // On top of rungs in force, the minimum counts what happened under them: evidence from
+    // before the last rung is what that rung answered (the antagonist it moved is not blamed
+    // again for preemptions it can no longer make, nor a light BE beside it on their strength).
+    if (on_top && attributed &&
+        (e.fresh_preemptions < ac.min_blame_preemptions || e.fresh_wait_ns < min_wait_ns)) {
+      e.verdict = Verdict::ThinSince;
+      thin_since = true;
+      continue;
+    }
     if (e.score <= 0) {
       e.verdict = Verdict::NoEvidence;
       continue;
@@ -438,6 +455,17 @@ std::vector<Antagonist> EngineState::rankCpu(Tracked& victim, std::vector<Findin
     if (e.verdict == Verdict::NotTop) {
       ranked.push_back({e.score, &id, &e});
     }
+  }
+  if (ranked.empty() && thin_since) {
+    findings.push_back({victim.info.id, "not_enough_evidence",
+                        displayName(victim.info) +
+                            " is still over its threshold, but no BE has enough evidence since "
+                            "the last rung was applied (at least " +
+                            count(ac.min_blame_preemptions) + " preemptions and " +
+                            std::to_string(ac.min_blame_wait_us) +
+                            " µs of the victim's wait under the rungs in force; " +
+                            waitBehind(victim) + "): nothing more restricted"});
+    return {};
   }
   if (ranked.empty() && thin.e != nullptr) {
     findings.push_back({victim.info.id, "not_enough_evidence",
@@ -494,6 +522,12 @@ std::string EngineState::verdictText(const BlameEvidence& e) const {
       return "not enough evidence: " + evidenceText(e) + " (needs " +
              count(ac.min_blame_preemptions) + " preemptions and " +
              std::to_string(ac.min_blame_wait_us) + " µs of wait)";
+    case Verdict::ThinSince:
+      return "not enough evidence since the last rung was applied: " +
+             count(e.fresh_preemptions) + " preemptions, " + us(e.fresh_wait_ns) +
+             " wait under the rungs in force (needs " + count(ac.min_blame_preemptions) +
+             " preemptions and " + std::to_string(ac.min_blame_wait_us) +
+             " µs of wait); before them: " + evidenceText(e);
     case Verdict::NoEvidence:
       return "no evidence: it neither preempted the victim nor ran on its CPUs";
     case Verdict::Blamed:

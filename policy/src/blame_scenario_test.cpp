@@ -107,6 +107,58 @@ TEST(BlameScenario, BeOnOtherCpusIsSparedAndTheAntagonistIsMoved) {
       << near->blame[0].why;
 }
 
+// Issue 19, the fork trial of blame.sh (session 11): the antagonist was moved off the LS's CPU,
+// the rung helped, the LS stayed a little over its threshold, and the quota rung on top capped a
+// light BE beside it on preemptions from before the move (and the moved antagonist on the ones
+// it could no longer make). A rung on top counts what happened under the rungs in force: with
+// nothing since, nobody more is restricted and the finding says why; an antagonist that still
+// preempts the victim under the rung (a cpuset that leaves it one of the victim's CPUs) is
+// capped on top as before, and the light BE still is not.
+TEST(BlameScenario, ARungOnTopCountsOnlyWhatHappenedUnderTheRungsInForce) {
+  for (const bool still_preempts : {false, true}) {
+    SCOPED_TRACE(still_preempts ? "the antagonist still preempts" : "nothing since the move");
+    Sim sim{Config{}};
+    sim.add(pinned(lsInfo("web"), "1"));
+    sim.add(beInfo("fork"));
+    sim.add(beInfo("light"));
+    std::vector<RoundResult> rounds;
+    for (int r = 1; r <= 80; ++r) {
+      const bool moved = restricted(sim.engine(), "fork", Lever::Cpuset);
+      ContainerSample web = lsSample("web", kQuietP99, {});
+      if (r > 10 && !moved) {
+        web = lsSample("web", kHurtP99, {{"fork", 30, 3'000'000}, {"light", 3, 500'000}});
+      } else if (r > 10) {
+        // Under the move: the light BE once in 12 intervals (in a steady state, 2.5 preemptions
+        // and 500 µs over the decayed window: under the minimum), and the antagonist only where
+        // its cpuset still overlaps the victim's.
+        std::vector<Preemption> by;
+        if (r % 12 == 0) {
+          by.push_back({"light", 1, 200'000});
+        }
+        if (still_preempts) {
+          by.push_back({"fork", 5, 600'000});
+        }
+        web = lsSample("web", 1500, by);
+      }
+      rounds.push_back(
+          sim.step({web, beSample("fork", 90'000'000), beSample("light", 10'000'000)}));
+    }
+    EXPECT_FALSE(restricted(sim.engine(), "light")) << "the light BE is never capped";
+    EXPECT_EQ(targets(sim).count("light"), 0u);
+    EXPECT_TRUE(restricted(sim.engine(), "fork", Lever::Cpuset));
+    EXPECT_EQ(restricted(sim.engine(), "fork", Lever::CpuQuota), still_preempts);
+    auto light = sim.engine().describe("light");
+    ASSERT_TRUE(light.has_value());
+    ASSERT_FALSE(light->blame.empty());
+    EXPECT_FALSE(light->blame[0].blamed) << light->blame[0].why;
+    if (!still_preempts) {
+      const Finding* f = findFinding(rounds, "not_enough_evidence");
+      ASSERT_NE(f, nullptr) << "the ladder stops and says why";
+      EXPECT_NE(f->message.find("since the last rung was applied"), std::string::npos) << f->message;
+    }
+  }
+}
+
 // The move stays within the node and never lands on CPUs exclusive to another container.
 TEST(BlameScenario, MoveAvoidsExclusiveCpus) {
   Config config;

@@ -51,6 +51,7 @@ enum class Verdict : uint8_t {
   NotTop,       // not among the top max_antagonists
   Idle,         // has not run for half the blame window: the wait now is behind something else
   OtherWait,    // not ranked: the victim's wait is mostly behind itself or uncontrolled work
+  ThinSince,    // escalating on top of a rung: too little evidence since that rung was applied
 };
 
 struct BlameEvidence {
@@ -58,6 +59,11 @@ struct BlameEvidence {
   double preemptions = 0;       // preemptions of the victim by it
   double wait_ns = 0;           // the victim's wait attributed to it
   double overlap_ns = 0;  // its run time on CPUs the victim may use (by the share that overlaps)
+  // The same preemptions and wait gathered since the victim's last rung was applied (decayed
+  // alike): a rung on top is justified by what happened under the rungs in force, not by what
+  // they already answered (issue 19: a light BE was capped on top of the antagonist's move).
+  double fresh_preemptions = 0;
+  double fresh_wait_ns = 0;
   // Latest ranking: its share of the evidence and the verdict (for describe()).
   double score = 0;
   Verdict verdict = Verdict::Unranked;
@@ -234,8 +240,12 @@ class EngineState {
   [[nodiscard]] static std::string cpuRule(const Tracked& v, bool memory);
   void startEpisodes(std::vector<Decision>& out, std::vector<Finding>& findings);
   // attribution.cpp
-  std::vector<Antagonist> rank(Tracked& victim, bool memory, std::vector<Finding>& findings);
-  std::vector<Antagonist> rankCpu(Tracked& victim, std::vector<Finding>& findings);
+  // on_top: ranking for a rung on top of rungs in force (their evidence since the last one).
+  std::vector<Antagonist> rank(Tracked& victim,
+                               bool memory,
+                               std::vector<Finding>& findings,
+                               bool on_top = false);
+  std::vector<Antagonist> rankCpu(Tracked& victim, std::vector<Finding>& findings, bool on_top);
   void accumulateEvidence(Tracked& v);
   [[nodiscard]] static std::string evidenceText(const BlameEvidence& e);
   [[nodiscard]] std::string verdictText(const BlameEvidence& e) const;

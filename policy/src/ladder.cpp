@@ -202,7 +202,8 @@ bool EngineState::escalate(Episode& ep,
                            std::vector<Finding>& findings,
                            bool replacing) {
   const auto lad = ladder(ep.memory);
-  std::vector<Antagonist> antagonists = rank(victim, ep.memory, findings);
+  // On top of rungs in force, by the evidence gathered since the last one was applied.
+  std::vector<Antagonist> antagonists = rank(victim, ep.memory, findings, !ep.steps.empty());
   if (antagonists.empty()) {
     ep.stop_why = behindUncontrolled(victim)
                       ? "the wait is behind work colod does not control"
@@ -239,6 +240,10 @@ bool EngineState::escalate(Episode& ep,
     ++ep.escalations;
     if (res == RungResult::Applied) {
       victim.exhausted_said = false;
+      for (auto& [id, e] : victim.blame) {
+        e.fresh_preemptions = 0;
+        e.fresh_wait_ns = 0;
+      }
       Step& applied = ep.steps.back();
       // Who ran within the blame window is there already (a duty cycle is not a start).
       const int64_t since = round_ - config_.actions.blame_window_intervals;
