@@ -27,27 +27,7 @@ const volatile __u32 cg_mode = COLOD_CGMODE_V1CPU;
 /* 0 disables the wait-after-preemption bookkeeping (saves a task storage lookup per switch). */
 const volatile __u32 track_preempt_wait = 1;
 
-/* Per-cgroup aggregates, per CPU (no atomics), in an array indexed by a slot that cg_slots
- * assigns to each cgroup id. The indirection is for speed: the running task's slot is cached
- * per CPU (cpu_state), so a switch between tasks of one cgroup costs an inlined array access
- * instead of a hash lookup (measured in bpf/README.md). max_entries of all three = max_slots,
- * set by userspace before load. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, COLOD_DEFAULT_MAX_CGROUPS);
-	__type(key, __u32);
-	__type(value, struct colod_cg_sched);
-} cg_sched SEC(".maps");
-
-/* cgroup id -> slot in cg_sched. Userspace deletes the ids of vanished cgroups, bumps
- * attach_gen (so no CPU keeps using a cached slot), and a tick later zeroes the slot and
- * pushes it to free_slots. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, COLOD_DEFAULT_MAX_CGROUPS);
-	__type(key, __u64);
-	__type(value, __u32);
-} cg_slots SEC(".maps");
+#include "common/cg_maps.bpf.h"
 
 /* Recycled (zeroed) slots; when empty, new slots come from slots_used. */
 struct {

@@ -16,20 +16,7 @@
 #include <bpf/bpf_tracing.h>
 
 #include "cgsched.h"
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, COLOD_DEFAULT_MAX_CGROUPS);
-	__type(key, __u32);
-	__type(value, struct colod_cg_sched);
-} cg_sched SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, COLOD_DEFAULT_MAX_CGROUPS);
-	__type(key, __u64);
-	__type(value, __u32);
-} cg_slots SEC(".maps");
+#include "common/cg_maps.bpf.h"
 
 /* Set by userspace before load: the kernel's possible CPUs (libbpf_num_possible_cpus()). A
  * lookup past the last one returns NULL and ends the loop early anyway. */
