@@ -27,8 +27,6 @@ plog=$d/peer.log
 clog=$d/colod.log
 journal=$d/journal.json
 bin=/vmtests/bin
-n=0
-fails=0
 mkdir -p $d
 # The harness (this script, the peer, colod, coloctl) runs on CPU 0, like system-reserved CPUs:
 # under TCG a coloctl start or a colod tick costs milliseconds of CPU, and on CPU 1 it would
@@ -37,17 +35,7 @@ mkdir -p $d
 # cgroups (cpuset_attach resets the affinity); checked below.
 taskset -p -c 0 $$ >/dev/null || echo "# taskset failed: the harness shares CPU 1 with the LS"
 
-ok() {
-  n=$((n + 1))
-  echo "ok $n - $1"
-}
-notok() {
-  n=$((n + 1))
-  fails=$((fails + 1))
-  echo "not ok $n - $1"
-  shift
-  for l in "$@"; do echo "#   $l"; done
-}
+. /vmtests/tap.sh
 # t0: guest uptime in ms when the script started; now_ms: ms since then.
 uptime_ms() { awk '{printf "%d", $1 * 1000}' /proc/uptime; }
 t0=$(uptime_ms)

@@ -14,20 +14,8 @@ root=/sys/fs/cgroup
 parent=vmpeer
 ctl=/run/peer.ctl
 log=/tmp/peer.log
-n=0
-fails=0
 
-ok() {
-  n=$((n + 1))
-  echo "ok $n - $1"
-}
-notok() {
-  n=$((n + 1))
-  fails=$((fails + 1))
-  echo "not ok $n - $1"
-  shift
-  for l in "$@"; do echo "#   $l"; done
-}
+. /vmtests/tap.sh
 # check <name> <file> <expected>: the cgroup file's content (first line) equals expected.
 check() {
   got=$(head -n 1 "$2" 2>&1)

@@ -19,20 +19,8 @@ rss_budget_mib=32
 budget_mib=64
 bin=/vmtests/bin
 root=/sys/fs/cgroup/vmscale
-n=0
-fails=0
 
-ok() {
-  n=$((n + 1))
-  echo "ok $n - $1"
-}
-notok() {
-  n=$((n + 1))
-  fails=$((fails + 1))
-  echo "not ok $n - $1"
-  shift
-  for l in "$@"; do echo "#   $l"; done
-}
+. /vmtests/tap.sh
 field() { echo "$2" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
 
 possible=$(cat /sys/devices/system/cpu/possible)
