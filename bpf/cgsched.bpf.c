@@ -39,6 +39,10 @@ struct {
 const volatile __u32 max_slots = COLOD_DEFAULT_MAX_CGROUPS;
 /* Slots handed out from the top: [0, min(slots_used, max_slots)) have been used. */
 __u64 slots_used = 0;
+/* Bumped after every id inserted into cg_slots: while it stands still (and userspace deleted
+ * nothing), cg_slots is what userspace read last, and the read side skips walking its buckets
+ * (issue 17). New cgroups are rare next to switches, so the shared write costs nothing. */
+__u64 slots_gen = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -190,8 +194,10 @@ static __always_inline __u32 cg_slot(__u64 id)
 		slot = top;
 	}
 	err = bpf_map_update_elem(&cg_slots, &id, &slot, BPF_NOEXIST);
-	if (!err)
+	if (!err) {
+		__sync_fetch_and_add(&slots_gen, 1);
 		return slot;
+	}
 	/* Not used: give it back (the queue holds every slot, so it has room). */
 	bpf_map_push_elem(&free_slots, &slot, 0);
 	if (err == -17 /* EEXIST: another CPU assigned one first */) {

@@ -42,6 +42,11 @@ struct {
 
 static const struct colod_cg_reclaim zero_entry;
 
+/* Bumped after every update of cg_reclaim: while it stands still (and userspace deleted
+ * nothing), the map is what userspace read last, and the read side skips walking its buckets
+ * (issue 17): most ticks of most nodes have no reclaim at all. */
+__u64 reclaim_gen = 0;
+
 static __always_inline void count_drop(__u32 idx)
 {
 	__u64 *d = bpf_map_lookup_elem(&drops, &idx);
@@ -93,6 +98,7 @@ static __always_inline int on_end(__u64 nr_reclaimed)
 	__sync_fetch_and_add(&e->count, 1);
 	__sync_fetch_and_add(&e->total_ns, delta);
 	__sync_fetch_and_add(&e->pages, nr_reclaimed);
+	__sync_fetch_and_add(&reclaim_gen, 1);
 	return 0;
 }
 

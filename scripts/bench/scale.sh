@@ -5,11 +5,14 @@
 # hierarchy plus the unified one on hybrid hosts, or the cgroup2 tree), each with one process:
 # one in BUSY_EVERY (10) wakes every BUSY_PERIOD_US (20000) and works BUSY_SPIN_US (50), the
 # others wake every IDLE_PERIOD_US (1000000). colod-collect-scale then runs the collector at a
-# 100 ms interval for SCALE_SECONDS (10): first with the read side from before issue 17
-# (--legacy: full-size map dumps into fresh buffers, files opened per read), then the current
-# with cgroup files read every 10th tick (--files-every 10: the cadence the daemon can select for
-# containers the policy does not need every tick; none is named here), then the current default.
-# Output per size: `scale-legacy:`, `scale-files10:`, the default probe's own line, and `scale:`;
+# 100 ms interval for SCALE_SECONDS (10), three times: with the read side from before issue 17
+# (--legacy: full-size map dumps into fresh buffers, files opened per read), then the current one
+# reading every cgroup's files at every tick (--files-every 1: the collector's own default),
+# then as the daemon runs it: files every kFilesEveryNTicks-th tick (10) except for the cgroups
+# the daemon names every tick (its victims and the containers it restricts), one in EVERY_TICK
+# (10) here (--every-tick-share).
+# Output per size: `scale-legacy:`, `scale-files1:`, the daemon-cadence probe's own line, and
+# `scale:` (that probe);
 # the last line is the largest size's
 #   scale: possible_cpus=<N> containers=<n> colod_rss_mib= bpf_map_mib= colod_cpu_pct=
 #          read_bytes_per_tick= tick_p99_ms=
@@ -25,6 +28,7 @@ busy_every=${BUSY_EVERY:-10}
 busy_period=${BUSY_PERIOD_US:-20000}
 busy_spin=${BUSY_SPIN_US:-50}
 idle_period=${IDLE_PERIOD_US:-1000000}
+every_tick=${EVERY_TICK:-10}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 [[ $(id -u) -eq 0 ]] || { echo "scale: must run as root" >&2; exit 3; }
@@ -64,7 +68,8 @@ for r in "${roots[@]}"; do mkdir -p "$r/$name"; done
 possible=$(cat /sys/devices/system/cpu/possible)
 ncpu=$(( ${possible##*-} + 1 ))
 echo "scale: host possible CPUs $possible ($ncpu), online $(nproc), max_cgroups=$max_cgroups," \
-     "busy 1 in $busy_every (${busy_spin}us every ${busy_period}us), ${secs}s per run;" \
+     "busy 1 in $busy_every (${busy_spin}us every ${busy_period}us), ${secs}s per run," \
+     "files every tick for 1 in $every_tick;" \
      "load $(cut -d' ' -f1-3 /proc/loadavg)"
 get() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$2"; }
 mib() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
@@ -86,16 +91,17 @@ for n in "${sizes[@]}"; do
   done
   sleep 2
   old=$("$probe" --legacy --seconds "$secs" --max-cgroups "$max_cgroups" | grep '^probe:')
-  f10=$("$probe" --files-every 10 --seconds "$secs" --max-cgroups "$max_cgroups" | grep '^probe:')
-  new=$("$probe" --seconds "$secs" --max-cgroups "$max_cgroups" | grep '^probe:')
+  f1=$("$probe" --files-every 1 --seconds "$secs" --max-cgroups "$max_cgroups" | grep '^probe:')
+  new=$("$probe" --files-every 10 --every-tick-share "$every_tick" --seconds "$secs" \
+        --max-cgroups "$max_cgroups" | grep '^probe:')
   echo "scale-legacy: possible_cpus=$ncpu containers=$n colod_rss_mib=$(get rss_mib "$old")" \
        "bpf_map_mib=$(mib "$(get bpf_map_bytes "$old")") colod_cpu_pct=$(get cpu_pct "$old")" \
        "read_bytes_per_tick=$(get read_bytes_per_tick "$old") tick_p99_ms=$(get tick_p99_ms "$old")" \
        "buffer_bytes_per_tick=$(get read_buffer_bytes "$old")" \
        "file_opens_per_tick=$(get file_opens_per_tick "$old")" \
        "reported_per_tick=$(get cgroups_reported_per_tick "$old") hwm_mib=$(get hwm_mib "$old")"
-  echo "scale-files10: possible_cpus=$ncpu containers=$n colod_rss_mib=$(get rss_mib "$f10")" \
-       "colod_cpu_pct=$(get cpu_pct "$f10") tick_p99_ms=$(get tick_p99_ms "$f10")"
+  echo "scale-files1: possible_cpus=$ncpu containers=$n colod_rss_mib=$(get rss_mib "$f1")" \
+       "colod_cpu_pct=$(get cpu_pct "$f1") tick_p99_ms=$(get tick_p99_ms "$f1")"
   echo "          $(sed 's/^probe: //' <<<"$new")"
   echo "scale: possible_cpus=$ncpu containers=$n colod_rss_mib=$(get rss_mib "$new")" \
        "bpf_map_mib=$(mib "$(get bpf_map_bytes "$new")") colod_cpu_pct=$(get cpu_pct "$new")" \

@@ -338,6 +338,115 @@ TEST_F(ReadSideTest, CollectorKeepsFilesOpenAndClosesThemWhenCgroupsVanish) {
   EXPECT_EQ(openFdCount(), base_fds) << "the collector leaked fds";
 }
 
+// Issue 17: cg_slots and cg_reclaim are walked again only when their BPF generation counters
+// moved. Quiet snapshots skip the walks, and a cgroup created afterwards is still seen (its slot
+// insert bumps slots_gen), as is its removal (the collector's delete invalidates its copy): a
+// cached walk that missed either would leave the new cgroup unreported or the old one tracked.
+TEST_F(ReadSideTest, UnchangedSlotAndReclaimMapsAreNotWalkedAgain) {
+  CollectorOptions opts;
+  opts.kernel_sums = false;  // the userspace read walks cg_slots (the kernel's iterator does not)
+  MAKE_COLLECTOR_OR_SKIP(col, opts);
+  Snapshot s = ASSERT_OK(col.snapshot());
+  const uint64_t skipped0 = s.stats.map_walks_skipped;
+  for (int i = 0; i < 10; ++i) {
+    std::this_thread::sleep_for(20ms);
+    s = ASSERT_OK(col.snapshot());
+  }
+  // Both maps would have to change before every one of 10 snapshots for this to fail; on an
+  // idle node neither does.
+  EXPECT_GT(s.stats.map_walks_skipped, skipped0) << "every snapshot walked both hash maps";
+  std::printf("walks skipped in 10 snapshots: %llu\n",
+              static_cast<unsigned long long>(s.stats.map_walks_skipped - skipped0));
+
+  auto cg = std::make_unique<TestCgroup>(std::vector<std::string>{cpuRoot()}, uniqueName("gen"));
+  const uint64_t id = ASSERT_OK(cgroup::cgroupId(cg->dirIn(cpuRoot())));
+  {
+    Child c(*cg, -1, [] { spinFor(50ms); });
+    ASSERT_EQ(c.wait(), 0);
+  }
+  std::this_thread::sleep_for(50ms);
+  s = ASSERT_OK(col.snapshot());
+  ASSERT_NE(find(s, id), nullptr) << "a cgroup created after quiet snapshots was not read";
+  EXPECT_GT(find(s, id)->oncpu_ns, 0u);
+  auto ids = ASSERT_OK(col.trackedCgroupIds());
+  ASSERT_TRUE(std::binary_search(ids.begin(), ids.end(), id));
+
+  cg->removeNow();
+  bool gone = false;
+  for (int i = 0; i < 15 && !gone; ++i) {
+    std::this_thread::sleep_for(20ms);
+    s = ASSERT_OK(col.snapshot());
+    ids = ASSERT_OK(col.trackedCgroupIds());
+    gone = !std::binary_search(ids.begin(), ids.end(), id);
+  }
+  ASSERT_TRUE(gone) << "removed cgroup still tracked";
+  // After the deletion the next snapshot walks cg_slots again, and a cached copy with the dead
+  // id in it would bring it back as an unknown id.
+  for (int i = 0; i < 3; ++i) {
+    std::this_thread::sleep_for(20ms);
+    s = ASSERT_OK(col.snapshot());
+    EXPECT_EQ(find(s, id), nullptr);
+  }
+  ids = ASSERT_OK(col.trackedCgroupIds());
+  EXPECT_FALSE(std::binary_search(ids.begin(), ids.end(), id));
+}
+
+// Issue 17: with files_every_n_ticks N, a cgroup named in setEveryTick() has its files read at
+// every snapshot, another only at about one in N (spread by id); both are busy throughout, so
+// both are reported at every snapshot. cpu.stat's throttling is reported from the second read.
+TEST_F(ReadSideTest, FilesOfNamedCgroupsEveryTickOthersAtTheCadence) {
+  constexpr uint32_t kEvery = 5;
+  constexpr int kSnaps = 20;
+  CollectorOptions opts;
+  opts.files_every_n_ticks = kEvery;
+  MAKE_COLLECTOR_OR_SKIP(col, opts);
+  std::vector<std::string> roots{cpuRoot()};
+  if (!v2() && !hier_.unified.empty()) {
+    roots.push_back(hier_.unified);  // where PSI is on a hybrid host
+  }
+  TestCgroup named(roots, uniqueName("every"));
+  TestCgroup other(roots, uniqueName("cadence"));
+  const bool psi = !hier_.unified.empty() &&
+                   ::access((named.dirIn(hier_.unified) + "/cpu.pressure").c_str(), R_OK) == 0;
+  const uint64_t named_id = ASSERT_OK(cgroup::cgroupId(named.dirIn(cpuRoot())));
+  const uint64_t other_id = ASSERT_OK(cgroup::cgroupId(other.dirIn(cpuRoot())));
+  col.setEveryTick({named_id});
+  Child a(named, -1, [] { sleeper(60000ms, 300us); });
+  Child b(other, -1, [] { sleeper(60000ms, 300us); });
+  std::this_thread::sleep_for(50ms);
+  ASSERT_OK(col.snapshot());
+  int named_reads = 0;
+  int named_psi = 0;
+  int other_reads = 0;
+  int both_reported = 0;
+  for (int i = 0; i < kSnaps; ++i) {
+    std::this_thread::sleep_for(30ms);
+    const Snapshot s = ASSERT_OK(col.snapshot());
+    const CgroupSample* x = find(s, named_id);
+    const CgroupSample* y = find(s, other_id);
+    if (x == nullptr || y == nullptr) {
+      continue;
+    }
+    ++both_reported;
+    named_reads += x->throttling.has_value() ? 1 : 0;
+    named_psi += x->cpu_pressure.has_value() ? 1 : 0;
+    other_reads += y->throttling.has_value() ? 1 : 0;
+  }
+  std::printf(
+      "of %d snapshots with both reported: named cpu.stat %d, named PSI %d, other %d (every %u)\n",
+      both_reported, named_reads, named_psi, other_reads, kEvery);
+  ASSERT_GE(both_reported, kSnaps / 2) << "the busy test cgroups were not reported";
+  // The named cgroup's first read only primes the throttling delta.
+  EXPECT_GE(named_reads, both_reported - 1);
+  EXPECT_GE(other_reads, 1) << "the other cgroup's files were never read";
+  EXPECT_LE(other_reads, both_reported / static_cast<int>(kEvery) + 1);
+  // PSI, even of the named cgroup, at the cadence only (the kernel updates it every 2 s).
+  EXPECT_LE(named_psi, both_reported / static_cast<int>(kEvery) + 1);
+  if (psi) {
+    EXPECT_GE(named_psi, 1) << "the named cgroup's PSI was never read";
+  }
+}
+
 TEST_F(ReadSideTest, BpfMapBytesReportedAndGrowWithMaxCgroups) {
   CollectorOptions small;
   small.max_cgroups = 1024;

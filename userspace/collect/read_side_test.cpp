@@ -29,6 +29,23 @@ constexpr const char* kFdinfo =
     "value_size:\t128\nmax_entries:\t4096\nmap_flags:\t0x0\nmap_extra:\t0x0\n"
     "memlock:\t1377152\nmap_id:\t879\nfrozen:\t0\n";
 
+// A hash map is walked again only when its generation moved, or after our own deletion.
+TEST(MapGeneration, WalkOnlyWhenTheCounterMovedOrAfterAnInvalidate) {
+  bpf::MapGeneration g;
+  EXPECT_TRUE(g.due(0)) << "never walked";
+  g.walked(0);
+  EXPECT_FALSE(g.due(0));
+  EXPECT_TRUE(g.due(1)) << "a BPF write since the walk";
+  g.walked(1);
+  EXPECT_FALSE(g.due(1));
+  g.invalidate();
+  EXPECT_TRUE(g.due(1)) << "a deletion by userspace";
+  g.walked(1);
+  EXPECT_FALSE(g.due(1));
+  // A counter that wrapped or was reset still differs from what was walked.
+  EXPECT_TRUE(g.due(0));
+}
+
 // The summing iterator's output: whole 200-byte records, id -> {slot, sum}.
 TEST(SchedSums, ParsesWholeRecordsAndRefusesAPartialOne) {
   std::vector<uint8_t> bytes;

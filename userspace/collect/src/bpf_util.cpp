@@ -57,6 +57,7 @@ void MapReader::maybeShrink() {
 
 Result<std::size_t> MapReader::read(int fd, std::size_t max_entries) {
   count_ = 0;
+  reused_ = false;
   if (max_entries == 0) {
     return std::size_t{0};
   }

@@ -84,9 +84,13 @@ class MapReader {
   [[nodiscard]] std::size_t count() const { return count_; }
   // Forgets the last read's entries (count() 0) without touching the buffers.
   void clear() { count_ = 0; }
-  // Bytes the last read copied out of the kernel: count() * (key_size + value_stride).
+  // The map is known unchanged since the last read (MapGeneration): its entries stand as they
+  // are, and this round copied nothing (lastReadBytes() 0 until the next read).
+  void reuse() { reused_ = true; }
+  // Bytes the last read copied out of the kernel: count() * (key_size + value_stride); 0 after
+  // reuse().
   [[nodiscard]] uint64_t lastReadBytes() const {
-    return static_cast<uint64_t>(count_) * (key_size_ + value_stride_);
+    return reused_ ? 0 : static_cast<uint64_t>(count_) * (key_size_ + value_stride_);
   }
   // Bytes held by the buffers now (entries they can take x (key_size + value_stride)).
   [[nodiscard]] uint64_t bufferBytes() const {
@@ -104,11 +108,35 @@ class MapReader {
   bool legacy_;
   std::size_t capacity_ = 0;
   std::size_t count_ = 0;
+  bool reused_ = false;
   uint32_t underused_reads_ = 0;
   std::vector<uint8_t> keys_;
   std::vector<uint8_t> values_;
   std::vector<uint8_t> cursor_in_;  // batch cursors (opaque, key_size bytes)
   std::vector<uint8_t> cursor_out_;
+};
+
+// Whether a hash map must be walked again (issue 17: the kernel's batch read visits every bucket,
+// so its cost follows max_entries, not the live or changed entries). The BPF side bumps a
+// generation counter after each write to the map; the reader loads it *before* walking and
+// passes it to read(): any write not seen by that walk bumps the counter past it, so an equal
+// counter later proves the map unchanged. Userspace's own deletions call invalidate(). Pure.
+class MapGeneration {
+ public:
+  // True when the map must be walked: never walked, invalidated, or `gen` moved since.
+  [[nodiscard]] bool due(uint64_t gen) const { return !walked_ || stale_ || gen != gen_; }
+  // A walk was done; `gen` was loaded before it began.
+  void walked(uint64_t gen) {
+    gen_ = gen;
+    walked_ = true;
+    stale_ = false;
+  }
+  void invalidate() { stale_ = true; }
+
+ private:
+  uint64_t gen_ = 0;
+  bool walked_ = false;
+  bool stale_ = false;
 };
 
 // The kernel's account of a BPF map's memory from /proc/<pid>/fdinfo/<map fd> text: the

@@ -87,7 +87,7 @@ Result<void> Collector::Impl::rescan() {
   return {};
 }
 
-void Collector::Impl::readFiles(CgroupSample& s) {
+void Collector::Impl::readFiles(CgroupSample& s, bool psi) {
   auto note = [this](const Error& e) {
     const int err = e.errnoValue();
     if (err != ENOENT && err != ENODEV) {
@@ -117,7 +117,7 @@ void Collector::Impl::readFiles(CgroupSample& s) {
   }
   // PSI is charged in the unified hierarchy even when limits live in v1; the cgroup exists
   // there only if the runtime created it (same relative path, another inode on hybrid hosts).
-  if (hier.unified.empty()) {
+  if (!psi || hier.unified.empty()) {
     return;
   }
   const std::string udir = cgroup::joinRel(hier.unified, s.path);
@@ -162,11 +162,19 @@ Result<Snapshot> Collector::Impl::snapshot() {
   }
   std::size_t reclaim_n = 0;
   if (reclaim_skel) {
-    auto r = reclaim_reader.read(bpf_map__fd(reclaim_skel->maps.cg_reclaim), opts.max_cgroups);
-    if (!r) {
-      return std::move(r).error().wrap("reading cg_reclaim");
+    const uint64_t gen = __atomic_load_n(&reclaim_skel->bss->reclaim_gen, __ATOMIC_ACQUIRE);
+    if (opts.legacy_reads || reclaim_gen.due(gen)) {
+      auto r = reclaim_reader.read(bpf_map__fd(reclaim_skel->maps.cg_reclaim), opts.max_cgroups);
+      if (!r) {
+        return std::move(r).error().wrap("reading cg_reclaim");
+      }
+      reclaim_gen.walked(gen);
+      reclaim_n = *r;
+    } else {
+      reclaim_reader.reuse();
+      reclaim_n = reclaim_reader.count();
+      ++stats.map_walks_skipped;
     }
-    reclaim_n = *r;
   }
 
   // Entries whose deletion failed (and failed again just now) belong to dead cgroups: not
@@ -342,10 +350,13 @@ Result<Snapshot> Collector::Impl::snapshot() {
     files.beginTick();
     const uint64_t every = std::max<uint32_t>(opts.files_every_n_ticks, 1);
     for (auto& [id, s] : out) {
-      // The slower cadence is spread by id, so each tick reads about 1/every of the rest.
-      const bool due = every == 1 || every_tick.contains(id) || (tick + id) % every == 0;
-      if (!s.path.empty() && due) {
-        readFiles(s);
+      // The slower cadence is spread by id, so each tick reads about 1/every of the rest. A
+      // named cgroup has its cpu.stat read at every tick (its throttling is per interval) and
+      // its PSI at the cadence: the kernel recomputes the avg10/60/300 averages every 2 s, so
+      // reading them every 100 ms costs formatting and tells nothing new (issue 17).
+      const bool due = every == 1 || (tick + id) % every == 0;
+      if (!s.path.empty() && (due || every_tick.contains(id))) {
+        readFiles(s, due);
       }
     }
   }

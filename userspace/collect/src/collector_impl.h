@@ -100,6 +100,10 @@ class Collector::Impl {
   bpf::MapReader sched_reader{sizeof(uint32_t), 0};
   bpf::MapReader pairs_reader{sizeof(colod_pair_key), sizeof(uint64_t)};
   bpf::MapReader reclaim_reader{sizeof(uint64_t), 0};
+  // cg_slots and cg_reclaim change rarely (a new cgroup, a reclaim episode): walked again only
+  // when their BPF generation counters moved or a deletion here changed them.
+  bpf::MapGeneration slots_gen;
+  bpf::MapGeneration reclaim_gen;
   std::vector<const uint8_t*> slot_values;  // cg_sched value of each slot (readSched)
   std::vector<uint64_t> drops_buf;          // one per-CPU drops counter
   detail::CgroupFileCache files{0};
@@ -124,7 +128,8 @@ class Collector::Impl {
   void pruneReclaim(uint64_t id);
   void prunePair(const colod_pair_key& key);
   void retryDeletes();
-  void readFiles(CgroupSample& s);
+  // cpu.stat, and the PSI files when `psi`.
+  void readFiles(CgroupSample& s, bool psi);
   Result<Snapshot> snapshot();
 };
 

@@ -159,11 +159,20 @@ Result<std::unordered_map<uint64_t, detail::SchedEntry>> Collector::Impl::readSc
       sums.reset();
     }
   }
-  auto slots = slots_reader.read(bpf_map__fd(sched_skel->maps.cg_slots), opts.max_cgroups);
-  if (!slots) {
-    return std::move(slots).error().wrap("reading cg_slots");
+  std::size_t slots = slots_reader.count();
+  const uint64_t gen = __atomic_load_n(&sched_skel->bss->slots_gen, __ATOMIC_ACQUIRE);
+  if (opts.legacy_reads || slots_gen.due(gen)) {
+    auto n = slots_reader.read(bpf_map__fd(sched_skel->maps.cg_slots), opts.max_cgroups);
+    if (!n) {
+      return std::move(n).error().wrap("reading cg_slots");
+    }
+    slots_gen.walked(gen);
+    slots = *n;
+  } else {
+    slots_reader.reuse();
+    ++stats.map_walks_skipped;
   }
-  if (*slots == 0) {
+  if (slots == 0) {
     sched_reader.clear();
     return out;
   }
@@ -181,8 +190,8 @@ Result<std::unordered_map<uint64_t, detail::SchedEntry>> Collector::Impl::readSc
       slot_values[slot] = sched_reader.value(i);
     }
   }
-  out.reserve(*slots);
-  for (std::size_t i = 0; i < *slots; ++i) {
+  out.reserve(slots);
+  for (std::size_t i = 0; i < slots; ++i) {
     uint64_t id = 0;
     uint32_t slot = 0;
     std::memcpy(&id, slots_reader.key(i), sizeof(id));
@@ -259,6 +268,7 @@ bool Collector::Impl::deleteKey(std::string_view map, int fd, const void* key) {
 // (every CPU then looks its running cgroup up again). On failure it is kept for a retry.
 void Collector::Impl::pruneSlot(uint64_t id, uint32_t slot, bool& released) {
   if (deleteKey("cg_slots", bpf_map__fd(sched_skel->maps.cg_slots), &id)) {
+    slots_gen.invalidate();
     undeleted_slots.erase(id);
     quarantined_slots.push_back(slot);
     released = true;
@@ -273,6 +283,7 @@ void Collector::Impl::pruneSlot(uint64_t id, uint32_t slot, bool& released) {
 
 void Collector::Impl::pruneReclaim(uint64_t id) {
   if (deleteKey("cg_reclaim", bpf_map__fd(reclaim_skel->maps.cg_reclaim), &id)) {
+    reclaim_gen.invalidate();
     undeleted_reclaim.erase(id);
     ++stats.pruned_cgroups;
   } else if (undeleted_reclaim.size() < opts.max_cgroups) {

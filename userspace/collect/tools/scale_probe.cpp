@@ -61,6 +61,7 @@ int main(int argc, char** argv) {
   uint32_t max_cgroups = 4096;
   uint32_t map_budget_mib = 0;
   uint32_t files_every = 1;
+  uint32_t every_tick_share = 0;
   bool legacy = false;
   bool user_sums = false;
   std::string cgroup_root = "/sys/fs/cgroup";
@@ -74,6 +75,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1 << 20));
   app.add_option("--files-every", files_every, "CollectorOptions::files_every_n_ticks")
       ->check(CLI::Range(1, 1000));
+  app.add_option("--every-tick-share", every_tick_share,
+                 "Name one tracked cgroup in K (by id) for Collector::setEveryTick, as the daemon "
+                 "names its victims (0: none)")
+      ->check(CLI::Range(0, 1000));
   app.add_flag("--legacy", legacy, "The pre-issue-17 read side (full-size dumps, no fd cache)");
   app.add_flag("--user-sums", user_sums,
                "Sum cg_sched's per-CPU copies in userspace, not in the kernel (kernel_sums off)");
@@ -113,6 +118,20 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  std::size_t named = 0;
+  if (every_tick_share > 0) {
+    auto ids = col->trackedCgroupIds();
+    if (!ids) {
+      std::fprintf(stderr, "colod-collect-scale: %s\n", ids.error().message().c_str());
+      return 1;
+    }
+    std::vector<uint64_t> every;
+    for (std::size_t i = 0; i < ids->size(); i += every_tick_share) {
+      every.push_back((*ids)[i]);
+    }
+    named = every.size();
+    col->setEveryTick(std::move(every));
+  }
   std::vector<double> ms;
   uint64_t read_bytes = 0;
   uint64_t reported = 0;
@@ -146,7 +165,7 @@ int main(int argc, char** argv) {
       "probe: read=%s sums=%s max_cgroups=%u slots=%u ticks=%d cgroups_reported_per_tick=%.0f "
       "tick_p50_ms=%.2f tick_p99_ms=%.2f tick_max_ms=%.2f read_bytes_per_tick=%.0f "
       "read_buffer_bytes=%llu bpf_map_bytes=%llu rss_mib=%.1f hwm_mib=%.1f cpu_pct=%.2f "
-      "file_opens_per_tick=%.1f files_open=%llu\n",
+      "file_opens_per_tick=%.1f files_open=%llu every_tick=%zu map_walks_skipped=%llu\n",
       legacy ? "legacy" : "new", col->kernelSums() ? "kernel" : "user", max_cgroups, col->slots(),
       ticks, static_cast<double>(reported) / n, percentile(ms, 0.5), percentile(ms, 0.99),
       percentile(ms, 1.0), static_cast<double>(read_bytes) / n,
@@ -155,6 +174,7 @@ int main(int argc, char** argv) {
       static_cast<double>(statusKib("VmRSS:")) / 1024,
       static_cast<double>(statusKib("VmHWM:")) / 1024, cpu / wall * 100,
       static_cast<double>(last.cgroup_file_opens - first.cgroup_file_opens) / n,
-      static_cast<unsigned long long>(last.cgroup_files_open));
+      static_cast<unsigned long long>(last.cgroup_files_open), named,
+      static_cast<unsigned long long>(last.map_walks_skipped - first.map_walks_skipped));
   return 0;
 }

@@ -133,7 +133,8 @@ policy::ContainerSample toContainerSample(
     const std::string& container_id,
     const collect::CgroupSample& s,
     const std::function<std::string(uint64_t cgroup_id)>& container_of,
-    uint64_t prev_cpu_some_total_us) {
+    uint64_t prev_cpu_some_total_us,
+    double psi_span_intervals) {
   policy::ContainerSample out;
   out.id = container_id;
   static_assert(policy::kRunqSlots == collect::kHistSlots);
@@ -178,11 +179,14 @@ policy::ContainerSample toContainerSample(
   out.reclaim_stall_ns = s.reclaim_stall_ns;
   if (s.cpu_pressure) {
     const auto& some = s.cpu_pressure->some;
-    out.psi_cpu_some = policy::Psi{
-        .avg10 = some.avg10,
-        .total_delta_us = some.total_us >= prev_cpu_some_total_us && prev_cpu_some_total_us != 0
-                              ? some.total_us - prev_cpu_some_total_us
-                              : 0};
+    uint64_t delta = 0;
+    if (some.total_us >= prev_cpu_some_total_us && prev_cpu_some_total_us != 0) {
+      delta = some.total_us - prev_cpu_some_total_us;
+      if (psi_span_intervals > 1.0) {
+        delta = static_cast<uint64_t>(static_cast<double>(delta) / psi_span_intervals);
+      }
+    }
+    out.psi_cpu_some = policy::Psi{.avg10 = some.avg10, .total_delta_us = delta};
   }
   if (s.memory_pressure) {
     out.psi_memory_some = policy::Psi{.avg10 = s.memory_pressure->some.avg10, .total_delta_us = 0};

@@ -160,6 +160,12 @@ TEST(Convert, SampleMergesAggressorsByContainer) {
   ASSERT_TRUE(out.psi_cpu_some.has_value());
   EXPECT_EQ(out.psi_cpu_some->total_delta_us, 500U);
   EXPECT_DOUBLE_EQ(out.psi_cpu_some->avg10, 3.5);
+  // PSI read 10 intervals after the previous read: the delta is the average per interval.
+  auto later = toContainerSample("ls1", s, owner, 1000, 10.0);
+  ASSERT_TRUE(later.psi_cpu_some.has_value());
+  EXPECT_EQ(later.psi_cpu_some->total_delta_us, 50U);
+  // No previous read: no delta, whatever the span.
+  EXPECT_EQ(toContainerSample("ls1", s, owner, 0, 10.0).psi_cpu_some->total_delta_us, 0U);
 }
 
 TEST(SelfStats, ParsesProcFiles) {

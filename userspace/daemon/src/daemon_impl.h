@@ -120,6 +120,7 @@ struct Known {
   uint64_t throttled_ns = 0;
   uint64_t reclaim_ns = 0;
   uint64_t cpu_some_total_us = 0;
+  Clock::time_point cpu_some_at{};  // when cpu_some_total_us was read (PSI is read once a second)
   // The last interval, for coloctl top.
   collect::CgroupSample last;
   bool has_last = false;
@@ -303,6 +304,7 @@ class Daemon::Impl final : public nri::Plugin,
   std::atomic<uint64_t> journal_entries_{0};
   std::atomic<uint64_t> bpf_drops_{0};
   std::atomic<uint64_t> bpf_lock_skips_{0};
+  std::atomic<uint64_t> bpf_kernel_sum_errors_{0};
   std::atomic<uint64_t> bpf_delete_errors_{0};
   std::atomic<uint64_t> bpf_deletes_pending_{0};
   std::atomic<uint64_t> bpf_map_bytes_{0};

@@ -185,6 +185,11 @@ void Daemon::Impl::tick(RoundReason reason) {
   }
   bpf_drops_ = snap->stats.map_drops;
   bpf_lock_skips_ = snap->stats.map_lock_skips;
+  if (snap->stats.kernel_sum_errors > bpf_kernel_sum_errors_) {
+    // The summing iterator failed mid-run: the collector has fallen back to userspace sums.
+    log()->warn("{}", collector_->readNote());
+  }
+  bpf_kernel_sum_errors_ = snap->stats.kernel_sum_errors;
   bpf_delete_errors_ = snap->stats.map_delete_errors;
   bpf_deletes_pending_ = snap->stats.map_deletes_pending;
   bpf_map_bytes_ = snap->stats.bpf_map_bytes;
@@ -208,9 +213,15 @@ void Daemon::Impl::tick(RoundReason reason) {
       continue;
     }
     Known& k = known_[it->second];
-    auto sample = toContainerSample(it->second, cg, container_of, k.cpu_some_total_us);
+    double psi_span = 1.0;
+    if (cg.cpu_pressure && k.cpu_some_total_us != 0 && snap->interval.count() > 0) {
+      psi_span = std::chrono::duration<double>(snap->now - k.cpu_some_at) /
+                 std::chrono::duration<double>(snap->interval);
+    }
+    auto sample = toContainerSample(it->second, cg, container_of, k.cpu_some_total_us, psi_span);
     if (cg.cpu_pressure) {
       k.cpu_some_total_us = cg.cpu_pressure->some.total_us;
+      k.cpu_some_at = snap->now;
     }
     for (std::size_t i = 0; i < collect::kHistSlots; ++i) {
       k.runq_slots[i] += cg.runq_hist[i];
@@ -430,6 +441,7 @@ void Daemon::Impl::publish() {
   d.journal_errors = journal_errors_;
   d.bpf_dropped_events = bpf_drops_;
   d.bpf_lock_skips = bpf_lock_skips_;
+  d.bpf_kernel_sum_errors = bpf_kernel_sum_errors_;
   d.bpf_delete_errors = bpf_delete_errors_;
   d.bpf_deletes_pending = bpf_deletes_pending_;
   d.bpf_map_bytes = bpf_map_bytes_;

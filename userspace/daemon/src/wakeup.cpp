@@ -54,22 +54,39 @@ std::vector<collect::WatchedCgroup> watchedCgroups(std::span<const WatchCandidat
   return out;
 }
 
+std::vector<uint64_t> everyTickCgroups(std::span<const WatchCandidate> known,
+                                       std::span<const policy::Tier> victim_tiers) {
+  std::vector<uint64_t> out;
+  for (const auto& k : known) {
+    if (k.cgroup_id == 0) {
+      continue;
+    }
+    const bool victim = std::any_of(victim_tiers.begin(), victim_tiers.end(),
+                                    [&](policy::Tier t) { return policy::tierName(t) == k.tier; });
+    if (victim || k.restricted) {
+      out.push_back(k.cgroup_id);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 // ---------------------------------------------------------------------------------------------
 // The loop's side (loop thread)
 
 // After a timer tick: the protected set follows the known containers (new LS, resolved cgroups,
 // tier changes, a reload's victim_tiers). The collector binds a cgroup once it has a slot.
-// Issue #17: the cgroup files (cpu.stat, PSI) of the containers the policy judges are read at
-// every tick; other cgroups (system services, sandboxes) every kFilesEveryNTicks-th only.
+// Issue #17: the cgroup files (cpu.stat, PSI) of the victims and of the containers colod
+// restricts are read at every tick; the others every kFilesEveryNTicks-th only.
 void Daemon::Impl::syncEveryTick() {
-  std::vector<uint64_t> containers;
-  containers.reserve(known_.size());
+  std::vector<WatchCandidate> cands;
+  cands.reserve(known_.size());
   for (const auto& [id, k] : known_) {
-    if (k.cgroup_id != 0) {
-      containers.push_back(k.cgroup_id);
-    }
+    cands.push_back(WatchCandidate{
+        .cgroup_id = k.cgroup_id, .tier = k.tier, .restricted = committed_.contains(id)});
   }
-  std::sort(containers.begin(), containers.end());
+  auto containers = everyTickCgroups(cands, cfg()->policy.detection.victim_tiers);
   if (containers != every_tick_) {
     every_tick_ = containers;
     collector_->setEveryTick(std::move(containers));

@@ -55,8 +55,9 @@ class EventRoundLimiter {
 
 // A container the loop knows, as the watch needs it.
 struct WatchCandidate {
-  uint64_t cgroup_id = 0;  // 0: unresolved (not watched)
-  std::string_view tier;   // policy::tierName of its tier
+  uint64_t cgroup_id = 0;   // 0: unresolved (not watched)
+  std::string_view tier;    // policy::tierName of its tier
+  bool restricted = false;  // colod holds an overlay on it (a restriction in force)
 };
 
 // The cgroups to watch: the resolved containers of a victim tier (detection.victim_tiers),
@@ -67,5 +68,14 @@ struct WatchCandidate {
     std::span<const WatchCandidate> known,
     std::span<const policy::Tier> victim_tiers,
     std::chrono::nanoseconds threshold);
+
+// The cgroups whose files (cpu.stat, PSI) the collector reads at every tick (issue 17); the
+// others at every kFilesEveryNTicks-th. The engine reads files for victims only (their own
+// throttling, the PSI fallback of their wait); a container colod restricts is named too, so
+// the throttling its quota causes shows per tick in `coloctl top`. Everything else (BE
+// without a restriction, system services, sandboxes) keeps correct cumulative counters at the
+// slower cadence. Sorted, unique.
+[[nodiscard]] std::vector<uint64_t> everyTickCgroups(std::span<const WatchCandidate> known,
+                                                     std::span<const policy::Tier> victim_tiers);
 
 }  // namespace colod::daemon

@@ -59,6 +59,27 @@ TEST(WatchedCgroups, VictimTiersWithResolvedCgroupsOnlySortedAndUnique) {
   EXPECT_TRUE(watchedCgroups(known, {}, 3ms).empty());
 }
 
+// Issue 17: the files of victims and of restricted containers are read at every tick; an
+// unrestricted BE, a system cgroup and an unresolved container are left to the slower cadence.
+TEST(FileCadence, VictimsAndRestrictedContainersAreReadEveryTick) {
+  const std::vector<WatchCandidate> known{
+      {.cgroup_id = 30, .tier = "ls"},
+      {.cgroup_id = 20, .tier = "be"},
+      {.cgroup_id = 50, .tier = "be", .restricted = true},
+      {.cgroup_id = 0, .tier = "ls"},
+      {.cgroup_id = 0, .tier = "be", .restricted = true},
+      {.cgroup_id = 40, .tier = "system"},
+      {.cgroup_id = 10, .tier = "ls"},
+      {.cgroup_id = 10, .tier = "ls"},  // two containers in one cgroup: named once
+  };
+  const std::vector<policy::Tier> ls_only{policy::Tier::Ls};
+  EXPECT_EQ(everyTickCgroups(known, ls_only), (std::vector<uint64_t>{10, 30, 50}));
+  const std::vector<policy::Tier> both{policy::Tier::Ls, policy::Tier::System};
+  EXPECT_EQ(everyTickCgroups(known, both), (std::vector<uint64_t>{10, 30, 40, 50}));
+  // No victim tier: only what colod restricts.
+  EXPECT_EQ(everyTickCgroups(known, {}), (std::vector<uint64_t>{50}));
+}
+
 // An event round is a snapshot of its own (short) interval between two ticks: the engine
 // normalises by interval_ns, so a 15 ms round with the LS waiting counts as a victim interval,
 // and with the tick before it over threshold it reaches K = 2 of N there, one tick early.

@@ -134,6 +134,10 @@ std::string formatColodMetrics(const MetricsView& view) {
       {"colod_bpf_deletes_pending", MetricType::Gauge,
        "Removals from the BPF maps waiting for their retry.",
        static_cast<double>(d.bpf_deletes_pending)},
+      {"colod_bpf_kernel_sum_errors_total", MetricType::Counter,
+       "Reads of the in-kernel summing iterator that failed; after the first, colod sums the "
+       "per-CPU copies in userspace for the rest of its run (more bytes read per tick).",
+       static_cast<double>(d.bpf_kernel_sum_errors)},
       {"colod_bpf_map_bytes", MetricType::Gauge,
        "Kernel memory of colod's BPF maps (per-CPU values for every possible CPU included), as "
        "the kernel reports it (memlock); charged to colod's memory cgroup, not in its RSS.",

@@ -89,6 +89,7 @@ TEST(ColodMetrics, ReconcileFamilies) {
   v.daemon.reconcile_failures = {{"refused", 7}};
   v.daemon.reconcile_external_changes = 2;
   v.daemon.journal_errors = 1;
+  v.daemon.bpf_kernel_sum_errors = 1;
   const std::string text = formatColodMetrics(v);
   EXPECT_TRUE(contains(text, "colod_reconcile_tracked 3"));
   EXPECT_TRUE(contains(text, "colod_reconcile_pending 1"));
@@ -101,6 +102,7 @@ TEST(ColodMetrics, ReconcileFamilies) {
   EXPECT_TRUE(contains(text, "colod_bpf_delete_errors_total 0"));
   EXPECT_TRUE(contains(text, "colod_bpf_deletes_pending 0"));
   EXPECT_TRUE(contains(text, "colod_bpf_map_bytes 0"));
+  EXPECT_TRUE(contains(text, "colod_bpf_kernel_sum_errors_total 1"));
 }
 
 TEST(ColodMetrics, EveryFamilyDeclaredOnceAndSamplesContiguous) {
@@ -151,10 +153,11 @@ TEST(HttpServer, LivenessAndReadinessProbes) {
       {.host = "127.0.0.1", .port = 0},
       HttpHandlers{.render = [] { return std::string(); },
                    .live = [] { return ProbeResult{.ok = true, .why = "last tick 40 ms ago"}; },
-                   .ready = [&ready] {
-                     return ready ? ProbeResult{.ok = true, .why = "synchronized"}
-                                  : ProbeResult{.ok = false, .why = "runtime not synchronized"};
-                   }}));
+                   .ready =
+                       [&ready] {
+                         return ready ? ProbeResult{.ok = true, .why = "synchronized"}
+                                      : ProbeResult{.ok = false, .why = "runtime not synchronized"};
+                       }}));
   httplib::Client cli("127.0.0.1", server->port());
   cli.set_connection_timeout(10, 0);
   auto live = cli.Get("/healthz");

@@ -118,7 +118,7 @@ struct CgroupSample {
 // Collector counters (style rule 15b: expected runtime conditions are counted).
 struct CollectorStats {
   uint64_t snapshots = 0;
-  uint64_t map_drops = 0;         // BPF map updates that failed (map full), summed over CPUs
+  uint64_t map_drops = 0;  // BPF map updates that failed (map full), summed over CPUs
   // BPF hash updates the kernel refused because this CPU held the bucket lock (an interrupt's
   // wakeup program inside a map operation on the same CPU): one event each, not a full map.
   uint64_t map_lock_skips = 0;
@@ -135,6 +135,9 @@ struct CollectorStats {
   // The read side's cost (issue 17). Bytes copied out of the BPF maps by the last snapshot:
   // live entries x (key + value; per-CPU values x possible CPUs), not max_entries.
   uint64_t read_bytes_last_tick = 0;
+  // Walks of cg_slots / cg_reclaim skipped because the BPF side wrote neither since the last
+  // walk (their generation counters stood still); cumulative.
+  uint64_t map_walks_skipped = 0;
   // Bytes of the map read buffers held between snapshots (sized by the live entries). With
   // legacy_reads: the buffers allocated and zero-filled by the last snapshot.
   uint64_t read_buffer_bytes = 0;
@@ -191,7 +194,9 @@ struct CollectorOptions {
   std::optional<std::size_t> max_open_files;
   // Cadence of the cgroup file reads: cgroups not named in setEveryTick() have their files
   // read every files_every_n_ticks-th snapshot only (spread over the ticks by id), and no file
-  // data in the others. 1 (the default) reads every active cgroup's files at every snapshot.
+  // data in the others; named ones have cpu.stat read at every snapshot and PSI at the same
+  // cadence (the kernel updates PSI averages every 2 s). 1 (the default) reads every active
+  // cgroup's files at every snapshot.
   uint32_t files_every_n_ticks = 1;
   // Benchmarks only (scripts/bench/scale.sh "before"): the pre-issue-17 read side -- every map
   // dumped at max_entries into buffers allocated and zero-filled at each snapshot, and every
@@ -240,8 +245,8 @@ class Collector {
   // The events posted since the last call (non-blocking; empty when none).
   Result<std::vector<WakeupEvent>> consumeWakeups();
 
-  // The cgroups whose files are read at every snapshot when files_every_n_ticks > 1 (the
-  // policy's protected containers and current candidates); replaces the previous set.
+  // The cgroups whose cpu.stat is read at every snapshot when files_every_n_ticks > 1 (the
+  // policy's victims and the containers it restricts); replaces the previous set.
   void setEveryTick(std::vector<uint64_t> ids);
 
   // Kernel memory of colod's BPF maps in bytes, as CollectorStats::bpf_map_bytes.

@@ -44,11 +44,16 @@ policy::Resources toPolicyResources(const nri::LinuxResources& r);
 std::string describeResources(const policy::Resources& values);
 
 // One collector sample as the engine's ContainerSample. `container_of` maps an aggressor cgroup
-// id to a container id ("" = not a container: host/system tasks).
+// id to a container id ("" = not a container: host/system tasks). `prev_cpu_some_total_us`: the
+// PSI cpu some total of the container's previous PSI read (0: none), `psi_span_intervals` how
+// many of this sample's intervals have passed since that read (the collector reads PSI once a
+// second): the total's delta is spread over them, so the engine's fallback wait is the average
+// over the span, not a second's worth in one interval.
 policy::ContainerSample toContainerSample(
     const std::string& container_id,
     const collect::CgroupSample& sample,
     const std::function<std::string(uint64_t cgroup_id)>& container_of,
-    uint64_t prev_cpu_some_total_us);
+    uint64_t prev_cpu_some_total_us,
+    double psi_span_intervals = 1.0);
 
 }  // namespace colod::daemon

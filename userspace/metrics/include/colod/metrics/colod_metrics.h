@@ -26,10 +26,10 @@ struct ContainerMetrics {
   // Run-queue latency, microsecond log2 slots, cumulative counts since colod started.
   std::array<uint64_t, kLog2Slots> runq_slots{};
   double runq_sum_seconds = 0;
-  uint64_t preemptions = 0;          // times a task of this container was preempted
-  uint64_t throttled_periods = 0;    // cpu.stat nr_throttled
-  double throttled_seconds = 0;      // cpu.stat throttled time
-  double reclaim_stall_seconds = 0;  // direct + memcg reclaim stall
+  uint64_t preemptions = 0;             // times a task of this container was preempted
+  uint64_t throttled_periods = 0;       // cpu.stat nr_throttled
+  double throttled_seconds = 0;         // cpu.stat throttled time
+  double reclaim_stall_seconds = 0;     // direct + memcg reclaim stall
   std::optional<uint32_t> cpuset_cpus;  // number of CPUs in the current cpuset, if known
   std::optional<double> quota_cpus;     // quota / period, absent when unlimited
   std::optional<uint64_t> cpu_shares;
@@ -40,10 +40,10 @@ struct DaemonMetrics {
   bool nri_connected = false;
   uint64_t nri_reconnects = 0;
   uint64_t updates_sent = 0;
-  uint64_t update_failures = 0;      // UpdateContainers attempts that failed
-  uint64_t updates_dropped = 0;      // overlays refused by the tracked-container bound
-  uint64_t admissions = 0;           // containers placed by the CreateContainer reply
-  uint64_t admission_deferred = 0;   // placements left to an update after creation
+  uint64_t update_failures = 0;     // UpdateContainers attempts that failed
+  uint64_t updates_dropped = 0;     // overlays refused by the tracked-container bound
+  uint64_t admissions = 0;          // containers placed by the CreateContainer reply
+  uint64_t admission_deferred = 0;  // placements left to an update after creation
   std::map<std::string, uint64_t> plugin_conflicts;  // other plugin ("NN-name") -> fields left
   // The reconciler (level-triggered actuator): containers whose runtime spec differs from what
   // colod wants, the age of the oldest, and failed convergence attempts by reason.
@@ -53,11 +53,12 @@ struct DaemonMetrics {
   std::map<std::string, uint64_t> reconcile_failures;  // refused, unknown, not_connected
   uint64_t reconcile_external_changes = 0;
   uint64_t journal_errors = 0;
-  uint64_t bpf_dropped_events = 0;   // BPF map updates that failed (maps full)
-  uint64_t bpf_lock_skips = 0;       // BPF map updates refused for a held bucket lock (EBUSY)
-  uint64_t bpf_delete_errors = 0;    // removals of vanished cgroups' map state that failed
-  uint64_t bpf_deletes_pending = 0;  // those waiting for their retry now
-  uint64_t bpf_map_bytes = 0;        // kernel memory of colod's BPF maps (fdinfo memlock)
+  uint64_t bpf_dropped_events = 0;     // BPF map updates that failed (maps full)
+  uint64_t bpf_lock_skips = 0;         // BPF map updates refused for a held bucket lock (EBUSY)
+  uint64_t bpf_delete_errors = 0;      // removals of vanished cgroups' map state that failed
+  uint64_t bpf_deletes_pending = 0;    // those waiting for their retry now
+  uint64_t bpf_map_bytes = 0;          // kernel memory of colod's BPF maps (fdinfo memlock)
+  uint64_t bpf_kernel_sum_errors = 0;  // reads of the summing iterator that failed (then userspace)
   uint64_t ticks = 0;
   uint64_t tick_overruns = 0;
   uint64_t event_wakeups = 0;  // wakeup events from the BPF side (protected cgroups waiting)
