@@ -160,6 +160,18 @@ struct {
 	__uint(max_entries, COLOD_WAKEUP_RINGBUF_BYTES);
 } wakeups SEC(".maps");
 
+/* Ids of the measured hierarchy's cgroups removed (rmdir) since userspace last drained the
+ * queue: the collector prunes their state at the next snapshot instead of stat()ing every tracked
+ * cgroup every second to find the dead ones (issue 17). A push onto a full queue bumps gone_lost,
+ * and userspace then checks them all. */
+struct {
+	__uint(type, BPF_MAP_TYPE_QUEUE);
+	__uint(max_entries, COLOD_GONE_QUEUE_ENTRIES);
+	__type(value, __u64);
+} gone SEC(".maps");
+
+__u64 gone_lost = 0;
+
 /* Window of the wait accumulator (ns). */
 const volatile __u64 watch_window_ns = COLOD_DEFAULT_WATCH_WINDOW_NS;
 /* Number of slots userspace watches: 0 keeps cg_watch off the hot path entirely (one .bss
@@ -543,6 +555,43 @@ int BPF_PROG(handle_cgroup_attach_task_raw)
 {
 	__sync_fetch_and_add(&attach_gen, 1);
 	return 0;
+}
+
+/* cgroup_rmdir fires once per hierarchy a removed directory was in (after the removal succeeded,
+ * so no task is left in it): only the measured hierarchy's ids go to the queue. Kernfs ids are
+ * per hierarchy, so an id from another one could name a live cgroup of ours. The cgroup2
+ * hierarchy is hierarchy_id 0 ("0::" in /proc/<pid>/cgroup); the v1 one measured is the one
+ * that holds the cpu controller. */
+static __always_inline int on_rmdir(struct cgroup *cgrp, const bool btf)
+{
+	const __u32 cpu = bpf_core_enum_value(enum cgroup_subsys_id, cpu_cgrp_id);
+	__u64 id;
+
+	if (cg_mode == COLOD_CGMODE_V2) {
+		if ((btf ? cgrp->root->hierarchy_id : BPF_CORE_READ(cgrp, root, hierarchy_id)) != 0)
+			return 0;
+	} else {
+		__u32 mask = btf ? cgrp->root->subsys_mask : BPF_CORE_READ(cgrp, root, subsys_mask);
+
+		if (!(mask & (1u << cpu)))
+			return 0;
+	}
+	id = btf ? cgrp->kn->id : BPF_CORE_READ(cgrp, kn, id);
+	if (bpf_map_push_elem(&gone, &id, 0))
+		__sync_fetch_and_add(&gone_lost, 1);
+	return 0;
+}
+
+SEC("tp_btf/cgroup_rmdir")
+int BPF_PROG(handle_cgroup_rmdir, struct cgroup *cgrp, const char *path)
+{
+	return on_rmdir(cgrp, true);
+}
+
+SEC("raw_tp/cgroup_rmdir")
+int BPF_PROG(handle_cgroup_rmdir_raw, struct cgroup *cgrp, const char *path)
+{
+	return on_rmdir(cgrp, false);
 }
 
 static __always_inline int on_wakeup(struct task_struct *p, const bool btf)

@@ -77,6 +77,10 @@ struct colod_wakeup {
 #define COLOD_WAKEUP_RINGBUF_BYTES (256 * 1024)
 #define COLOD_DEFAULT_WATCH_WINDOW_NS 10000000ULL
 
+/* Default length of the queue `gone` of removed cgroups' ids (8 bytes each): removals between
+ * two snapshots beyond it are counted in gone_lost and userspace checks every tracked cgroup. */
+#define COLOD_GONE_QUEUE_ENTRIES 1024
+
 /* cg_slots value meaning "no slot" (all max_cgroups slots taken; counted in drops). */
 #define COLOD_NO_SLOT 0xffffffffU
 

@@ -32,7 +32,18 @@ UniqueFd createMap(bpf_map_type type, uint32_t key_size, uint32_t value_size, ui
 }
 
 class MapReaderTest : public CollectorTest {};
-class ReadSideTest : public CollectorTest {};
+class ReadSideTest : public CollectorTest {
+ protected:
+  // The cpu hierarchy, and on a hybrid host the unified one too: removing a cgroup there fires
+  // cgroup_rmdir once per hierarchy, and only the measured one's id may be queued.
+  [[nodiscard]] std::vector<std::string> rmdirRoots() const {
+    std::vector<std::string> roots{cpuRoot()};
+    if (!v2() && !hier_.unified.empty()) {
+      roots.push_back(hier_.unified);
+    }
+    return roots;
+  }
+};
 
 TEST_F(MapReaderTest, HashReadsLiveEntriesIntoBuffersSizedByThem) {
   constexpr uint32_t kMax = 16384;
@@ -389,6 +400,70 @@ TEST_F(ReadSideTest, UnchangedSlotAndReclaimMapsAreNotWalkedAgain) {
   }
   ids = ASSERT_OK(col.trackedCgroupIds());
   EXPECT_FALSE(std::binary_search(ids.begin(), ids.end(), id));
+}
+
+// Issue 17: a removed cgroup is known from the BPF side's rmdir queue and pruned at the very
+// next snapshot, with no stat() of the tracked cgroups (that check ran every 10th snapshot
+// before: a removal then took up to 10 snapshots to prune). Both attach kinds.
+TEST_F(ReadSideTest, RemovedCgroupIsPrunedAtTheNextSnapshot) {
+  for (const bool raw : {false, true}) {
+    SCOPED_TRACE(raw ? "raw_tp" : "tp_btf");
+    CollectorOptions opts;
+    opts.force_raw_tp = raw;
+    MAKE_COLLECTOR_OR_SKIP(col, opts);
+    for (int round = 0; round < 3; ++round) {
+      auto cg =
+          std::make_unique<TestCgroup>(rmdirRoots(), uniqueName("rm" + std::to_string(round)));
+      const uint64_t id = ASSERT_OK(cgroup::cgroupId(cg->dirIn(cpuRoot())));
+      {
+        Child c(*cg, -1, [] { spinFor(20ms); });
+        ASSERT_EQ(c.wait(), 0);
+      }
+      std::this_thread::sleep_for(30ms);
+      Snapshot s = ASSERT_OK(col.snapshot());
+      auto ids = ASSERT_OK(col.trackedCgroupIds());
+      ASSERT_TRUE(std::binary_search(ids.begin(), ids.end(), id));
+      const uint64_t pruned = s.stats.pruned_cgroups;
+      cg->removeNow();
+      s = ASSERT_OK(col.snapshot());
+      ids = ASSERT_OK(col.trackedCgroupIds());
+      EXPECT_FALSE(std::binary_search(ids.begin(), ids.end(), id))
+          << "round " << round << ": not pruned at the snapshot after its removal";
+      EXPECT_GT(s.stats.pruned_cgroups, pruned);
+      EXPECT_EQ(s.stats.removals_lost, 0u);
+    }
+  }
+}
+
+// More removals between two snapshots than the queue holds: the overflow is counted, and that
+// snapshot checks every tracked cgroup instead, so none of them is left behind either.
+TEST_F(ReadSideTest, RemovalsBeyondTheQueueAreFoundByCheckingEveryCgroup) {
+  constexpr int kCgroups = 6;
+  CollectorOptions opts;
+  opts.removal_queue = 2;
+  MAKE_COLLECTOR_OR_SKIP(col, opts);
+  std::vector<std::unique_ptr<TestCgroup>> cgs;
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < kCgroups; ++i) {
+    cgs.push_back(std::make_unique<TestCgroup>(rmdirRoots(), uniqueName("q" + std::to_string(i))));
+    ids.push_back(ASSERT_OK(cgroup::cgroupId(cgs.back()->dirIn(cpuRoot()))));
+    Child c(*cgs.back(), -1, [] { spinFor(10ms); });
+    ASSERT_EQ(c.wait(), 0);
+  }
+  std::this_thread::sleep_for(30ms);
+  ASSERT_OK(col.snapshot());
+  auto tracked = ASSERT_OK(col.trackedCgroupIds());
+  for (const uint64_t id : ids) {
+    ASSERT_TRUE(std::binary_search(tracked.begin(), tracked.end(), id));
+  }
+  cgs.clear();  // all removed
+  const Snapshot s = ASSERT_OK(col.snapshot());
+  EXPECT_GE(s.stats.removals_lost, static_cast<uint64_t>(kCgroups - 2));
+  tracked = ASSERT_OK(col.trackedCgroupIds());
+  for (const uint64_t id : ids) {
+    EXPECT_FALSE(std::binary_search(tracked.begin(), tracked.end(), id))
+        << "a removal that did not fit in the queue was not found";
+  }
 }
 
 // Issue 17: with files_every_n_ticks N, a cgroup named in setEveryTick() has its files read at

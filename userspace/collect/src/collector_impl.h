@@ -113,6 +113,7 @@ class Collector::Impl {
   std::string sizing_note;
   uint64_t tick = 0;
   uint64_t last_rescan_tick = 0;
+  uint64_t gone_lost_seen = 0;  // sched_skel->bss->gone_lost at the last drain
   std::chrono::steady_clock::time_point last;
   CollectorStats stats;
 
@@ -130,6 +131,9 @@ class Collector::Impl {
   void retryDeletes();
   // cpu.stat, and the PSI files when `psi`.
   void readFiles(CgroupSample& s, bool psi);
+  // Takes the removed cgroups' ids off the BPF queue and forgets their paths. Returns the ids
+  // whose path it forgot; `lost` is set when removals did not fit in the queue.
+  std::vector<uint64_t> drainRemovals(bool& lost);
   Result<Snapshot> snapshot();
 };
 

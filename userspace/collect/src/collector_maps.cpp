@@ -44,12 +44,17 @@ Result<void> Collector::Impl::load(AttachKind kind) {
   COLOD_TRY_VOID(
       bpf::check(bpf_map__set_max_entries((*s)->maps.pairs, opts.max_pairs), "sizing pairs"),
       "sched");
+  COLOD_TRY_VOID(
+      bpf::check(bpf_map__set_max_entries((*s)->maps.gone, opts.removal_queue), "sizing gone"),
+      "sched");
   (*s)->rodata->watch_window_ns = static_cast<uint64_t>(opts.watch_window.count());
   auto set = [](bpf_program* p, bool on) { bpf_program__set_autoload(p, on); };
   set((*s)->progs.handle_sched_switch, btf);
   set((*s)->progs.handle_sched_switch_raw, !btf);
   set((*s)->progs.handle_cgroup_attach_task, btf);
   set((*s)->progs.handle_cgroup_attach_task_raw, !btf);
+  set((*s)->progs.handle_cgroup_rmdir, btf);
+  set((*s)->progs.handle_cgroup_rmdir_raw, !btf);
   set((*s)->progs.handle_sched_wakeup, btf && opts.wakeup_depth);
   set((*s)->progs.handle_sched_wakeup_new, btf && opts.wakeup_depth);
   set((*s)->progs.handle_sched_wakeup_raw, !btf && opts.wakeup_depth);

@@ -138,6 +138,9 @@ struct CollectorStats {
   // Walks of cg_slots / cg_reclaim skipped because the BPF side wrote neither since the last
   // walk (their generation counters stood still); cumulative.
   uint64_t map_walks_skipped = 0;
+  // Removals the BPF side could not queue (the queue was full); each time, the next snapshot
+  // stat()s every tracked cgroup instead. Cumulative.
+  uint64_t removals_lost = 0;
   // Bytes of the map read buffers held between snapshots (sized by the live entries). With
   // legacy_reads: the buffers allocated and zero-filled by the last snapshot.
   uint64_t read_buffer_bytes = 0;
@@ -180,7 +183,10 @@ struct CollectorOptions {
   // Memory budget of the per-cgroup maps (0: none). They are per-CPU, so on a big node the
   // slots are cut to what fits (map_budget.h), never below kMinSlots; sizingNote() says so.
   uint64_t map_budget_bytes = 0;
-  uint32_t max_pairs = 16384;            // bound of the victim<-aggressor map
+  uint32_t max_pairs = 16384;  // bound of the victim<-aggressor map
+  // Ids of removed cgroups queued by the BPF side between two snapshots; beyond it every
+  // tracked cgroup is checked with a stat() at the next snapshot (CollectorStats::removals_lost).
+  uint32_t removal_queue = 1024;
   std::optional<CgroupMode> force_mode;  // skip probing (tests)
   bool force_raw_tp = false;             // skip the tp_btf probe (tests, old kernels)
   // Attach sched_wakeup(_new) for run-queue depth at wakeup. Off by default: it costs ~80 ns
