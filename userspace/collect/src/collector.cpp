@@ -38,13 +38,13 @@ namespace colod::collect {
 
 namespace {
 
-// Rescan the cgroup tree at least this often (and on unknown ids). A full walk of the hierarchy
-// (the cost that grows with the number of cgroups) happens on an unknown id and at least every
-// kRescanEveryTicks. Removals come from the BPF side's rmdir queue and are pruned at the next
-// snapshot; only when that queue overflowed are the cgroups present in the maps checked, one
-// stat() each (issue 17: that check every second was a tenth of the collector's CPU at 1000
-// cgroups).
-constexpr uint64_t kRescanEveryTicks = 100;
+// A full walk of the hierarchy (the cost that grows with the number of cgroups) happens on an
+// unknown id (a new cgroup) and at least every kRescanEveryTicks (a minute at 100 ms: a safety
+// net, e.g. for a v1 cgroup renamed in place). Removals come from the BPF side's rmdir queue
+// and are pruned at the next snapshot; only when that queue overflowed are the cgroups present
+// in the maps checked, one stat() each (issue 17: that check every second, and the walk every
+// 10 s, were an eighth of the collector's CPU at 1000 cgroups).
+constexpr uint64_t kRescanEveryTicks = 600;
 
 using detail::roundUp8;
 
@@ -216,22 +216,7 @@ Result<Snapshot> Collector::Impl::snapshot() {
     std::memcpy(&v, reclaim_reader.value(i), sizeof(v));
     cur_reclaim[id] = v;
   }
-  pair_deltas.clear();
-  for (std::size_t i = 0; i < *pairs_n; ++i) {
-    colod_pair_key k{};
-    uint64_t v = 0;
-    std::memcpy(&k, pairs_reader.key(i), sizeof(k));
-    std::memcpy(&v, pairs_reader.value(i), sizeof(v));
-    if (undeleted_pairs.contains(k)) {
-      continue;
-    }
-    auto [it, inserted] = pairs_state.try_emplace(k);
-    const uint64_t d = inserted ? v : sub(v, it->second.value);
-    it->second = PairState{v, tick};
-    if (d != 0) {
-      pair_deltas.emplace_back(k, d);
-    }
-  }
+  pairs.update(pairs_reader.key(0), pairs_reader.value(0), *pairs_n, undeleted_pairs, tick);
 
   // Removed cgroups (kernfs ids are never reused): their paths go, and their state is pruned
   // below like any id the tree no longer has.
@@ -311,17 +296,7 @@ Result<Snapshot> Collector::Impl::snapshot() {
     auto dead = [&](const colod_pair_key& k) {
       return !paths.contains(k.victim) || !paths.contains(k.aggressor);
     };
-    for (auto it = pairs_state.begin(); it != pairs_state.end();) {
-      if (it->second.seen != tick) {
-        it = pairs_state.erase(it);  // gone from the map
-      } else if (dead(it->first)) {
-        prunePair(it->first);
-        it = pairs_state.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    std::erase_if(pair_deltas, [&](const auto& e) { return dead(e.first); });
+    pairs.forget(tick, dead, [&](const colod_pair_key& k) { prunePair(k); });
   } else {
     for (const auto& [id, v] : cur_sched) {
       stats.unresolved_ids += paths.contains(id) ? 0 : 1;
@@ -373,7 +348,7 @@ Result<Snapshot> Collector::Impl::snapshot() {
     s.reclaim_pages = d.pages;
     s.reclaim_hist = detail::toHist(d.hist);
   }
-  for (const auto& [k, d] : pair_deltas) {
+  for (const auto& [k, d] : pairs.deltas()) {
     CgroupSample& s = sample(k.victim);
     auto p = paths.find(k.aggressor);
     s.preempted_by.push_back(

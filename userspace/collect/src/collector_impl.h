@@ -25,6 +25,7 @@
 #include "colod/collect/map_budget.h"
 #include "entry_delta.h"
 #include "file_cache.h"
+#include "pair_deltas.h"
 #include "reclaim.h"
 #include "reclaim.skel.h"
 #include "sched_sums.h"
@@ -36,19 +37,6 @@ namespace colod::collect {
 // (internal linkage), so they cannot be template arguments here; the pointer is set in load().
 using SchedSkel = std::unique_ptr<cgsched, void (*)(cgsched*)>;
 using ReclaimSkel = std::unique_ptr<reclaim, void (*)(reclaim*)>;
-
-namespace detail {
-struct PairKeyHash {
-  std::size_t operator()(const colod_pair_key& k) const {
-    return std::hash<uint64_t>()(k.victim * 0x9E3779B97F4A7C15ULL ^ k.aggressor);
-  }
-};
-struct PairKeyEq {
-  bool operator()(const colod_pair_key& a, const colod_pair_key& b) const {
-    return a.victim == b.victim && a.aggressor == b.aggressor;
-  }
-};
-}  // namespace detail
 
 class Collector::Impl {
  public:
@@ -72,23 +60,14 @@ class Collector::Impl {
   std::vector<uint32_t> quarantined_slots;
   std::size_t unreleased_slots = 0;  // of those, how many failed to go back last time
   std::unordered_map<uint64_t, colod_cg_reclaim> prev_reclaim;
-  // Pairs are the largest map (thousands of entries on a busy node): their state is updated in
-  // place at each read instead of rebuilt, and only the pairs that moved are carried to the
-  // report. `seen` is the tick of the last read that had the key; keys not seen are dropped at
-  // the next verified tick (only the collector deletes pairs, so a dropped key cannot return).
-  struct PairState {
-    uint64_t value = 0;
-    uint64_t seen = 0;
-  };
-  std::unordered_map<colod_pair_key, PairState, detail::PairKeyHash, detail::PairKeyEq> pairs_state;
-  std::vector<std::pair<colod_pair_key, uint64_t>> pair_deltas;  // this tick's, reused
+  detail::PairDeltas pairs;  // pair_deltas.h
   // Entries of vanished cgroups whose deletion failed (rule 15b: counted, and retried at every
   // snapshot until it succeeds). Each is a key still present in its map, so each set is bounded
   // by that map's max_entries (enforced in prune*()). Their ids are known dead: they are
   // not reported and do not trigger rescans meanwhile.
   std::unordered_map<uint64_t, uint32_t> undeleted_slots;  // cg_slots id -> its slot
   std::unordered_set<uint64_t> undeleted_reclaim;          // cg_reclaim ids
-  std::unordered_set<colod_pair_key, detail::PairKeyHash, detail::PairKeyEq> undeleted_pairs;
+  detail::PairKeySet undeleted_pairs;
   struct FileState {
     cgroup::CpuStat cpu_stat;
     bool have = false;

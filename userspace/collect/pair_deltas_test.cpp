@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: Apache-2.0
+// PairDeltas from packed reads, as MapReader holds them: deltas of moved pairs only, the
+// positional match while the kernel's order holds and the hash when it does not, skipped keys,
+// re-created pairs, and forgetting gone and dead ones.
+#include "pair_deltas.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <vector>
+
+namespace colod::collect::detail {
+namespace {
+
+struct Read {
+  std::vector<colod_pair_key> keys;
+  std::vector<uint64_t> values;
+  void add(uint64_t victim, uint64_t aggressor, uint64_t v) {
+    keys.push_back(colod_pair_key{.victim = victim, .aggressor = aggressor});
+    values.push_back(v);
+  }
+};
+
+std::map<std::pair<uint64_t, uint64_t>, uint64_t> apply(PairDeltas& p,
+                                                        const Read& r,
+                                                        uint64_t tick,
+                                                        const PairKeySet& skip = {}) {
+  p.update(reinterpret_cast<const uint8_t*>(r.keys.data()),
+           reinterpret_cast<const uint8_t*>(r.values.data()), r.keys.size(), skip, tick);
+  std::map<std::pair<uint64_t, uint64_t>, uint64_t> out;
+  for (const auto& [k, d] : p.deltas()) {
+    out[{k.victim, k.aggressor}] = d;
+  }
+  return out;
+}
+
+using M = std::map<std::pair<uint64_t, uint64_t>, uint64_t>;
+
+TEST(PairDeltas, MovedPairsOnlyFoundByPositionWhileTheOrderHolds) {
+  static_assert(sizeof(colod_pair_key) == 16);
+  PairDeltas p;
+  Read r;
+  r.add(1, 2, 5);
+  r.add(1, 3, 7);
+  r.add(4, 2, 1);
+  EXPECT_EQ(apply(p, r, 1), (M{{{1, 2}, 5}, {{1, 3}, 7}, {{4, 2}, 1}})) << "new: whole counts";
+  EXPECT_EQ(p.positionalHits(), 0u);
+  r.values = {5, 9, 1};
+  EXPECT_EQ(apply(p, r, 2), (M{{{1, 3}, 2}}));
+  EXPECT_EQ(p.positionalHits(), 3u);
+  // A pair added at the front shifts the order: the others are found by hash, deltas right.
+  Read s;
+  s.add(9, 9, 4);
+  s.add(1, 2, 6);
+  s.add(1, 3, 9);
+  s.add(4, 2, 3);
+  EXPECT_EQ(apply(p, s, 3), (M{{{9, 9}, 4}, {{1, 2}, 1}, {{4, 2}, 2}}));
+  EXPECT_EQ(p.positionalHits(), 0u);
+  // Kernel order changed entirely (a resize): same deltas as by hash.
+  Read t;
+  t.add(4, 2, 3);
+  t.add(1, 3, 10);
+  t.add(9, 9, 4);
+  t.add(1, 2, 6);
+  EXPECT_EQ(apply(p, t, 4), (M{{{1, 3}, 1}}));
+  EXPECT_EQ(apply(p, t, 5), M{});
+  EXPECT_EQ(p.positionalHits(), 4u);
+}
+
+TEST(PairDeltas, SkippedKeysAndRecreatedPairs) {
+  PairDeltas p;
+  Read r;
+  r.add(1, 2, 5);
+  r.add(3, 4, 8);
+  apply(p, r, 1);
+  // A key whose deletion is pending is not reported, and the next one is still matched.
+  const PairKeySet skip{colod_pair_key{.victim = 1, .aggressor = 2}};
+  r.values = {50, 9};
+  EXPECT_EQ(apply(p, r, 2, skip), (M{{{3, 4}, 1}}));
+  EXPECT_EQ(p.positionalHits(), 1u);
+  // A count that went down: the pair was deleted and re-created; all of it is new.
+  r.values = {5, 2};
+  EXPECT_EQ(apply(p, r, 3), (M{{{3, 4}, 2}}));
+}
+
+TEST(PairDeltas, ForgetsGoneAndDeadPairsAndPrunesTheDead) {
+  PairDeltas p;
+  Read r;
+  r.add(1, 2, 5);
+  r.add(3, 4, 8);
+  r.add(5, 6, 1);
+  apply(p, r, 1);
+  Read s;  // (5,6) gone from the map
+  s.add(1, 2, 6);
+  s.add(3, 4, 9);
+  apply(p, s, 2);
+  std::vector<uint64_t> pruned;
+  p.forget(
+      2, [](const colod_pair_key& k) { return k.victim == 3; },
+      [&](const colod_pair_key& k) { pruned.push_back(k.victim); });
+  EXPECT_EQ(pruned, (std::vector<uint64_t>{3}));
+  EXPECT_EQ(p.size(), 1u);
+  ASSERT_EQ(p.deltas().size(), 1u) << "the dead pair's delta is dropped";
+  EXPECT_EQ(p.deltas()[0].first.victim, 1u);
+  // After forgetting, the positions are rebuilt from the hash; (1,2) keeps its count.
+  Read t;
+  t.add(1, 2, 8);
+  EXPECT_EQ(apply(p, t, 3), (M{{{1, 2}, 2}}));
+  EXPECT_EQ(p.positionalHits(), 0u);
+  EXPECT_EQ(apply(p, t, 4), M{});
+  EXPECT_EQ(p.positionalHits(), 1u);
+}
+
+}  // namespace
+}  // namespace colod::collect::detail
