@@ -14,7 +14,7 @@
 #define COLOD_CGMODE_V2 0     /* task->cgroups->dfl_cgrp */
 #define COLOD_CGMODE_V1CPU 1  /* task->cgroups->subsys[cpu_cgrp_id]->cgroup */
 
-/* Indexes of the per-CPU drops array: map updates that failed, never silently lost. */
+/* Indexes of the drop_counts arrays (.bss): map updates that failed, never silently lost. */
 #define COLOD_DROP_CG_ENTRY 0   /* per-cgroup map full */
 #define COLOD_DROP_PAIR 1       /* victim<-aggressor map full */
 #define COLOD_DROP_STORAGE 2    /* task storage / pid map could not be created */

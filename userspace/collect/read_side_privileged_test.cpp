@@ -466,6 +466,30 @@ TEST_F(ReadSideTest, RemovalsBeyondTheQueueAreFoundByCheckingEveryCgroup) {
   }
 }
 
+// A full slot map is counted, not silent: with 2 slots and more cgroups running than that,
+// map_drops rises (COLOD_DROP_CG_ENTRY, read from the programs' .bss), and lock skips stay apart.
+TEST_F(ReadSideTest, FullSlotMapIsCountedAsDrops) {
+  CollectorOptions opts;
+  opts.max_cgroups = 2;
+  MAKE_COLLECTOR_OR_SKIP(col, opts);
+  const Snapshot before = ASSERT_OK(col.snapshot());
+  std::vector<std::unique_ptr<TestCgroup>> cgs;
+  for (int i = 0; i < 4; ++i) {
+    cgs.push_back(std::make_unique<TestCgroup>(std::vector<std::string>{cpuRoot()},
+                                               uniqueName("full" + std::to_string(i))));
+    Child c(*cgs.back(), -1, [] { spinFor(5ms); });
+    ASSERT_EQ(c.wait(), 0);
+  }
+  const Snapshot after = ASSERT_OK(col.snapshot());
+  std::printf("drops %llu -> %llu, lock skips %llu\n",
+              static_cast<unsigned long long>(before.stats.map_drops),
+              static_cast<unsigned long long>(after.stats.map_drops),
+              static_cast<unsigned long long>(after.stats.map_lock_skips));
+  EXPECT_GE(after.stats.map_drops, before.stats.map_drops + 2)
+      << "at least two of four new cgroups found no slot";
+  EXPECT_LE(col.slots(), 2u);
+}
+
 // Issue 17: with files_every_n_ticks N, a cgroup named in setEveryTick() has its files read at
 // every snapshot, another only at about one in N (spread by id); both are busy throughout, so
 // both are reported at every snapshot. cpu.stat's throttling is reported from the second read.

@@ -377,25 +377,19 @@ Result<Snapshot> Collector::Impl::snapshot() {
   std::sort(snap.cgroups.begin(), snap.cgroups.end(),
             [](const CgroupSample& a, const CgroupSample& b) { return a.path < b.path; });
 
-  // Drops: per-CPU counters in both programs, summed. Lock skips (EBUSY) are kept apart:
-  // they say nothing about the maps' size (bpf/colod_common.h).
+  // Drops: counters in both programs' .bss, read through the skeletons' mmapped memory. Lock
+  // skips (EBUSY) are kept apart: they say nothing about the maps' size (bpf/colod_common.h).
   uint64_t drops = 0;
   uint64_t lock_skips = 0;
-  uint64_t drop_bytes = 0;
-  auto sumDrops = [&](int fd) {
+  auto sumDrops = [&](const __u64(&counts)[COLOD_DROP_MAX]) {
     for (uint32_t i = 0; i < COLOD_DROP_MAX; ++i) {
-      if (bpf_map_lookup_elem(fd, &i, drops_buf.data()) == 0) {
-        drop_bytes += sizeof(i) + drops_buf.size() * sizeof(uint64_t);
-        uint64_t& into = i == COLOD_DROP_BUSY ? lock_skips : drops;
-        for (uint64_t x : drops_buf) {
-          into += x;
-        }
-      }
+      const uint64_t x = __atomic_load_n(&counts[i], __ATOMIC_RELAXED);
+      (i == COLOD_DROP_BUSY ? lock_skips : drops) += x;
     }
   };
-  sumDrops(bpf_map__fd(sched_skel->maps.drops));
+  sumDrops(sched_skel->bss->drop_counts);
   if (reclaim_skel) {
-    sumDrops(bpf_map__fd(reclaim_skel->maps.drops));
+    sumDrops(reclaim_skel->bss->drop_counts);
   }
   stats.map_drops = drops;
   stats.map_lock_skips = lock_skips;
@@ -403,8 +397,7 @@ Result<Snapshot> Collector::Impl::snapshot() {
       undeleted_slots.size() + undeleted_reclaim.size() + undeleted_pairs.size() + unreleased_slots;
   stats.read_bytes_last_tick =
       (sums ? sums->lastReadBytes() : slots_reader.lastReadBytes() + sched_reader.lastReadBytes()) +
-      pairs_reader.lastReadBytes() + (reclaim_skel ? reclaim_reader.lastReadBytes() : 0) +
-      drop_bytes;
+      pairs_reader.lastReadBytes() + (reclaim_skel ? reclaim_reader.lastReadBytes() : 0);
   stats.read_buffer_bytes =
       (sums ? sums->bufferBytes() : slots_reader.bufferBytes() + sched_reader.bufferBytes()) +
       pairs_reader.bufferBytes() + reclaim_reader.bufferBytes();

@@ -84,7 +84,6 @@ class Collector::Impl {
   bpf::MapGeneration slots_gen;
   bpf::MapGeneration reclaim_gen;
   std::vector<const uint8_t*> slot_values;  // cg_sched value of each slot (readSched)
-  std::vector<uint64_t> drops_buf;          // one per-CPU drops counter
   detail::CgroupFileCache files{0};
   std::unordered_set<uint64_t> every_tick;  // setEveryTick()
   uint64_t map_bytes = 0;

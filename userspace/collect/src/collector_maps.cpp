@@ -125,7 +125,6 @@ void Collector::Impl::initReaders() {
   sched_reader = bpf::MapReader(sizeof(uint32_t), roundUp8(sizeof(colod_cg_sched)) * cpus, legacy);
   pairs_reader = bpf::MapReader(sizeof(colod_pair_key), sizeof(uint64_t), legacy);
   reclaim_reader = bpf::MapReader(sizeof(uint64_t), sizeof(colod_cg_reclaim), legacy);
-  drops_buf.resize(cpus);
 }
 
 // Kernel memory of every map of both objects (.bss/.rodata and the ring buffer included), as the
