@@ -3,7 +3,10 @@
 # rss.sh RUNDIR CONTAINERS: colod's resident memory with CONTAINERS containers known. Starts a
 # second colod-testpeer that reports CONTAINERS fake containers (no cgroups, shaped like real
 # Kubernetes objects) in 1/10 as many pods, starts colod against it, waits for the Synchronize,
-# lets it run 5 s more, and prints "colod_rss_mib=<max VmRSS over that time> containers=N".
+# lets it run 5 s more, and prints "colod_rss_mib=<max VmRSS over that time> containers=N
+# colod_cpu_pct=<colod's user+sys CPU over those 5 s, % of one CPU>" (its cgroup-less
+# containers: the registry, engine and view at that size, not the collector's cgroup reads,
+# which scripts/bench/scale.sh measures).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=lib.sh
@@ -44,11 +47,17 @@ done
 containers=$(grep '"event":"plugin-synchronized"' "$run/peer.log" | head -1 |
   python3 -c 'import json,sys; print(json.loads(sys.stdin.readline()).get("containers", "?"))')
 sleep 2
+ticks() { awk '{print $14 + $15}' "/proc/$colod_pid/stat"; }
+hz=$(getconf CLK_TCK)
+cpu0=$(ticks) t0=$(date +%s.%N)
 max_kib=0
 for _ in $(seq 1 10); do
   kib=$(awk '/^VmRSS:/ {print $2}' "/proc/$colod_pid/status")
   ((kib > max_kib)) && max_kib=$kib
   sleep 0.5
 done
-python3 -c "import sys; print(f'colod_rss_mib={int(sys.argv[1]) / 1024:.1f} containers={sys.argv[2]}')" \
-  "$max_kib" "$containers"
+cpu1=$(ticks) t1=$(date +%s.%N)
+python3 -c "import sys; k, n, c, hz, t0, t1 = sys.argv[1:]; \
+print(f'colod_rss_mib={int(k) / 1024:.1f} containers={n} ' \
+      f'colod_cpu_pct={100 * int(c) / int(hz) / (float(t1) - float(t0)):.2f}')" \
+  "$max_kib" "$containers" "$((cpu1 - cpu0))" "$hz" "$t0" "$t1"
