@@ -110,6 +110,9 @@ void EngineState::resetWindow(Tracked& t) const {
 RoundResult EngineState::evaluate(const Snapshot& snap) {
   RoundResult result;
   ++round_;
+  if (!snap.event_round) {
+    ++ticks_;
+  }
   ++stats_.rounds;
   now_ns_ = snap.now_ns;
   interval_ns_ = snap.interval_ns;

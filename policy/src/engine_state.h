@@ -182,7 +182,7 @@ struct Episode {
   std::vector<Step> steps;  // applied, in order
   int next_rung = 0;        // ladder index to try next
   Phase phase = Phase::Verifying;
-  int64_t verify_until = 0;
+  int64_t verify_until = 0;  // in timer ticks (EngineState::ticks_)
   int verify_hits = 0;
   int verify_intervals = 0;
   uint64_t verify_p99_sum = 0;
@@ -424,6 +424,7 @@ class EngineState {
   std::vector<Finding> pending_findings_;
   EngineStats stats_;
   int64_t round_ = 0;
+  int64_t ticks_ = 0;  // timer rounds (Snapshot::event_round false) among them
   uint64_t seq_ = 0;
   int64_t now_ns_ = 0;
   int64_t interval_ns_ = 0;

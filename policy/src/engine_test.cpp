@@ -41,6 +41,32 @@ Sim engagedSim() {
   return sim;
 }
 
+// Event rounds (the daemon's wakeup rounds, tens of ms apart) add data to a rung's verification,
+// not time: a victim kept over threshold by its backlog for 15 event rounds right after the rung
+// was applied still gets verify_intervals timer ticks before the rung is judged (they were
+// counted as intervals: busy phases of the colocation benchmark undid a cpuset move 195 ms
+// after applying it, and it was not retried).
+TEST(EngineTest, EventRoundsDoNotShortenARungsVerification) {
+  Sim sim = engagedSim();
+  ASSERT_EQ(sim.engine().applied().size(), 1u);
+  const std::size_t before = sim.decisions().size();
+  for (int i = 0; i < 15; ++i) {
+    (void)sim.eventStep(hurt(), 20'000'000);
+  }
+  EXPECT_EQ(sim.decisions().size(), before) << "the rung was judged within event rounds";
+  EXPECT_EQ(sim.engine().applied().size(), 1u);
+  int ticks = 0;
+  while (sim.decisions().size() == before && ticks < 30) {
+    (void)sim.step(hurt());
+    ++ticks;
+  }
+  ASSERT_GT(sim.decisions().size(), before);
+  EXPECT_EQ(sim.decisions()[before].kind, DecisionKind::Undo) << "still hurt: undone";
+  const int v = Config{}.actions.verify_intervals;
+  EXPECT_LE(ticks, v);
+  EXPECT_GE(ticks, v - 3) << "judged early: the event rounds counted as ticks";
+}
+
 TEST(EngineTest, CreateRejectsInvalidConfig) {
   Config c;
   c.floors.be_min_cpu_shares = 0;

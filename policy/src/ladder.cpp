@@ -254,7 +254,8 @@ bool EngineState::escalate(Episode& ep,
       }
       applied.running_known = true;
       ep.phase = Phase::Verifying;
-      ep.verify_until = round_ + config_.actions.verify_intervals;
+      // In timer ticks: event rounds between them add data, not time.
+      ep.verify_until = ticks_ + config_.actions.verify_intervals;
       ep.verify_hits = 0;
       ep.verify_intervals = 0;
       ep.verify_p99_sum = 0;
@@ -419,7 +420,7 @@ void EngineState::stepEpisode(const std::string& key,
     ep.verify_hits += hit ? 1 : 0;
     ep.verify_p99_sum += v.p99;
     ep.verify_wait_sum += v.wait_load;
-    if (round_ < ep.verify_until) {
+    if (ticks_ < ep.verify_until) {
       return;
     }
     const auto mean = static_cast<double>(ep.verify_p99_sum) /

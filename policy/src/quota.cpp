@@ -298,7 +298,7 @@ bool EngineState::tightenQuota(Episode& ep,
   redistributeQuota(DecisionKind::Escalate, "quota_budget_tightened", why.str(), &v, &ep,
                     sit->antagonists, out, findings);
   ep.phase = Phase::Verifying;
-  ep.verify_until = round_ + config_.actions.verify_intervals;
+  ep.verify_until = ticks_ + config_.actions.verify_intervals;
   ep.verify_hits = 0;
   ep.verify_intervals = 0;
   ep.verify_p99_sum = 0;

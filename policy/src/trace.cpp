@@ -359,6 +359,12 @@ Result<Snapshot> decodeSnapshot(const Reader& rd, const json& j) {
   if (s.interval_ns <= 0 || s.node_cpus < 0) {
     return rd.err("interval_ns/node_cpus", "interval_ns must be > 0 and node_cpus >= 0");
   }
+  if (auto it = j.find("event_round"); it != j.end()) {
+    if (!it->is_boolean()) {
+      return rd.err("event_round", "expected true or false");
+    }
+    s.event_round = it->get<bool>();
+  }
   if (auto it = j.find("node_cpu_list"); it != j.end()) {
     if (!it->is_array()) {
       return rd.err("node_cpu_list", "expected an array");
@@ -430,6 +436,9 @@ std::string encodeSnapshot(const Snapshot& s) {
          {"now_ns", s.now_ns},
          {"interval_ns", s.interval_ns},
          {"node_cpus", s.node_cpus}};
+  if (s.event_round) {
+    j["event_round"] = true;
+  }
   if (!s.node_cpu_list.empty()) {
     j["node_cpu_list"] = s.node_cpu_list;
   }

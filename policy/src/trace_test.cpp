@@ -52,6 +52,11 @@ Trace sampleTrace() {
   s.containers.push_back(a);
   s.containers.push_back(beSample("hog", 90'000'000));
   t.events.emplace_back(s);
+  Snapshot ev = s;  // an event round: the flag survives the trace
+  ev.now_ns = 120;
+  ev.interval_ns = 20'000'000;
+  ev.event_round = true;
+  t.events.emplace_back(ev);
   t.events.emplace_back(TraceRemove{"hog"});
   return t;
 }
@@ -76,8 +81,8 @@ bool sameEvents(const Trace& a, const Trace& b) {
       const auto& s1 = std::get<Snapshot>(a.events[i]);
       const auto& s2 = std::get<Snapshot>(b.events[i]);
       if (s1.now_ns != s2.now_ns || s1.interval_ns != s2.interval_ns ||
-          s1.node_cpus != s2.node_cpus || s1.node_cpu_list != s2.node_cpu_list ||
-          s1.containers.size() != s2.containers.size()) {
+          s1.event_round != s2.event_round || s1.node_cpus != s2.node_cpus ||
+          s1.node_cpu_list != s2.node_cpu_list || s1.containers.size() != s2.containers.size()) {
         return false;
       }
       for (size_t j = 0; j < s1.containers.size(); ++j) {
@@ -116,7 +121,7 @@ bool sameEvents(const Trace& a, const Trace& b) {
 TEST(TraceTest, RoundTrip) {
   const Trace t = sampleTrace();
   const std::string text = encodeTrace(t);
-  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 6);
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 7);
   Trace back = ASSERT_OK(decodeTrace(text));
   ASSERT_TRUE(back.header.has_value());
   EXPECT_EQ(back.header->config_yaml, t.header->config_yaml);

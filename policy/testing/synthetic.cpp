@@ -116,6 +116,20 @@ RoundResult Sim::step(std::vector<ContainerSample> samples) {
   return r;
 }
 
+RoundResult Sim::eventStep(std::vector<ContainerSample> samples, int64_t interval_ns) {
+  ++round_;
+  now_ += interval_ns;
+  Snapshot snap;
+  snap.now_ns = now_;
+  snap.interval_ns = interval_ns;
+  snap.event_round = true;
+  snap.node_cpus = cpus_;
+  snap.containers = std::move(samples);
+  RoundResult r = engine_.evaluate(snap);
+  decisions_.insert(decisions_.end(), r.decisions.begin(), r.decisions.end());
+  return r;
+}
+
 Fleet makeFleet(int n_ls, int n_be, int victims, int aggressors, int cpus, uint64_t seed) {
   Fleet f;
   f.n_ls = n_ls;

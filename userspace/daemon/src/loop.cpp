@@ -198,6 +198,7 @@ void Daemon::Impl::tick(RoundReason reason) {
   ps.now_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(snap->now.time_since_epoch()).count();
   ps.interval_ns = snap->interval.count();
+  ps.event_round = reason != RoundReason::Timer;
   ps.node_cpus = static_cast<int>(node_cpus_.size());
   ps.node_cpu_list = node_cpus_;
   auto container_of = [this](uint64_t cgid) -> std::string {

@@ -69,6 +69,11 @@ struct ContainerSample {
 struct Snapshot {
   int64_t now_ns = 0;
   int64_t interval_ns = 0;
+  // A round run on a BPF wakeup between two timer ticks (the daemon's event rounds, tens of ms
+  // apart): its data counts like any interval, but windows measured in ticks (a rung's
+  // verification) count timer rounds only, or a burst of event rounds would judge a rung within
+  // a fifth of its window.
+  bool event_round = false;
   int node_cpus = 0;               // number of CPUs usable by containers
   std::vector<int> node_cpu_list;  // optional explicit list; empty means 0..node_cpus-1
   std::vector<ContainerSample> containers;

@@ -38,6 +38,8 @@ class Sim {
   explicit Sim(Config config, int cpus = 2);
   void add(ContainerInfo info);
   RoundResult step(std::vector<ContainerSample> samples);
+  // A daemon event round: `interval_ns` after the previous round, between timer ticks.
+  RoundResult eventStep(std::vector<ContainerSample> samples, int64_t interval_ns);
   Engine& engine() { return engine_; }
   [[nodiscard]] const std::vector<Decision>& decisions() const { return decisions_; }
   [[nodiscard]] int64_t now() const { return now_; }
