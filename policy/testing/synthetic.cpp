@@ -104,25 +104,22 @@ Sim::Sim(Config config, int cpus)
 void Sim::add(ContainerInfo info) { engine_.upsertContainer(std::move(info)); }
 
 RoundResult Sim::step(std::vector<ContainerSample> samples) {
-  ++round_;
-  now_ += kIntervalNs;
-  Snapshot snap;
-  snap.now_ns = now_;
-  snap.interval_ns = kIntervalNs;
-  snap.node_cpus = cpus_;
-  snap.containers = std::move(samples);
-  RoundResult r = engine_.evaluate(snap);
-  decisions_.insert(decisions_.end(), r.decisions.begin(), r.decisions.end());
-  return r;
+  return advance(std::move(samples), kIntervalNs, false);
 }
 
 RoundResult Sim::eventStep(std::vector<ContainerSample> samples, int64_t interval_ns) {
+  return advance(std::move(samples), interval_ns, true);
+}
+
+RoundResult Sim::advance(std::vector<ContainerSample> samples,
+                         int64_t interval_ns,
+                         bool event_round) {
   ++round_;
   now_ += interval_ns;
   Snapshot snap;
   snap.now_ns = now_;
   snap.interval_ns = interval_ns;
-  snap.event_round = true;
+  snap.event_round = event_round;
   snap.node_cpus = cpus_;
   snap.containers = std::move(samples);
   RoundResult r = engine_.evaluate(snap);

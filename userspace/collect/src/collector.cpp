@@ -183,19 +183,12 @@ Result<Snapshot> Collector::Impl::snapshot() {
   }
   std::size_t reclaim_n = 0;
   if (reclaim_skel) {
-    const uint64_t gen = __atomic_load_n(&reclaim_skel->bss->reclaim_gen, __ATOMIC_ACQUIRE);
-    if (opts.legacy_reads || reclaim_gen.due(gen)) {
-      auto r = reclaim_reader.read(bpf_map__fd(reclaim_skel->maps.cg_reclaim), opts.max_cgroups);
-      if (!r) {
-        return std::move(r).error().wrap("reading cg_reclaim");
-      }
-      reclaim_gen.walked(gen);
-      reclaim_n = *r;
-    } else {
-      reclaim_reader.reuse();
-      reclaim_n = reclaim_reader.count();
-      ++stats.map_walks_skipped;
+    auto r = readIfChanged(reclaim_reader, reclaim_gen, &reclaim_skel->bss->reclaim_gen,
+                           bpf_map__fd(reclaim_skel->maps.cg_reclaim));
+    if (!r) {
+      return std::move(r).error().wrap("reading cg_reclaim");
     }
+    reclaim_n = *r;
   }
 
   // Entries whose deletion failed (and failed again just now) belong to dead cgroups: not

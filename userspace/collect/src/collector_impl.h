@@ -100,6 +100,12 @@ class Collector::Impl {
   void initReaders();
   [[nodiscard]] uint64_t sumMapBytes() const;
   Result<std::unordered_map<uint64_t, detail::SchedEntry>> readSched();
+  // Reads a hash map through `reader` only when `gen` (its BPF generation counter in .bss)
+  // moved or `seen` was invalidated; otherwise the last read stands. Returns the entry count.
+  Result<std::size_t> readIfChanged(bpf::MapReader& reader,
+                                    bpf::MapGeneration& seen,
+                                    const __u64* gen,
+                                    int fd);
   void releaseSlots();
   bool cleanupWrite(std::string_view map, const std::function<int()>& write);
   bool deleteKey(std::string_view map, int fd, const void* key);

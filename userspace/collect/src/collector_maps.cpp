@@ -163,19 +163,12 @@ Result<std::unordered_map<uint64_t, detail::SchedEntry>> Collector::Impl::readSc
       sums.reset();
     }
   }
-  std::size_t slots = slots_reader.count();
-  const uint64_t gen = __atomic_load_n(&sched_skel->bss->slots_gen, __ATOMIC_ACQUIRE);
-  if (opts.legacy_reads || slots_gen.due(gen)) {
-    auto n = slots_reader.read(bpf_map__fd(sched_skel->maps.cg_slots), opts.max_cgroups);
-    if (!n) {
-      return std::move(n).error().wrap("reading cg_slots");
-    }
-    slots_gen.walked(gen);
-    slots = *n;
-  } else {
-    slots_reader.reuse();
-    ++stats.map_walks_skipped;
+  auto n = readIfChanged(slots_reader, slots_gen, &sched_skel->bss->slots_gen,
+                         bpf_map__fd(sched_skel->maps.cg_slots));
+  if (!n) {
+    return std::move(n).error().wrap("reading cg_slots");
   }
+  const std::size_t slots = *n;
   if (slots == 0) {
     sched_reader.clear();
     return out;
@@ -206,6 +199,24 @@ Result<std::unordered_map<uint64_t, detail::SchedEntry>> Collector::Impl::readSc
     }
   }
   return out;
+}
+
+Result<std::size_t> Collector::Impl::readIfChanged(bpf::MapReader& reader,
+                                                   bpf::MapGeneration& seen,
+                                                   const __u64* gen,
+                                                   int fd) {
+  // Loaded before the walk: a write the walk misses moves the counter past it.
+  const uint64_t g = __atomic_load_n(gen, __ATOMIC_ACQUIRE);
+  if (!opts.legacy_reads && !seen.due(g)) {
+    reader.reuse();
+    ++stats.map_walks_skipped;
+    return reader.count();
+  }
+  auto n = reader.read(fd, opts.max_cgroups);
+  if (n) {
+    seen.walked(g);
+  }
+  return n;
 }
 
 // Slots quarantined at the previous snapshot: zero them (on every CPU, and their count of

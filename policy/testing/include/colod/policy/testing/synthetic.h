@@ -46,6 +46,8 @@ class Sim {
   [[nodiscard]] int round() const { return round_; }
 
  private:
+  RoundResult advance(std::vector<ContainerSample> samples, int64_t interval_ns, bool event_round);
+
   Engine engine_;
   int cpus_;
   int64_t now_ = 0;
