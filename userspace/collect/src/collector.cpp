@@ -48,9 +48,7 @@ constexpr uint64_t kRescanEveryTicks = 600;
 
 using detail::roundUp8;
 
-// u64 counters (pairs, cpu.stat) never wrap: a decrease means the entry (or the cgroup) was
-// re-created.
-uint64_t sub(uint64_t cur, uint64_t prev) { return cur >= prev ? cur - prev : cur; }
+using detail::sub;
 
 Psi toPsi(const cgroup::Psi& p) {
   Psi out;

@@ -33,6 +33,10 @@
 
 namespace colod::collect::detail {
 
+// A u64 counter read twice (pairs, cpu.stat): u64 counters never wrap, so a decrease means the
+// entry (or the cgroup) was re-created, and all of cur is new.
+constexpr uint64_t sub(uint64_t cur, uint64_t prev) { return cur >= prev ? cur - prev : cur; }
+
 // Per-CPU map values are laid out value_size rounded up to 8, once per possible CPU.
 constexpr std::size_t roundUp8(std::size_t n) { return (n + 7) & ~std::size_t{7}; }
 

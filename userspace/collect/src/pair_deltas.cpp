@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "entry_delta.h"
+
 namespace colod::collect::detail {
 
 void PairDeltas::update(const uint8_t* keys,
@@ -27,8 +29,7 @@ void PairDeltas::update(const uint8_t* keys,
       } else {
         st = &state_.try_emplace(k).first->second;
       }
-      // u64 counts never wrap; one that went down was deleted and re-created: all of it is new.
-      const uint64_t d = st->seen == 0 || v < st->value ? v : v - st->value;
+      const uint64_t d = st->seen == 0 ? v : sub(v, st->value);
       *st = State{v, tick};
       if (d != 0) {
         deltas_.emplace_back(k, d);
