@@ -87,14 +87,14 @@ bool EngineState::placeCpusetAtCreation(Tracked& t,
   r.lever = Lever::Cpuset;
   r.rung = step.rung;
   r.applied = *values;
-  r.original = leverValues(t.info.resources, Lever::Cpuset);
+  r.original = originalOf(t.info.resources, Lever::Cpuset, r.applied);
   r.owners.insert(key);
   t.last_applied[Lever::Cpuset] = r.applied;
   t.last_original[Lever::Cpuset] = r.original;
   std::ostringstream os;
   os << "placed at creation because " << because << ": "
      << describeValues(current(t, Lever::Cpuset), Lever::Cpuset) << " -> "
-     << describeValues(*values, Lever::Cpuset);
+     << describeValues(*values, Lever::Cpuset) << moveNote(t, *values);
   t.last_change_round = round_;
   t.last_explanation = os.str();
   out.push_back(makeDecision(DecisionKind::Engage, Lever::Cpuset, step.rung, t, *values,

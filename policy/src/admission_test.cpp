@@ -129,6 +129,46 @@ TEST(AdmissionTest, NeverOntoCpusAProtectedContainerIsPinnedTo) {
   EXPECT_EQ(*r.decisions[0].new_values.cpuset_cpus, "1-2");
 }
 
+// Issue #19 (blame.sh's other-cpus trials): placed off a pinned LS's CPU, the new BE lands on the
+// CPU another BE is pinned to and keeps busy. It starts with a CFS quota of what that BE leaves
+// idle (here the floor), so the placement does not take the innocent's CPU by pod weight.
+TEST(AdmissionTest, APlacementOntoABusyBesCpuTakesOnlyWhatItLeavesIdle) {
+  Sim sim{cpusetFirst(), 2};
+  ContainerInfo web = lsInfo("web", 2);
+  web.resources.cpuset_cpus = "1";
+  web.resources.cpu_shares = 409;
+  sim.add(web);
+  ContainerInfo away = beInfo("away", 2, 1024);
+  away.resources.cpuset_cpus = "0";
+  sim.add(away);
+  for (int i = 0; i < 3; ++i) {
+    (void)sim.step({lsSample("web", 200), beSample("away", 95'000'000)});
+  }
+  const RoundResult r = sim.engine().admit(beInfo("batch", 2, 1024), sim.now());
+  ASSERT_EQ(r.decisions.size(), 1u);
+  const Decision& d = r.decisions[0];
+  EXPECT_EQ(d.rule, "admission");
+  EXPECT_EQ(d.new_values.cpuset_cpus, "0");
+  EXPECT_EQ(d.new_values.cpu_quota, 10'000) << "away needs 0.95 of CPU 0: the quota floor";
+  EXPECT_EQ(d.new_values.cpu_period, 100'000);
+  EXPECT_EQ(d.original_values.cpu_quota, -1);
+  EXPECT_NE(d.explanation.find("the move takes only what they leave idle"), std::string::npos)
+      << d.explanation;
+  const auto applied = sim.engine().applied();
+  ASSERT_EQ(applied.size(), 1u);
+  EXPECT_EQ(applied[0].applied_values.cpu_quota, 10'000) << "journaled with its quota";
+
+  // A BE on no one's CPU: no quota.
+  Sim quiet{cpusetFirst(), 2};
+  quiet.add(web);
+  quiet.add(away);
+  (void)quiet.step({lsSample("web", 200), beSample("away", 0)});
+  const RoundResult q = quiet.engine().admit(beInfo("batch", 2, 1024), quiet.now());
+  ASSERT_EQ(q.decisions.size(), 1u);
+  EXPECT_EQ(q.decisions[0].new_values.cpuset_cpus, "0");
+  EXPECT_FALSE(q.decisions[0].new_values.cpu_quota.has_value()) << "away is idle";
+}
+
 // Issue #19: a BE the CPU weights already keep off the LS (a light job with a small request) is
 // not restricted at creation; why is said (explain) and nothing is applied.
 TEST(AdmissionTest, ABeTheWeightsAlreadyHoldBackIsNotPlaced) {

@@ -523,11 +523,10 @@ std::string EngineState::verdictText(const BlameEvidence& e) const {
              count(ac.min_blame_preemptions) + " preemptions and " +
              std::to_string(ac.min_blame_wait_us) + " µs of wait)";
     case Verdict::ThinSince:
-      return "not enough evidence since the last rung was applied: " +
-             count(e.fresh_preemptions) + " preemptions, " + us(e.fresh_wait_ns) +
-             " wait under the rungs in force (needs " + count(ac.min_blame_preemptions) +
-             " preemptions and " + std::to_string(ac.min_blame_wait_us) +
-             " µs of wait); before them: " + evidenceText(e);
+      return "not enough evidence since the last rung was applied: " + count(e.fresh_preemptions) +
+             " preemptions, " + us(e.fresh_wait_ns) + " wait under the rungs in force (needs " +
+             count(ac.min_blame_preemptions) + " preemptions and " +
+             std::to_string(ac.min_blame_wait_us) + " µs of wait); before them: " + evidenceText(e);
     case Verdict::NoEvidence:
       return "no evidence: it neither preempted the victim nor ran on its CPUs";
     case Verdict::Blamed:

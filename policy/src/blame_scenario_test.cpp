@@ -6,6 +6,7 @@
 // does not control, and the engage -> undo -> engage loop.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -84,6 +85,12 @@ TEST(BlameScenario, BeOnOtherCpusIsSparedAndTheAntagonistIsMoved) {
   EXPECT_EQ(d.lever, Lever::Cpuset);
   EXPECT_EQ(d.new_values.cpuset_cpus, "0") << "moved off the victim's CPU, not at_floor";
   EXPECT_EQ(d.original_values.cpuset_cpus, "1");
+  // "far" needs 0.95 of CPU 0: the move takes only what it leaves idle, the quota floor here.
+  EXPECT_EQ(d.new_values.cpu_quota, 10'000);
+  EXPECT_EQ(d.new_values.cpu_period, 100'000);
+  EXPECT_EQ(d.original_values.cpu_quota, -1) << "no quota of its own: restored to max";
+  EXPECT_NE(d.explanation.find("the move takes only what they leave idle"), std::string::npos)
+      << d.explanation;
   EXPECT_EQ(countFindings(rounds, "at_floor"), 0);
   EXPECT_FALSE(restricted(sim.engine(), "far"));
 
@@ -105,6 +112,82 @@ TEST(BlameScenario, BeOnOtherCpusIsSparedAndTheAntagonistIsMoved) {
   EXPECT_GT(near->blame[0].overlap_ns, 0u) << "it ran on CPU 1 before the move";
   EXPECT_NE(near->blame[0].why.find("blamed and restricted"), std::string::npos)
       << near->blame[0].why;
+}
+
+// Issue 19, the other-cpus, duty and bursty trials of blame.sh (sessions 10-12): the antagonist
+// moved off the pinned LS's CPU landed on the CPU an innocent is pinned to and, its pod weight
+// equal to the innocent's, took a third of that CPU. The move carries a quota of what the
+// innocent leaves idle; as the innocent stops, the quota is given back in steps (its demand is
+// remembered over a few blame windows: a duty cycle's idle part does not hand its CPU away), and
+// taken again when it comes back. The LS never sees the antagonist again.
+//
+// The weights are blame.sh's (LS request 400m, BE 1000m): on its one CPU the LS's weight gives it
+// 0.29 of a CPU against the hog, less than its 0.3, so the move is held while the hog saturates
+// what it leaves it (relaxWouldHurt() counts the victim's CPUs; it compared the whole node's
+// share and gave the move back 1-4 s after it was made, and the LS was hurt again).
+TEST(BlameScenario, AMoveOntoAnInnocentsCpuTakesOnlyWhatItLeavesIdle) {
+  Sim sim{Config{}};
+  ContainerInfo ls = pinned(lsInfo("web"), "1");
+  ls.resources.cpu_shares = 409;
+  sim.add(ls);
+  sim.add(pinned(beInfo("away", 2, 1024), "0"));
+  sim.add(beInfo("hog", 2, 1024));
+  auto quotaOf = [&]() -> int64_t {
+    for (const auto& a : sim.engine().applied()) {
+      if (a.target_id == "hog" && a.lever == Lever::Cpuset) {
+        return a.applied_values.cpu_quota.value_or(0);
+      }
+    }
+    return -2;  // not moved
+  };
+  auto step = [&](int r, uint64_t away_ns) {
+    const bool moved = restricted(sim.engine(), "hog", Lever::Cpuset);
+    auto web = r > 5 && !moved ? lsSample("web", kHurtP99, {{"hog", 80, 8'000'000}})
+                               : lsSample("web", kQuietP99, {});
+    // It takes all its quota allows (a whole CPU uncapped).
+    const uint64_t hog_ns =
+        moved && quotaOf() > 0 ? static_cast<uint64_t>(quotaOf()) * 1000 : 100'000'000;
+    return sim.step({web, beSample("away", away_ns), beSample("hog", hog_ns)});
+  };
+  int r = 1;
+  for (; r <= 30; ++r) {
+    (void)step(r, 67'000'000);  // the hog took a third of CPU 0 before the move
+  }
+  ASSERT_TRUE(restricted(sim.engine(), "hog", Lever::Cpuset));
+  EXPECT_EQ(targets(sim), std::set<std::string>{"hog"}) << "the innocent is never restricted";
+  const int64_t engaged = quotaOf();
+  EXPECT_NEAR(static_cast<double>(engaged), 33'000, 1'000) << "CPU 0's idle third";
+  // The innocent stops: the quota rises in steps, then the cap goes.
+  std::vector<int64_t> seen{engaged};
+  for (; r <= 330; ++r) {
+    (void)step(r, 0);
+    if (quotaOf() != seen.back()) {
+      seen.push_back(quotaOf());
+    }
+  }
+  ASSERT_GE(seen.size(), 3u) << "given back in steps";
+  EXPECT_TRUE(std::is_sorted(seen.begin(), seen.end() - 1)) << "only raised while it is idle";
+  EXPECT_EQ(seen.back(), 0) << "no cap once nothing is left to protect";
+  EXPECT_TRUE(restricted(sim.engine(), "hog", Lever::Cpuset)) << "still off the LS's CPU";
+  // After 10 idle rounds the quota is still where it was: an innocent's short pause hands
+  // nothing over (the first raise needs its remembered peak to fall by 0.1 of a CPU).
+  int64_t first_raise_round = -1;
+  for (const auto& d : sim.decisions()) {
+    if (d.rule == "move_quota_resized" && first_raise_round < 0) {
+      first_raise_round = d.at_ns / testing::kIntervalNs;
+      EXPECT_EQ(d.kind, DecisionKind::Relax);
+      EXPECT_EQ(d.victim_id, "web");
+      EXPECT_NE(d.explanation.find("resize the quota"), std::string::npos) << d.explanation;
+    }
+  }
+  EXPECT_GT(first_raise_round, 40);
+  // It comes back: the cap comes back with it, within the change cooldown.
+  for (int i = 0; i < 10; ++i, ++r) {
+    (void)step(r, 95'000'000);
+  }
+  EXPECT_EQ(quotaOf(), 10'000) << "the innocent needs 0.95 of CPU 0 again: the floor";
+  EXPECT_EQ(sim.decisions().back().kind, DecisionKind::Escalate);
+  EXPECT_EQ(targets(sim), std::set<std::string>{"hog"});
 }
 
 // Issue 19, the fork trial of blame.sh (session 11): the antagonist was moved off the LS's CPU,
@@ -154,7 +237,8 @@ TEST(BlameScenario, ARungOnTopCountsOnlyWhatHappenedUnderTheRungsInForce) {
     if (!still_preempts) {
       const Finding* f = findFinding(rounds, "not_enough_evidence");
       ASSERT_NE(f, nullptr) << "the ladder stops and says why";
-      EXPECT_NE(f->message.find("since the last rung was applied"), std::string::npos) << f->message;
+      EXPECT_NE(f->message.find("since the last rung was applied"), std::string::npos)
+          << f->message;
     }
   }
 }

@@ -214,6 +214,7 @@ RoundResult EngineState::evaluate(const Snapshot& snap) {
     return ep.phase == Phase::Holding && hits < config_.detection.hit_intervals;
   });
   startEpisodes(result.decisions, result.findings);
+  refreshMoveQuotas(result.decisions);
   // Decay the relax backoff of containers long quiet without an episode.
   for (auto& [id, t] : tracked_) {
     if (t.relax_backoff > 1 && t.sampled &&
@@ -227,10 +228,14 @@ RoundResult EngineState::evaluate(const Snapshot& snap) {
       it->second.last_explanation = f.message;
     }
   }
+  const double peak_decay =
+      1.0 - 1.0 / static_cast<double>(kPeakMemoryWindows *
+                                      std::max(config_.actions.blame_window_intervals, 1));
   for (auto& [id, t] : tracked_) {
     // Recent demand for admission (read between rounds): the last round's use, or a decaying
     // memory of a busier one (a starved or unsampled round does not make a busy LS look idle).
     t.last_cpus = std::max(t.sampled ? cpusUsed(t) : 0.0, t.last_cpus * 0.7);
+    t.peak_cpus = std::max(t.sampled ? cpusUsed(t) : 0.0, t.peak_cpus * peak_decay);
     t.sample = nullptr;  // the snapshot is not ours to keep
   }
   running_be_.clear();  // pointers into tracked_: not kept across registry changes

@@ -35,6 +35,8 @@ inline constexpr double kRunningCpuFraction = 0.01;
 inline constexpr double kSaturatedFraction = 0.9;
 // The LS demand "fits" its weighted share of the node when it is at most this share of it.
 inline constexpr double kFitsShareFraction = 0.8;
+// Tracked::peak_cpus decays by 1 / (this many blame windows) per round.
+inline constexpr int kPeakMemoryWindows = 3;
 
 // The evidence against one BE for one victim, summed over the blame window with decay
 // (attribution.cpp): only what the BE did where the victim waits.
@@ -118,6 +120,10 @@ struct Tracked {
   std::vector<double> wait_ring;  // wait load of the last window_intervals intervals
   ContainerSample const* sample = nullptr;  // valid during evaluate() only
   double last_cpus = 0;  // recent on-CPU in CPUs, decaying (read between rounds: admission)
+  // Peak on-CPU in CPUs, decaying over about kPeakMemoryWindows blame windows: what a BE on
+  // CPUs colod moves another container onto needs when it runs (moveQuota(); a duty-cycled BE
+  // idle at the move still counts).
+  double peak_cpus = 0;
   uint64_t memory_growth = 0;
   std::optional<uint64_t> last_memory;
   // As a target.
@@ -266,6 +272,26 @@ class EngineState {
   [[nodiscard]] Resources current(const Tracked& t, Lever lever) const;
   [[nodiscard]] std::vector<int> targetCpus(const Tracked& t) const;
   std::optional<Resources> restricted(const Tracked& t, const Tracked& v, Lever lever) const;
+  // A move onto CPUs other BE already use (issue 19: a moved antagonist crowded an innocent
+  // pinned there): the CFS quota that leaves them what they need, or nullopt when the move
+  // takes nothing from anyone. *why (if given) says how it was sized.
+  struct MoveQuota {
+    int64_t quota_us = 0;
+    int64_t period_us = 0;
+    double others = 0;  // the peak demand of BE colod did not move there, in CPUs
+    int moved = 0;      // containers colod moved there, this one included
+  };
+  [[nodiscard]] std::optional<MoveQuota> moveQuota(const Tracked& t,
+                                                   const std::vector<int>& cpus) const;
+  // The values a restriction replaces: the lever's, and the CFS quota when the applied values
+  // carry one (a cpuset move with its quota).
+  [[nodiscard]] static Resources originalOf(const Resources& registry,
+                                            Lever lever,
+                                            const Resources& applied);
+  // "" or why `values` (a cpuset move) carry a quota, for decision texts.
+  [[nodiscard]] std::string moveNote(const Tracked& t, const Resources& values) const;
+  // Re-sizes the quota of moved containers as the BE around them changes (moveQuota()).
+  void refreshMoveQuotas(std::vector<Decision>& out);
   // quota.cpp
   [[nodiscard]] bool anyQuota() const;
   [[nodiscard]] uint64_t minQuotaUs() const;

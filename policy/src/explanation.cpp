@@ -28,6 +28,9 @@ std::string describeValues(const Resources& r, Lever lever) {
       break;
     case Lever::Cpuset:
       os << "cpuset " << (r.cpuset_cpus ? *r.cpuset_cpus : "unset");
+      if (r.cpu_quota) {  // a move onto CPUs other BE use carries a quota (moveQuota())
+        os << " with " << describeValues(r, Lever::CpuQuota);
+      }
       break;
     case Lever::CpuQuota:
       // No quota is written one way everywhere: "max" (as cgroup v2 cpu.max does), whether the

@@ -84,7 +84,7 @@ EngineState::RungResult EngineState::applyRung(Episode& ep,
     r.lever = lever;
     r.rung = rung;
     r.applied = *values;
-    r.original = leverValues(t.info.resources, lever);
+    r.original = originalOf(t.info.resources, lever, r.applied);
     // The registry may still show what we applied last time (it is refreshed after NRI
     // applies a change): then the true original is the one we remembered.
     if (auto lt = t.last_applied.find(lever);
@@ -105,7 +105,7 @@ EngineState::RungResult EngineState::applyRung(Episode& ep,
          << " µs wait, " << a.oncpu_ns / 1000 << " µs on the victim's CPUs";
     }
     os << "); " << describeValues(current(t, lever), lever) << " -> "
-       << describeValues(*values, lever);
+       << describeValues(*values, lever) << moveNote(t, *values);
     t.last_change_round = round_;
     t.last_explanation = os.str();
     out.push_back(makeDecision(kind, lever, rung, t, *values,
@@ -364,7 +364,7 @@ void EngineState::extendSteps(const std::string& key,
       r.lever = Lever::Cpuset;
       r.rung = step.rung;
       r.applied = *values;
-      r.original = leverValues(t->info.resources, Lever::Cpuset);
+      r.original = originalOf(t->info.resources, Lever::Cpuset, r.applied);
       if (auto lt = t->last_applied.find(Lever::Cpuset);
           lt != t->last_applied.end() && lt->second == r.original) {
         r.original = t->last_original[Lever::Cpuset];
@@ -378,7 +378,7 @@ void EngineState::extendSteps(const std::string& key,
          << static_cast<int>(cpusUsed(*t) * 100) << "% of a CPU) while " << displayName(v.info)
          << " is protected by it, so it starts off the victim's CPUs; "
          << describeValues(current(*t, Lever::Cpuset), Lever::Cpuset) << " -> "
-         << describeValues(*values, Lever::Cpuset);
+         << describeValues(*values, Lever::Cpuset) << moveNote(*t, *values);
       t->last_change_round = round_;
       t->last_explanation = os.str();
       out.push_back(makeDecision(DecisionKind::Escalate, Lever::Cpuset, step.rung, *t, *values,

@@ -168,6 +168,10 @@ std::optional<Resources> EngineState::restricted(const Tracked& t,
         return std::nullopt;
       }
       out.cpuset_cpus = formatCpuList(keep);
+      if (auto mq = moveQuota(t, keep)) {
+        out.cpu_quota = mq->quota_us;
+        out.cpu_period = mq->period_us;
+      }
       return out;
     }
     case Lever::CpuQuota:
@@ -189,6 +193,187 @@ std::optional<Resources> EngineState::restricted(const Tracked& t,
     }
   }
   return std::nullopt;
+}
+
+// What moving t onto `cpus` (sorted) would take from the BE containers already there: a move
+// only shifts contention, and the BE on the destination never hurt the victim (issue 19: the
+// antagonist moved off a pinned LS's CPU took a third of the CPU of an innocent pinned on the
+// other one, whose pod weight it then matched). NRI cannot lower a pod's weight, so the moved
+// container gets a CFS quota of what those CPUs leave idle after the BE colod did not move
+// there (their peak demand, Tracked::peak_cpus), split among the containers colod moved there
+// that use at least the quota floor (their weights share it among them); never below the quota
+// floor. nullopt: no such BE, or the cap would barely bind.
+std::optional<EngineState::MoveQuota> EngineState::moveQuota(const Tracked& t,
+                                                             const std::vector<int>& cpus) const {
+  if (cpus.empty()) {
+    return std::nullopt;
+  }
+  MoveQuota mq;
+  mq.moved = 1;
+  // A moved container counts in the split once it uses at least the quota floor.
+  const double floor_cpus =
+      static_cast<double>(minQuotaUs()) / static_cast<double>(config_.levers.quota_period_us);
+  for (const auto& [id, x] : tracked_) {
+    if (id == t.info.id || x.tier != Tier::Be || x.info.exclusive_cpus) {
+      continue;
+    }
+    const std::vector<int> xc = targetCpus(x);
+    const auto overlap = std::count_if(xc.begin(), xc.end(), [&](int c) {
+      return std::binary_search(cpus.begin(), cpus.end(), c);
+    });
+    if (overlap == 0) {
+      continue;
+    }
+    if (auto rt = restrictions_.find(id);
+        rt != restrictions_.end() && rt->second.count(Lever::Cpuset) != 0) {
+      if (x.peak_cpus >= floor_cpus) {
+        ++mq.moved;  // moved there by colod too, and busy: they share what is left
+      }
+      continue;
+    }
+    mq.others += x.peak_cpus * static_cast<double>(overlap) / static_cast<double>(xc.size());
+  }
+  if (mq.others < kRunningCpuFraction) {
+    return std::nullopt;
+  }
+  const auto n = static_cast<double>(cpus.size());
+  const double share = std::max(0.0, n - mq.others) / static_cast<double>(mq.moved);
+  if (share >= kSaturatedFraction * n) {
+    return std::nullopt;
+  }
+  const auto& own = t.info.resources;
+  mq.period_us = static_cast<int64_t>(own.cpu_period.value_or(config_.levers.quota_period_us));
+  if (mq.period_us <= 0) {
+    mq.period_us = static_cast<int64_t>(config_.levers.quota_period_us);
+  }
+  mq.quota_us =
+      std::max(static_cast<int64_t>(minQuotaUs()),
+               static_cast<int64_t>(std::llround(share * static_cast<double>(mq.period_us))));
+  if (own.cpu_quota && *own.cpu_quota > 0 &&
+      static_cast<double>(*own.cpu_quota) / static_cast<double>(mq.period_us) <=
+          static_cast<double>(mq.quota_us) / static_cast<double>(mq.period_us)) {
+    return std::nullopt;  // its own limit is tighter already
+  }
+  return mq;
+}
+
+Resources EngineState::originalOf(const Resources& registry,
+                                  Lever lever,
+                                  const Resources& applied) {
+  Resources out = leverValues(registry, lever);
+  if (lever == Lever::Cpuset && applied.cpu_quota) {
+    out.cpu_quota = registry.cpu_quota.value_or(-1);
+    out.cpu_period = registry.cpu_period.value_or(100'000);
+  }
+  return out;
+}
+
+std::string EngineState::moveNote(const Tracked& t, const Resources& values) const {
+  if (!values.cpu_quota || !values.cpuset_cpus) {
+    return "";
+  }
+  auto cpus = parseCpuList(*values.cpuset_cpus);
+  if (!cpus) {
+    return "";
+  }
+  std::sort(cpus->begin(), cpus->end());
+  const auto mq = moveQuota(t, *cpus);
+  if (!mq) {
+    return "";
+  }
+  std::ostringstream os;
+  os << " (other BE on cpuset " << *values.cpuset_cpus << " need "
+     << std::round(mq->others * 100) / 100 << " of its " << cpus->size()
+     << " CPUs at their peak: the move takes only what they leave idle"
+     << (mq->moved > 1 ? ", shared by the " + std::to_string(mq->moved) + " moved there" : "")
+     << ")";
+  return os.str();
+}
+
+void EngineState::refreshMoveQuotas(std::vector<Decision>& out) {
+  for (auto& [id, levers] : restrictions_) {
+    auto jt = levers.find(Lever::Cpuset);
+    auto tt = tracked_.find(id);
+    if (jt == levers.end() || tt == tracked_.end() || !budget()) {
+      continue;
+    }
+    Restriction& r = jt->second;
+    Tracked& t = tt->second;
+    if (round_ - t.last_change_round < config_.actions.change_cooldown_intervals) {
+      continue;
+    }
+    auto cpus = parseCpuList(r.applied.cpuset_cpus.value_or(""));
+    if (!cpus || cpus->empty()) {
+      continue;
+    }
+    std::sort(cpus->begin(), cpus->end());
+    const auto n = static_cast<double>(cpus->size());
+    auto cpusOf = [&](const Resources& x) {
+      return x.cpu_quota && *x.cpu_quota > 0
+                 ? static_cast<double>(*x.cpu_quota) /
+                       static_cast<double>(x.cpu_period.value_or(100'000))
+                 : n;
+    };
+    const auto mq = moveQuota(t, *cpus);
+    const double have = cpusOf(r.applied);
+    Resources next = r.applied;
+    if (mq) {
+      next.cpu_quota = mq->quota_us;
+      next.cpu_period = mq->period_us;
+    } else {
+      next.cpu_quota.reset();  // the runtime's own quota comes back (the overlay drops it)
+      next.cpu_period.reset();
+    }
+    const double want = cpusOf(next);
+    if (!r.applied.cpu_quota && !mq) {
+      continue;
+    }
+    // Small changes wait (each one is an UpdateContainers and a cooldown); lifting the cap does
+    // not (nothing is left to protect).
+    if (mq && std::abs(want - have) < std::max(0.1, 0.25 * std::min(want, have))) {
+      continue;
+    }
+    const Resources before = r.applied;
+    r.applied = next;
+    if (!mq) {
+      r.original.cpu_quota.reset();
+      r.original.cpu_period.reset();
+    } else if (!r.original.cpu_quota) {
+      const Resources orig = originalOf(t.info.resources, Lever::Cpuset, next);
+      r.original.cpu_quota = orig.cpu_quota;
+      r.original.cpu_period = orig.cpu_period;
+    }
+    t.last_applied[Lever::Cpuset] = r.applied;
+    t.last_original[Lever::Cpuset] = r.original;
+    const Episode* ep = nullptr;
+    const Tracked* victim = nullptr;
+    if (!r.owners.empty()) {
+      if (auto e = episodes_.find(*r.owners.begin()); e != episodes_.end()) {
+        ep = &e->second;
+        if (auto v = tracked_.find(ep->victim_id); v != tracked_.end()) {
+          victim = &v->second;
+        }
+      }
+    }
+    std::ostringstream os;
+    os << "resize the quota of " << displayName(t.info) << " on its cpuset "
+       << r.applied.cpuset_cpus.value_or("") << ": ";
+    if (mq) {
+      os << "the BE colod did not move there now need " << std::round(mq->others * 100) / 100
+         << " of its " << cpus->size() << " CPUs at their peak";
+    } else {
+      os << "the BE colod did not move there no longer need enough of its CPUs to cap it";
+    }
+    os << "; " << describeValues(before, Lever::Cpuset) << " -> "
+       << describeValues(r.applied, Lever::Cpuset);
+    t.last_change_round = round_;
+    t.last_explanation = os.str();
+    out.push_back(makeDecision(want < have ? DecisionKind::Escalate : DecisionKind::Relax,
+                               Lever::Cpuset, r.rung, t, r.applied,
+                               restoreValues(r.original, Lever::Cpuset, node_cpus_), victim, ep, {},
+                               "move_quota_resized", os.str()));
+    ++changes_this_round_;
+  }
 }
 
 }  // namespace colod::policy

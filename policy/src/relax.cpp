@@ -24,6 +24,7 @@ std::optional<std::string> EngineState::relaxWouldHurt(const Step& top, const Tr
   }
   double be_used = 0;
   std::set<int> allowed_cpus;
+  double capped = 0;  // what the cpuset step leaves them, a moved container's quota included
   for (const std::string& id : top.targets) {
     auto it = tracked_.find(id);
     if (it == tracked_.end() || !it->second.sampled) {
@@ -31,16 +32,31 @@ std::optional<std::string> EngineState::relaxWouldHurt(const Step& top, const Tr
     }
     be_used += cpusUsed(it->second);
     if (top.lever == Lever::Cpuset) {
-      for (int c : targetCpus(it->second)) {
-        allowed_cpus.insert(c);
-      }
+      const std::vector<int> cpus = targetCpus(it->second);
+      allowed_cpus.insert(cpus.begin(), cpus.end());
+      const Resources applied = current(it->second, Lever::Cpuset);
+      capped += applied.cpu_quota && *applied.cpu_quota > 0
+                    ? static_cast<double>(*applied.cpu_quota) /
+                          static_cast<double>(applied.cpu_period.value_or(100'000))
+                    : static_cast<double>(cpus.size());
     }
   }
-  const double allowance =
-      top.lever == Lever::Cpuset ? static_cast<double>(allowed_cpus.size()) : quota_budget_;
+  const double allowance = top.lever == Lever::Cpuset
+                               ? std::min(static_cast<double>(allowed_cpus.size()), capped)
+                               : quota_budget_;
   if (allowance <= 0 || be_used < kSaturatedFraction * allowance) {
     return std::nullopt;
   }
+  // On the victim's CPUs (a pinned victim competes only there, as weightsProtect() counts at
+  // admission; blame.sh's duty trials relaxed a placement 1-4 s after it was made because the
+  // whole node's share was compared, and the LS was hurt again): the protected demand there,
+  // against the running BE the relax would put there (the step's targets) or that is there.
+  const std::vector<int>& vcpus = v.cpus.empty() ? node_cpus_ : v.cpus;
+  auto overlaps = [&](const std::vector<int>& cpus) {
+    const std::vector<int>& c = cpus.empty() ? node_cpus_ : cpus;
+    return std::any_of(c.begin(), c.end(),
+                       [&](int x) { return std::binary_search(vcpus.begin(), vcpus.end(), x); });
+  };
   double ls_demand = 0;
   double ls_weight = 0;
   double be_weight = 0;
@@ -53,15 +69,18 @@ std::optional<std::string> EngineState::relaxWouldHurt(const Step& top, const Tr
     }
     const double w = cpuWeight(t);
     if (t.tier == Tier::Be) {
-      if (cpusUsed(t) >= kRunningCpuFraction) {
+      const bool targeted =
+          std::find(top.targets.begin(), top.targets.end(), id) != top.targets.end();
+      if (cpusUsed(t) >= kRunningCpuFraction && (targeted || overlaps(targetCpus(t)))) {
         be_weight += w;
       }
-    } else {
+    } else if (id == v.info.id || overlaps(t.cpus)) {
       ls_demand += cpusUsed(t);
       ls_weight += w;
     }
   }
-  const double ls_share = nodeCpus() * ls_weight / std::max(ls_weight + be_weight, 1.0);
+  const double ls_share =
+      static_cast<double>(vcpus.size()) * ls_weight / std::max(ls_weight + be_weight, 1.0);
   if (ls_demand <= kFitsShareFraction * ls_share) {
     return std::nullopt;
   }
@@ -71,7 +90,7 @@ std::optional<std::string> EngineState::relaxWouldHurt(const Step& top, const Tr
       << " of the " << std::round(allowance * 100) / 100
       << " CPUs it leaves them, and the non-BE demand of " << std::round(ls_demand * 100) / 100
       << " CPUs is above 80% of the " << std::round(ls_share * 100) / 100
-      << " CPUs the weights would give it against the running BE without the rung";
+      << " CPUs the weights would give it on its CPUs against the running BE without the rung";
   return why.str();
 }
 

@@ -511,7 +511,18 @@ const Scenario kScenarios[] = {
        ASSERT_GT(engaged, 0);
        EXPECT_EQ(joined->at_ns, (engaged + 1) * testing::kIntervalNs);
        EXPECT_EQ(run.count(DecisionKind::Engage), 1);
-       EXPECT_EQ(run.count(DecisionKind::Escalate), 1);
+       // hog2 (unpinned, 0.2 CPU) needs 0.1 of CPU 0 at its peak: the moved containers share
+       // the rest. hog1 alone first (0.9: too little to cap), "idle" joins with half of it,
+       // and hog1 is re-sized to the same half once "idle" runs (moveQuota()).
+       EXPECT_FALSE(run.sim.decisions().front().new_values.cpu_quota);
+       EXPECT_EQ(joined->new_values.cpu_quota, 45'000);
+       const Decision& last = run.sim.decisions().back();
+       EXPECT_EQ(last.rule, "move_quota_resized");
+       EXPECT_EQ(last.target_id, "hog1");
+       EXPECT_EQ(last.new_values.cpu_quota, 45'000);
+       EXPECT_EQ(last.new_values.cpuset_cpus, "0");
+       EXPECT_GT(last.at_ns, 20 * testing::kIntervalNs) << "after idle started running";
+       EXPECT_EQ(run.count(DecisionKind::Escalate), 2);
      }},
     {"RelaxHeldWhileBeSaturatesItsCpus", [](Config& c) { c.actions.cpu_ladder = {Lever::Cpuset}; },
      World{4096}, 80,

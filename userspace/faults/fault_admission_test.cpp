@@ -6,6 +6,8 @@
 // own value when colod is killed and a new colod starts (reconcile: restore). A cpuset the
 // kubelet already set is not set again at creation (two writers of one field at creation fail
 // the container's creation with a second plugin): colod places it by an update instead.
+#include <unistd.h>
+
 #include "fault_fixture.h"
 
 namespace colod::faults::suite {
@@ -163,13 +165,13 @@ TEST_F(AdmissionFaultTest, PlacementRelaxedBackToTheRuntimesValuesAndNothingLeft
   waitLsSeen();
   const std::string all = nodeCpus();
   addPod("batch", "jobs", "be");
-  define({.name = "hog",
-          .pod = "batch",
-          .command =
-              "while [ ! -e " + dir_ + "/go-be ]; do sleep 0.1; done; " + hogLoop("stop-be", 2),
-          .cpu_request_milli = kBeRequestMilli,
-          .cpu_limit_milli = 0,
-          .cpus = all});
+  define(
+      {.name = "hog",
+       .pod = "batch",
+       .command = "while [ ! -e " + dir_ + "/go-be ]; do sleep 0.1; done; " + hogLoop("stop-be", 2),
+       .cpu_request_milli = kBeRequestMilli,
+       .cpu_limit_milli = 0,
+       .cpus = all});
   peer_->mustControl({{"op", "run_pod"}, {"pod", "batch"}});
   start("hog");
   const std::string id = tracked("hog").id;
@@ -205,6 +207,74 @@ TEST_F(AdmissionFaultTest, PlacementRelaxedBackToTheRuntimesValuesAndNothingLeft
   expectJournalEmpty();
   EXPECT_EQ(colod_->kill(SIGTERM, 20s), 0);
   EXPECT_TRUE(atBase("hog")) << cpusOf("hog");
+}
+
+// Issue 19 (blame.sh's other-cpus trials): the placement lands the new BE on the CPUs another BE
+// is pinned to and keeps busy, and with an equal pod weight it would take a share of them. It
+// is created with a CFS quota of what that BE leaves idle (the quota floor on a busy machine),
+// in the creation reply, journaled; when colod is killed, the next colod returns the cpuset and
+// the quota to the runtime's values.
+TEST_F(AdmissionFaultTest, PlacementOntoABusyBesCpusCarriesAQuotaAndIsReleasedAfterAKill) {
+  const std::string all = nodeCpus();
+  const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  if (ncpu < 2 || all != "0-" + std::to_string(ncpu - 1)) {
+    GTEST_SKIP() << "needs two or more online CPUs numbered from 0 (online: " << all << ")";
+  }
+  const std::string last = std::to_string(ncpu - 1);
+  const std::string rest = ncpu == 2 ? "0" : "0-" + std::to_string(ncpu - 2);
+  startPeer();
+  startColod(admissionConfig());
+  addPod("web", "prod", "ls");
+  define({.name = "server",
+          .pod = "web",
+          .command = hogLoop("stop-ls", 1),
+          .cpu_request_milli = 1000,
+          .cpu_limit_milli = 0,
+          .cpus = last});
+  addPod("other", "jobs", "be");
+  define({.name = "away",
+          .pod = "other",
+          .command = hogLoop("stop-away", static_cast<int>(ncpu - 1)),
+          .cpu_request_milli = 1000,
+          .cpu_limit_milli = 0,
+          .cpus = rest});
+  peer_->mustControl({{"op", "run_pod"}, {"pod", "web"}});
+  peer_->mustControl({{"op", "run_pod"}, {"pod", "other"}});
+  start("server");
+  start("away");
+  waitLsSeen();
+  defineBe("");
+  start("hog");
+  const std::string id = tracked("hog").id;
+  const ContainerState placed = state("hog");
+  ASSERT_TRUE(placed.ok) << placed.error;
+  note("hog created with cgroup " + colod::faults::describe(placed.cgroup));
+  EXPECT_EQ(placed.cgroup.cpus, rest) << "placed off the LS's CPU\n" << diagnostics();
+  ASSERT_TRUE(placed.cgroup.cpu_quota.has_value());
+  EXPECT_GT(*placed.cgroup.cpu_quota, 0) << "no quota: it would take the busy BE's CPU\n"
+                                         << diagnostics();
+  EXPECT_LT(*placed.cgroup.cpu_quota, placed.cgroup.cpu_period.value_or(100000) * (ncpu - 1))
+      << "less than the CPUs it was placed on";
+  EXPECT_EQ(updatesFor(id), 0U) << "set by the creation reply, not by an update";
+  const auto entry = colod::faults::journalEntry(colod_->journalPath(), id);
+  ASSERT_TRUE(entry && entry->is_object()) << slurp(colod_->journalPath());
+  EXPECT_NE(entry->dump().find("cpu_quota"), std::string::npos) << entry->dump();
+  EXPECT_NE(slurp(colod_->logPath()).find("the move takes only what they leave idle"),
+            std::string::npos)
+      << diagnostics();
+  EXPECT_EQ(state("away").cgroup.cpus, rest) << "the innocent is not touched";
+  EXPECT_TRUE(atBase("away")) << colod::faults::describe(state("away").cgroup);
+
+  EXPECT_EQ(colod_->kill(SIGKILL, 10s), 128 + SIGKILL);
+  touchStopFile("stop-ls");
+  remove("server");
+  ASSERT_TRUE(colod_->start()) << diagnostics();
+  EXPECT_TRUE(waitFor([&] { return atBase("hog"); }, kReleaseTimeout, kPoll))
+      << "hog still " << colod::faults::describe(state("hog").cgroup) << " after a restart\n"
+      << diagnostics();
+  expectJournalEmpty();
+  touchStopFile("stop-away");
+  touchStopFile("stop-be");
 }
 
 TEST_F(AdmissionFaultTest, OffLeavesTheCreationAlone) {

@@ -2,6 +2,7 @@
 #include "colod/daemon/actuator.h"
 
 #include <algorithm>
+#include <limits>
 #include <set>
 #include <utility>
 
@@ -70,6 +71,19 @@ std::set<std::string> pendingIds(const ReconcilerState& state) {
 
 }  // namespace
 
+namespace {
+
+// A CFS quota in CPUs; no quota (unset, -1 or 0) is unlimited.
+double quotaCpus(const policy::Resources& r) {
+  if (!r.cpu_quota || *r.cpu_quota <= 0) {
+    return std::numeric_limits<double>::infinity();
+  }
+  const auto period = r.cpu_period && *r.cpu_period > 0 ? *r.cpu_period : 100'000;
+  return static_cast<double>(*r.cpu_quota) / static_cast<double>(period);
+}
+
+}  // namespace
+
 Wishes wishesFromRestrictions(const std::vector<policy::AppliedAction>& applied,
                               const std::function<std::string(const std::string& id)>& name_of) {
   Wishes wishes;
@@ -78,10 +92,15 @@ Wishes wishesFromRestrictions(const std::vector<policy::AppliedAction>& applied,
     if (w.name.empty()) {
       w.name = name_of(a.target_id);
     }
+    // Two restrictions may both cap the CFS quota (a cpuset move carries one, and the quota
+    // rung): the tighter one is in force, whichever lever came last.
+    const bool looser_quota = quotaCpus(w.overlay) < quotaCpus(a.applied_values);
     for (Field f : kAllFields) {
-      if (hasField(a.applied_values, f)) {
-        copyField(w.overlay, a.applied_values, f);
+      if (!hasField(a.applied_values, f) ||
+          (looser_quota && (f == Field::CpuQuota || f == Field::CpuPeriod))) {
+        continue;
       }
+      copyField(w.overlay, a.applied_values, f);
     }
     w.why += (w.why.empty() ? "" : "; ") + std::string(policy::leverName(a.lever)) + " rung " +
              std::to_string(a.rung + 1) + " for victim " + a.victim_id.substr(0, 12);

@@ -403,5 +403,38 @@ TEST(Wishes, EveryLeverOnATargetMakesOneOverlay) {
   EXPECT_TRUE(wishesFromRestrictions({}, [](const std::string&) { return ""; }).empty());
 }
 
+// A cpuset move onto a busy BE's CPUs carries a quota (issue 19), and the quota rung caps too:
+// the tighter one is in force, in whichever order the levers come, with its own period.
+TEST(Wishes, TheTighterOfTwoQuotasIsInForce) {
+  policy::AppliedAction move{.target_id = "be",
+                             .victim_id = "victim-0123456789",
+                             .lever = policy::Lever::Cpuset,
+                             .rung = 1,
+                             .applied_values = {},
+                             .original_values = {}};
+  move.applied_values.cpuset_cpus = "0";
+  move.applied_values.cpu_quota = 10'000;
+  move.applied_values.cpu_period = 50'000;  // 0.2 CPU
+  policy::AppliedAction q = move;
+  q.lever = policy::Lever::CpuQuota;
+  q.rung = 2;
+  q.applied_values = quota(30'000);  // 0.3 CPU at 100 ms
+  auto name = [](const std::string& id) { return id; };
+  for (const auto& order : {std::vector{move, q}, std::vector{q, move}}) {
+    const Wishes w = wishesFromRestrictions(order, name);
+    const auto& be = w.at("be");
+    EXPECT_EQ(be.overlay.cpuset_cpus, "0");
+    EXPECT_EQ(be.overlay.cpu_quota, 10'000);
+    EXPECT_EQ(be.overlay.cpu_period, 50'000U);
+  }
+  q.applied_values = quota(15'000);  // 0.15 CPU: now the quota rung is tighter
+  for (const auto& order : {std::vector{move, q}, std::vector{q, move}}) {
+    const Wishes w = wishesFromRestrictions(order, name);
+    EXPECT_EQ(w.at("be").overlay.cpu_quota, 15'000);
+    EXPECT_EQ(w.at("be").overlay.cpu_period, 100'000U);
+    EXPECT_EQ(w.at("be").overlay.cpuset_cpus, "0");
+  }
+}
+
 }  // namespace
 }  // namespace colod::daemon
