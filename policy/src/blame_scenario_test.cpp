@@ -124,7 +124,8 @@ TEST(BlameScenario, BeOnOtherCpusIsSparedAndTheAntagonistIsMoved) {
 // The weights are blame.sh's (LS request 400m, BE 1000m): on its one CPU the LS's weight gives it
 // 0.29 of a CPU against the hog, less than its 0.3, so the move is held while the hog saturates
 // what it leaves it (relaxWouldHurt() counts the victim's CPUs; it compared the whole node's
-// share and gave the move back 1-4 s after it was made, and the LS was hurt again).
+// share and gave the move back 1-4 s after it was made, and the LS was hurt again), and a capped
+// hog that is throttled saturates its quota whatever one tick's use reads.
 TEST(BlameScenario, AMoveOntoAnInnocentsCpuTakesOnlyWhatItLeavesIdle) {
   Sim sim{Config{}};
   ContainerInfo ls = pinned(lsInfo("web"), "1");
@@ -144,10 +145,12 @@ TEST(BlameScenario, AMoveOntoAnInnocentsCpuTakesOnlyWhatItLeavesIdle) {
     const bool moved = restricted(sim.engine(), "hog", Lever::Cpuset);
     auto web = r > 5 && !moved ? lsSample("web", kHurtP99, {{"hog", 80, 8'000'000}})
                                : lsSample("web", kQuietP99, {});
-    // It takes all its quota allows (a whole CPU uncapped).
-    const uint64_t hog_ns =
-        moved && quotaOf() > 0 ? static_cast<uint64_t>(quotaOf()) * 1000 : 100'000'000;
-    return sim.step({web, beSample("away", away_ns), beSample("hog", hog_ns)});
+    // It takes all its quota allows (a whole CPU uncapped); capped, it is throttled, and one
+    // tick's use reads under the quota (ticks and CFS periods are not aligned).
+    const bool capped = moved && quotaOf() > 0;
+    auto hog = beSample("hog", capped ? static_cast<uint64_t>(quotaOf()) * 850 : 100'000'000);
+    hog.nr_throttled = capped ? 1 : 0;
+    return sim.step({web, beSample("away", away_ns), hog});
   };
   int r = 1;
   for (; r <= 30; ++r) {
