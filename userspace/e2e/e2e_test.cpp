@@ -5,15 +5,15 @@
 //
 // Every wait is a bounded poll with a wide margin (the machine is shared and noisy); nothing
 // sleeps as an assertion. Cgroups live under the peer's unique prefix and are removed by it.
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <string>
-
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "harness.h"
 
@@ -188,6 +188,12 @@ TEST_F(ColodE2E, DetectsVictimRestrictsAntagonistAndReleases) {
             0);
   EXPECT_GT(metricValue(m, "colod_process_resident_memory_bytes"), 1 << 20);
   EXPECT_GE(metricValue(m, "colod_nri_updates_sent_total"), 1);
+  // The LS wakes colod between ticks; its files and the restricted BE's are read every tick
+  // (issue #17: the sets follow the containers and the overlays without a walk per tick).
+  EXPECT_EQ(metricValue(m, "colod_watched_cgroups"), 1) << m;
+  EXPECT_TRUE(
+      waitFor([&] { return metricValue(colod_->scrape(), "colod_every_tick_cgroups") == 2; }, 5s))
+      << colod_->scrape();
 
   // Release: the antagonist (and the victim's load) stop; colod gives everything back.
   stopLoads();
@@ -196,6 +202,10 @@ TEST_F(ColodE2E, DetectsVictimRestrictsAntagonistAndReleases) {
                               << diagnostics();
   EXPECT_TRUE(waitFor([&] { return journalOverlays(colod_->journalPath()) == 0; }, 10s))
       << slurp(colod_->journalPath());
+  EXPECT_TRUE(
+      waitFor([&] { return metricValue(colod_->scrape(), "colod_every_tick_cgroups") == 1; }, 5s))
+      << "the released BE is still read every tick\n"
+      << colod_->scrape();
   EXPECT_EQ(colod_->kill(SIGTERM), 0);
 }
 

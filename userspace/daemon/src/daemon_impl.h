@@ -123,7 +123,7 @@ struct Known {
   Clock::time_point cpu_some_at{};  // when cpu_some_total_us was read (PSI is read once a second)
   // The last interval, for coloctl top.
   collect::CgroupSample last;
-  bool has_last = false;
+  uint64_t last_round = 0;  // Impl::rounds_ of `last` (0: never sampled)
 };
 
 inline std::string readSmallFile(const std::string& path) {
@@ -280,6 +280,7 @@ class Daemon::Impl final : public nri::Plugin,
   std::unordered_map<uint64_t, std::string> by_cgroup_;
   uint64_t registry_generation_ = UINT64_MAX;
   uint64_t tick_no_ = 0;
+  uint64_t rounds_ = 0;  // snapshots taken (timer ticks and event rounds)
   bool reconciled_ = false;
   Journal journal_loaded_;
   bool journal_corrupt_ = false;
@@ -313,6 +314,14 @@ class Daemon::Impl final : public nri::Plugin,
   EventRoundLimiter event_limiter_{wakeup_.min_gap};
   std::vector<collect::WatchedCgroup> watched_;
   std::vector<uint64_t> every_tick_;  // cgroup ids given to Collector::setEveryTick
+  // Issue #17: the watched and every-tick sets are rebuilt only when what they are made of
+  // changed -- a container's tier or cgroup, the committed overlays, or the configuration --
+  // not by walking every known container at every tick.
+  uint64_t watch_inputs_gen_ = 1;
+  uint64_t watched_gen_ = 0;
+  uint64_t every_tick_gen_ = 0;
+  std::shared_ptr<const Config> watched_cfg_;
+  std::shared_ptr<const Config> every_tick_cfg_;
   uint64_t watch_errors_ = 0;
   std::atomic<uint64_t> event_wakeups_{0};  // events read from the ring buffer
   std::atomic<uint64_t> event_rounds_{0};   // decision rounds run on them

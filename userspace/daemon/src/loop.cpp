@@ -110,6 +110,9 @@ void Daemon::Impl::syncRegistry(RoundReason reason) {
       }
     });
   }
+  if (changed > 0 || !removed.empty()) {
+    ++watch_inputs_gen_;  // a tier, a cgroup path or the set of containers changed
+  }
   if (changed >= kTrimAfterChanges) {
     // A (re)synchronize just replaced the registry and rebuilt the tables: hand the transient
     // peak (request buffer, decoded copies, old registry, trace lines) back to the kernel
@@ -150,6 +153,7 @@ void Daemon::Impl::resolveCgroups(bool force) {
     }
     k.cgroup_id = st.st_ino;
     k.resolve_error.clear();
+    ++watch_inputs_gen_;
     by_cgroup_[k.cgroup_id] = id;
     log()->debug("container {} -> cgroup {} (id {})", k.display, k.rel, k.cgroup_id);
   }
@@ -205,9 +209,7 @@ void Daemon::Impl::tick(RoundReason reason) {
     auto it = by_cgroup_.find(cgid);
     return it == by_cgroup_.end() ? std::string() : it->second;
   };
-  for (auto& [id, k] : known_) {
-    k.has_last = false;
-  }
+  ++rounds_;
   for (const auto& cg : snap->cgroups) {
     auto it = by_cgroup_.find(cg.id);
     if (it == by_cgroup_.end()) {
@@ -235,17 +237,13 @@ void Daemon::Impl::tick(RoundReason reason) {
     }
     k.reclaim_ns += cg.reclaim_stall_ns;
     k.last = cg;
-    k.has_last = true;
+    k.last_round = rounds_;
     ps.containers.push_back(std::move(sample));
   }
   // A known container without activity had a quiet interval: the engine must see it (relaxing
   // needs quiet intervals of the victim), so it gets an all-zero sample.
-  std::set<std::string> sampled;
-  for (const auto& c : ps.containers) {
-    sampled.insert(c.id);
-  }
   for (const auto& [id, k] : known_) {
-    if (k.cgroup_id != 0 && sampled.count(id) == 0) {
+    if (k.cgroup_id != 0 && k.last_round != rounds_) {
       policy::ContainerSample idle;
       idle.id = id;
       ps.containers.push_back(std::move(idle));
@@ -398,7 +396,7 @@ void Daemon::Impl::publish() {
     row.throttled_periods = k.throttled_periods;
     row.throttled_ns = k.throttled_ns;
     row.reclaim_ns = k.reclaim_ns;
-    if (k.has_last) {
+    if (k.last_round != 0 && k.last_round == rounds_) {
       row.last = &k.last;
       for (const auto& a : k.last.preempted_by) {
         if (row.preempted_by.size() >= 3) {
@@ -449,6 +447,8 @@ void Daemon::Impl::publish() {
   d.ticks = ticks_;
   d.tick_overruns = tick_overruns_;
   d.event_wakeups = event_wakeups_;
+  d.watched_cgroups = watched_.size();
+  d.every_tick_cgroups = every_tick_.size();
   d.event_rounds = event_rounds_;
   d.config_reloads = reloads_;
   d.config_reload_failures = reload_failures_;

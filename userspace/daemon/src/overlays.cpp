@@ -200,6 +200,10 @@ void Daemon::Impl::commitOverlays(const policy::RoundResult* round) {
       wishes.erase(id);  // not committed: the next commit offers it again
     }
   }
+  if (!std::equal(committed_.begin(), committed_.end(), wishes.begin(), wishes.end(),
+                  [](const auto& a, const auto& b) { return a.first == b.first; })) {
+    ++watch_inputs_gen_;  // the restricted containers changed: their files every tick
+  }
   committed_ = std::move(wishes);
   if (journaled) {
     // The version of exactly what was journaled (plus the commit): a release the actuator

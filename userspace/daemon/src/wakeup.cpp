@@ -80,13 +80,19 @@ std::vector<uint64_t> everyTickCgroups(std::span<const WatchCandidate> known,
 // Issue #17: the cgroup files (cpu.stat, PSI) of the victims and of the containers colod
 // restricts are read at every tick; the others every kFilesEveryNTicks-th only.
 void Daemon::Impl::syncEveryTick() {
+  auto conf = cfg();
+  if (every_tick_gen_ == watch_inputs_gen_ && every_tick_cfg_ == conf) {
+    return;
+  }
+  every_tick_gen_ = watch_inputs_gen_;
+  every_tick_cfg_ = conf;
   std::vector<WatchCandidate> cands;
   cands.reserve(known_.size());
   for (const auto& [id, k] : known_) {
     cands.push_back(WatchCandidate{
         .cgroup_id = k.cgroup_id, .tier = k.tier, .restricted = committed_.contains(id)});
   }
-  auto containers = everyTickCgroups(cands, cfg()->policy.detection.victim_tiers);
+  auto containers = everyTickCgroups(cands, conf->policy.detection.victim_tiers);
   if (containers != every_tick_) {
     every_tick_ = containers;
     collector_->setEveryTick(std::move(containers));
@@ -94,28 +100,33 @@ void Daemon::Impl::syncEveryTick() {
 }
 
 void Daemon::Impl::syncWatched() {
+  auto conf = cfg();
+  if (watched_gen_ == watch_inputs_gen_ && watched_cfg_ == conf) {
+    return;
+  }
   std::vector<WatchCandidate> cands;
   cands.reserve(known_.size());
   for (const auto& [id, k] : known_) {
     cands.push_back(WatchCandidate{.cgroup_id = k.cgroup_id, .tier = k.tier});
   }
-  const auto conf = cfg();
   const auto threshold = std::chrono::microseconds(conf->daemon.event_wait_threshold_us);
   auto next = threshold.count() == 0
                   ? std::vector<collect::WatchedCgroup>{}  // off: nothing wakes colod between ticks
                   : watchedCgroups(cands, conf->policy.detection.victim_tiers, threshold);
-  if (next == watched_) {
-    return;
-  }
-  if (auto r = collector_->setWatched(next); !r) {
-    // Retried at the next tick (watched_ is left as it was); a refused map write is rare.
-    if (watch_errors_++ % 100 == 0) {
-      log()->warn("wakeup watch not updated ({} so far): {}", watch_errors_, r.error().message());
+  if (next != watched_) {
+    if (auto r = collector_->setWatched(next); !r) {
+      // Retried at the next tick (watched_ and its generation are left as they were); a refused
+      // map write is rare.
+      if (watch_errors_++ % 100 == 0) {
+        log()->warn("wakeup watch not updated ({} so far): {}", watch_errors_, r.error().message());
+      }
+      return;
     }
-    return;
+    log()->debug("wakeup watch: {} protected cgroups", next.size());
+    watched_ = std::move(next);
   }
-  log()->debug("wakeup watch: {} protected cgroups", next.size());
-  watched_ = std::move(next);
+  watched_gen_ = watch_inputs_gen_;
+  watched_cfg_ = std::move(conf);
 }
 
 // The ring buffer's fd is readable: take its events and run a round now, or leave one pending

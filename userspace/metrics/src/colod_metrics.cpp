@@ -152,6 +152,13 @@ std::string formatColodMetrics(const MetricsView& view) {
       {"colod_event_rounds_total", MetricType::Counter,
        "Decision rounds run on a wakeup, between ticks (at most one per 20 ms).",
        static_cast<double>(d.event_rounds)},
+      {"colod_watched_cgroups", MetricType::Gauge,
+       "Protected cgroups whose run-queue wait wakes colod between ticks.",
+       static_cast<double>(d.watched_cgroups)},
+      {"colod_every_tick_cgroups", MetricType::Gauge,
+       "Cgroups whose cpu.stat is read at every tick (the victims and the containers colod "
+       "restricts); the others at a slower cadence.",
+       static_cast<double>(d.every_tick_cgroups)},
       {"colod_config_reloads_total", MetricType::Counter, "Successful configuration reloads.",
        static_cast<double>(d.config_reloads)},
       {"colod_config_reload_failures_total", MetricType::Counter,

@@ -90,7 +90,11 @@ TEST(ColodMetrics, ReconcileFamilies) {
   v.daemon.reconcile_external_changes = 2;
   v.daemon.journal_errors = 1;
   v.daemon.bpf_kernel_sum_errors = 1;
+  v.daemon.watched_cgroups = 4;
+  v.daemon.every_tick_cgroups = 9;
   const std::string text = formatColodMetrics(v);
+  EXPECT_TRUE(contains(text, "colod_watched_cgroups 4"));
+  EXPECT_TRUE(contains(text, "colod_every_tick_cgroups 9"));
   EXPECT_TRUE(contains(text, "colod_reconcile_tracked 3"));
   EXPECT_TRUE(contains(text, "colod_reconcile_pending 1"));
   EXPECT_TRUE(contains(text, "colod_reconcile_oldest_pending_seconds 2.5"));

@@ -61,8 +61,10 @@ struct DaemonMetrics {
   uint64_t bpf_kernel_sum_errors = 0;  // reads of the summing iterator that failed (then userspace)
   uint64_t ticks = 0;
   uint64_t tick_overruns = 0;
-  uint64_t event_wakeups = 0;  // wakeup events from the BPF side (protected cgroups waiting)
-  uint64_t event_rounds = 0;   // decision rounds run on them (rate-limited)
+  uint64_t event_wakeups = 0;       // wakeup events from the BPF side (protected cgroups waiting)
+  uint64_t event_rounds = 0;        // decision rounds run on them (rate-limited)
+  uint64_t watched_cgroups = 0;     // protected cgroups whose wait wakes colod between ticks
+  uint64_t every_tick_cgroups = 0;  // cgroups whose files are read every tick (victims, restricted)
   uint64_t config_reloads = 0;
   uint64_t config_reload_failures = 0;
   uint64_t unresolved_containers = 0;  // containers whose cgroup could not be found
