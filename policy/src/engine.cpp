@@ -235,7 +235,9 @@ RoundResult EngineState::evaluate(const Snapshot& snap) {
     // Recent demand for admission (read between rounds): the last round's use, or a decaying
     // memory of a busier one (a starved or unsampled round does not make a busy LS look idle).
     t.last_cpus = std::max(t.sampled ? cpusUsed(t) : 0.0, t.last_cpus * 0.7);
-    t.peak_cpus = std::max(t.sampled ? cpusUsed(t) : 0.0, t.peak_cpus * peak_decay);
+    // Decays per timer tick: event rounds between ticks do not make a peak forgotten sooner.
+    t.peak_cpus = std::max(t.sampled ? cpusUsed(t) : 0.0,
+                           snap.event_round ? t.peak_cpus : t.peak_cpus * peak_decay);
     t.sample = nullptr;  // the snapshot is not ours to keep
   }
   running_be_.clear();  // pointers into tracked_: not kept across registry changes

@@ -281,7 +281,23 @@ class EngineState {
     double others = 0;  // the peak demand of BE colod did not move there, in CPUs
     int moved = 0;      // containers colod moved there, this one included
   };
+  // The BE load moveQuota() weighs, built in one pass over the containers: the peak demand of
+  // the BE colod did not move, spread over their CPUs, and the busy containers it moved.
+  struct BeLoad {
+    std::vector<double> unmoved_by_cpu;  // index: CPU number
+    struct Moved {
+      const Tracked* t = nullptr;
+      std::vector<int> cpus;  // sorted
+    };
+    std::vector<Moved> moved;  // using at least the quota floor
+  };
+  [[nodiscard]] BeLoad beLoad() const;
   [[nodiscard]] std::optional<MoveQuota> moveQuota(const Tracked& t,
+                                                   const std::vector<int>& cpus) const {
+    return moveQuota(beLoad(), t, cpus);
+  }
+  [[nodiscard]] std::optional<MoveQuota> moveQuota(const BeLoad& load,
+                                                   const Tracked& t,
                                                    const std::vector<int>& cpus) const;
   // The values a restriction replaces: the lever's, and the CFS quota when the applied values
   // carry one (a cpuset move with its quota).

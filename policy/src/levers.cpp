@@ -195,6 +195,43 @@ std::optional<Resources> EngineState::restricted(const Tracked& t,
   return std::nullopt;
 }
 
+// One pass over the containers for moveQuota() (refreshMoveQuotas() sizes every moved
+// container's quota from it, not with a pass per restriction).
+EngineState::BeLoad EngineState::beLoad() const {
+  BeLoad load;
+  // A moved container counts in the split once it uses at least the quota floor.
+  const double floor_cpus =
+      static_cast<double>(minQuotaUs()) / static_cast<double>(config_.levers.quota_period_us);
+  for (const auto& [id, x] : tracked_) {
+    if (x.tier != Tier::Be || x.info.exclusive_cpus) {
+      continue;
+    }
+    std::vector<int> xc = targetCpus(x);
+    if (xc.empty()) {
+      continue;
+    }
+    if (auto rt = restrictions_.find(id);
+        rt != restrictions_.end() && rt->second.count(Lever::Cpuset) != 0) {
+      if (x.peak_cpus >= floor_cpus) {
+        std::sort(xc.begin(), xc.end());
+        load.moved.push_back({&x, std::move(xc)});
+      }
+      continue;
+    }
+    const double per_cpu = x.peak_cpus / static_cast<double>(xc.size());
+    for (int c : xc) {
+      if (c < 0) {
+        continue;
+      }
+      if (static_cast<size_t>(c) >= load.unmoved_by_cpu.size()) {
+        load.unmoved_by_cpu.resize(static_cast<size_t>(c) + 1, 0.0);
+      }
+      load.unmoved_by_cpu[static_cast<size_t>(c)] += per_cpu;
+    }
+  }
+  return load;
+}
+
 // What moving t onto `cpus` (sorted) would take from the BE containers already there: a move
 // only shifts contention, and the BE on the destination never hurt the victim (issue 19: the
 // antagonist moved off a pinned LS's CPU took a third of the CPU of an innocent pinned on the
@@ -203,35 +240,40 @@ std::optional<Resources> EngineState::restricted(const Tracked& t,
 // there (their peak demand, Tracked::peak_cpus), split among the containers colod moved there
 // that use at least the quota floor (their weights share it among them); never below the quota
 // floor. nullopt: no such BE, or the cap would barely bind.
-std::optional<EngineState::MoveQuota> EngineState::moveQuota(const Tracked& t,
+std::optional<EngineState::MoveQuota> EngineState::moveQuota(const BeLoad& load,
+                                                             const Tracked& t,
                                                              const std::vector<int>& cpus) const {
   if (cpus.empty()) {
     return std::nullopt;
   }
   MoveQuota mq;
   mq.moved = 1;
-  // A moved container counts in the split once it uses at least the quota floor.
-  const double floor_cpus =
-      static_cast<double>(minQuotaUs()) / static_cast<double>(config_.levers.quota_period_us);
-  for (const auto& [id, x] : tracked_) {
-    if (id == t.info.id || x.tier != Tier::Be || x.info.exclusive_cpus) {
-      continue;
+  for (int c : cpus) {
+    if (c >= 0 && static_cast<size_t>(c) < load.unmoved_by_cpu.size()) {
+      mq.others += load.unmoved_by_cpu[static_cast<size_t>(c)];
     }
-    const std::vector<int> xc = targetCpus(x);
-    const auto overlap = std::count_if(xc.begin(), xc.end(), [&](int c) {
+  }
+  const auto held = restrictions_.find(t.info.id);
+  const bool t_moved = held != restrictions_.end() && held->second.count(Lever::Cpuset) != 0;
+  if (!t_moved && t.tier == Tier::Be && !t.info.exclusive_cpus) {
+    // Not moved yet: beLoad() spread t's own demand over its CPUs as well. Take it out.
+    const std::vector<int> tc = targetCpus(t);
+    const auto overlap = std::count_if(tc.begin(), tc.end(), [&](int c) {
       return std::binary_search(cpus.begin(), cpus.end(), c);
     });
-    if (overlap == 0) {
+    if (!tc.empty()) {
+      mq.others -= t.peak_cpus * static_cast<double>(overlap) / static_cast<double>(tc.size());
+    }
+  }
+  mq.others = std::max(0.0, mq.others);
+  for (const auto& m : load.moved) {
+    if (m.t == &t) {
       continue;
     }
-    if (auto rt = restrictions_.find(id);
-        rt != restrictions_.end() && rt->second.count(Lever::Cpuset) != 0) {
-      if (x.peak_cpus >= floor_cpus) {
-        ++mq.moved;  // moved there by colod too, and busy: they share what is left
-      }
-      continue;
-    }
-    mq.others += x.peak_cpus * static_cast<double>(overlap) / static_cast<double>(xc.size());
+    const bool overlaps = std::any_of(m.cpus.begin(), m.cpus.end(), [&](int c) {
+      return std::binary_search(cpus.begin(), cpus.end(), c);
+    });
+    mq.moved += overlaps ? 1 : 0;  // moved there by colod too, and busy: they share what is left
   }
   if (mq.others < kRunningCpuFraction) {
     return std::nullopt;
@@ -291,6 +333,10 @@ std::string EngineState::moveNote(const Tracked& t, const Resources& values) con
 }
 
 void EngineState::refreshMoveQuotas(std::vector<Decision>& out) {
+  if (restrictions_.empty()) {
+    return;
+  }
+  const BeLoad load = beLoad();  // one pass over the containers, not one per restriction
   for (auto& [id, levers] : restrictions_) {
     auto jt = levers.find(Lever::Cpuset);
     auto tt = tracked_.find(id);
@@ -314,7 +360,7 @@ void EngineState::refreshMoveQuotas(std::vector<Decision>& out) {
                        static_cast<double>(x.cpu_period.value_or(100'000))
                  : n;
     };
-    const auto mq = moveQuota(t, *cpus);
+    const auto mq = moveQuota(load, t, *cpus);
     const double have = cpusOf(r.applied);
     Resources next = r.applied;
     if (mq) {

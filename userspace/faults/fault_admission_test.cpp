@@ -37,15 +37,16 @@ class AdmissionFaultTest : public FaultTest {
   std::string admissionConfig() const {
     return daemonConfig("  restore_on_stop: true\n  reconcile: restore\n", kAdmissionPolicy);
   }
-  // A protected LS that runs (one busy worker: the LS demand admission reacts to).
-  void startBusyLs() {
+  // A protected LS that runs (one busy worker: the LS demand admission reacts to), on `cpus`
+  // ("": the node's).
+  void startBusyLs(const std::string& cpus = "") {
     addPod("web", "prod", "ls");
     define({.name = "server",
             .pod = "web",
             .command = hogLoop("stop-ls", 1),
             .cpu_request_milli = 1000,
             .cpu_limit_milli = 0,
-            .cpus = ""});
+            .cpus = cpus});
     peer_->mustControl({{"op", "run_pod"}, {"pod", "web"}});
     start("server");
   }
@@ -224,13 +225,7 @@ TEST_F(AdmissionFaultTest, PlacementOntoABusyBesCpusCarriesAQuotaAndIsReleasedAf
   const std::string rest = ncpu == 2 ? "0" : "0-" + std::to_string(ncpu - 2);
   startPeer();
   startColod(admissionConfig());
-  addPod("web", "prod", "ls");
-  define({.name = "server",
-          .pod = "web",
-          .command = hogLoop("stop-ls", 1),
-          .cpu_request_milli = 1000,
-          .cpu_limit_milli = 0,
-          .cpus = last});
+  startBusyLs(last);
   addPod("other", "jobs", "be");
   define({.name = "away",
           .pod = "other",
@@ -238,9 +233,7 @@ TEST_F(AdmissionFaultTest, PlacementOntoABusyBesCpusCarriesAQuotaAndIsReleasedAf
           .cpu_request_milli = 1000,
           .cpu_limit_milli = 0,
           .cpus = rest});
-  peer_->mustControl({{"op", "run_pod"}, {"pod", "web"}});
   peer_->mustControl({{"op", "run_pod"}, {"pod", "other"}});
-  start("server");
   start("away");
   waitLsSeen();
   defineBe("");
