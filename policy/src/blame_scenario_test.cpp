@@ -442,6 +442,54 @@ TEST(BlameScenario, AnIdleBesRungIsGivenBackWhileTheVictimWaitsBehindSomethingEl
 // Issue 19, fourth case: a duty-cycled innocent (200 ms of every second) is idle at the moment
 // the quota rung is engaged. It ran all along: it does not "join" the restriction when its next
 // duty cycle comes (be_joined_restriction is for a BE that was not running at all).
+// Issue 19 / 15, the colocation benchmark's busy phases: a light-weight BE hog beside an unpinned
+// LS. The CPU weights promise the LS far more than it uses, so the cpuset split was given back as
+// soon as the LS was quiet; the hog, still saturating its CPU, hurt the LS again at once, and the
+// cycle repeated every few seconds, each time an LS p99 spike. One relax is tried; once it has
+// hurt the victim again, the split is held while the hog saturates it and the LS asks for as much
+// CPU as then, and given back when the LS's demand falls to a tenth (the hog may harvest again).
+TEST(BlameScenario, ARelaxThatHurtTheVictimAgainIsNotRepeatedWhileTheBeSaturates) {
+  Sim sim{Config{}};
+  sim.add(lsInfo("web"));
+  sim.add(beInfo("hog", 2, 64));  // the weights give the LS 1.9 of 2 CPUs against it
+  std::vector<RoundResult> rounds;
+  for (int r = 1; r <= 300; ++r) {
+    const bool split = restricted(sim.engine(), "hog", Lever::Cpuset);
+    const bool light = r > 250;  // the LS's load steps down to a tenth
+    auto web = r > 5 && !split && !light ? lsSample("web", kHurtP99, {{"hog", 80, 8'000'000}})
+                                         : lsSample("web", kQuietP99, {});
+    if (light) {
+      web.oncpu_ns = 3'000'000;
+    }
+    rounds.push_back(sim.step({web, beSample("hog", 100'000'000)}));
+  }
+  int engages = 0;
+  int relaxes = 0;
+  int64_t last_relax_round = 0;
+  for (const auto& d : sim.decisions()) {
+    if (d.target_id != "hog" || d.lever != Lever::Cpuset) {
+      continue;
+    }
+    engages += d.kind == DecisionKind::Engage ? 1 : 0;
+    if (d.kind == DecisionKind::Relax) {
+      ++relaxes;
+      last_relax_round = d.at_ns / testing::kIntervalNs;
+    }
+  }
+  EXPECT_EQ(engages, 2) << "one relax tried, one re-engage, then held";
+  EXPECT_EQ(relaxes, 2) << "the tried relax, and the one after the LS's load fell";
+  EXPECT_GT(last_relax_round, 250) << "given back only once the LS asks for less";
+  bool held = false;
+  for (const auto& r : rounds) {
+    for (const auto& f : r.findings) {
+      held =
+          held || (f.rule == "relax_held" &&
+                   f.message.find("the last relax beside them hurt it again") != std::string::npos);
+    }
+  }
+  EXPECT_TRUE(held) << "the hold says why";
+}
+
 TEST(BlameScenario, DutyCycleIsNotAStart) {
   Config config;
   config.actions.cpu_ladder = {Lever::CpuQuota};

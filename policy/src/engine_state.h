@@ -131,6 +131,9 @@ struct Tracked {
   // Relax backoff (anti-flapping): grows when the victim is hurt again soon after a relax.
   int relax_backoff = 1;
   int64_t last_relax_round = kNever;
+  // Its on-CPU demand when a relax last hurt it again (relax_backoff grew): while it still asks
+  // for half of that, a saturating BE's rung is held (relaxWouldHurt()).
+  double rehurt_cpus = 0;
   // Ladder index of the last rung verified to help (cpu), -1 if none: when the victim is hurt
   // again soon after a relax, the next episode starts there instead of replaying rungs that
   // did not help.

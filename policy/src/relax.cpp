@@ -52,6 +52,20 @@ std::optional<std::string> EngineState::relaxWouldHurt(const Step& top, const Tr
   if (allowance <= 0 || (be_used < kSaturatedFraction * allowance && !throttled)) {
     return std::nullopt;
   }
+  if (v.relax_backoff > 1 && cpusUsed(v) >= 0.5 * v.rehurt_cpus) {
+    // A relax beside BE running like this already hurt the victim again soon after (the relax
+    // backoff grew), and it asks for as much CPU as then: the weights did not protect it,
+    // whatever share they promise. The colocation benchmark's busy phases went engage -> relax
+    // -> engage every 1-4 s on the weight rule below, each cycle an LS p99 spike. Once its
+    // demand has halved, the weight rule decides again (the BE harvests what it leaves).
+    std::ostringstream why;
+    why << displayName(v.info) << " is quiet, but " << leverName(top.lever)
+        << " is held: the BE containers it restricts use " << std::round(be_used * 100) / 100
+        << " of the " << std::round(allowance * 100) / 100
+        << " CPUs it leaves them, and the last relax beside them hurt it again within "
+        << 2 * config_.actions.quiet_intervals * (v.relax_backoff / 2) << " intervals";
+    return why.str();
+  }
   // On the victim's CPUs (a pinned victim competes only there, as weightsProtect() counts at
   // admission; blame.sh's duty trials relaxed a placement 1-4 s after it was made because the
   // whole node's share was compared, and the LS was hurt again): the protected demand there,
