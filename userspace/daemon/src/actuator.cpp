@@ -69,10 +69,6 @@ std::set<std::string> pendingIds(const ReconcilerState& state) {
   return out;
 }
 
-}  // namespace
-
-namespace {
-
 // A CFS quota in CPUs; no quota (unset, -1 or 0) is unlimited.
 double quotaCpus(const policy::Resources& r) {
   if (!r.cpu_quota || *r.cpu_quota <= 0) {
