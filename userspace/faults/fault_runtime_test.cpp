@@ -122,6 +122,44 @@ TEST_F(FaultTest, KubeletUpdateWhileRestricted) {
   EXPECT_EQ(st.cgroup.cpu_quota.value_or(-1), 130000);
 }
 
+// b2. The kubelet resizes the BE below colod's cap (cpu limit 50m: a 5000 µs quota, under colod's
+// 100m quota floor) while colod restricts its quota. colod only restricts: its UpdateContainer
+// reply does not carry its looser quota, no later update of colod's loosens the kubelet's, and
+// on release the kubelet's value is what stays.
+TEST_F(FaultTest, KubeletTightensBelowColodsQuota) {
+  startPeer();
+  startColod(faultConfig());
+  startWorkloads(/*be_limit_milli=*/1500);
+  waitRestricted("hog");
+  waitConsistent("hog");
+  const auto held = colod::faults::journalOverlay(colod_->journalPath(), tracked("hog").id);
+  ASSERT_TRUE(held.has_value() && held->contains("cpu_quota"))
+      << "no quota overlay in the journal while restricted:\n"
+      << slurp(colod_->journalPath());
+  const int64_t t_update = colod::faults::realtimeNs();
+  kubeletSetCpuLimit("hog", 50);
+  note("kubelet set hog's cpu limit to 50m: cgroup " + cgroupOf("hog"));
+  expectConverges("hog", t_update, 5s);
+  std::this_thread::sleep_for(1500ms);  // colod's rounds and its actuator run meanwhile
+  for (const auto& e : peer_->events()) {
+    const std::string file = e.value("file", "");
+    if (tsOf(e) > t_update && e.value("event", "") == "cgroup-write" &&
+        e.value("container", "") == "hog" &&
+        (file.ends_with("cpu.cfs_quota_us") || file.ends_with("cpu.max"))) {
+      const std::string v = e.value("new", e.value("value", ""));
+      EXPECT_EQ(v.rfind("5000", 0), 0U) << "a quota looser than the kubelet's 5000 was written ("
+                                        << e.value("source", "") << "): " << v;
+    }
+  }
+  EXPECT_EQ(state("hog").cgroup.cpu_quota.value_or(-1), 5000);
+
+  remove("server");
+  expectReleased({"hog"}, colod::faults::realtimeNs());
+  const ContainerState st = state("hog");
+  EXPECT_EQ(st.spec.cpu_quota.value_or(-1), 5000);
+  EXPECT_EQ(st.cgroup.cpu_quota.value_or(-1), 5000);
+}
+
 // c. The runtime refuses the next 3 updates right before the LS leaves: colod keeps retrying
 // (bounded backoff, no giving up) and the BE returns to the kubelet's values.
 TEST_F(FaultTest, RefusedRestore) {

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
+#include <limits>
 
 #include "colod/base/unique_fd.h"
 
@@ -208,15 +209,30 @@ Res overlayOnto(Res base, const Res& overlay) {
       dst = src;
     }
   };
-  over(base.cpu_quota, overlay.cpu_quota);
-  over(base.cpu_period, overlay.cpu_period);
+  // colod only restricts: a limit of the runtime's own that is tighter than colod's stands.
+  auto cpus = [](const Res& r) {
+    return r.cpu_quota && *r.cpu_quota > 0 ? static_cast<double>(*r.cpu_quota) /
+                                                 static_cast<double>(r.cpu_period.value_or(100000))
+                                           : std::numeric_limits<double>::infinity();
+  };
+  if (overlay.cpu_quota && cpus(overlay) <= cpus(base)) {
+    over(base.cpu_quota, overlay.cpu_quota);
+    over(base.cpu_period, overlay.cpu_period);
+  }
+  auto bytes = [](const std::optional<int64_t>& m) {
+    return m && *m > 0 ? static_cast<double>(*m) : std::numeric_limits<double>::infinity();
+  };
+  const bool memory =
+      overlay.memory_limit && bytes(overlay.memory_limit) <= bytes(base.memory_limit);
   if (overlay.cpu_shares) {
     base.cpu_shares = overlay.cpu_shares;
     base.cpu_weight = overlay.cpu_weight;  // stale otherwise; compared only when both carry it
   }
   over(base.cpus, overlay.cpus);
   over(base.mems, overlay.mems);
-  over(base.memory_limit, overlay.memory_limit);
+  if (memory) {
+    base.memory_limit = overlay.memory_limit;
+  }
   return base;
 }
 

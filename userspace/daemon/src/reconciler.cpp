@@ -75,6 +75,34 @@ bool emptyOverlay(const policy::Resources& r) {
                       [&](Field f) { return hasField(r, f); });
 }
 
+// A limit in comparable units: CPUs for the CFS quota, bytes for memory; none is unlimited.
+double quotaLimit(const policy::Resources& r) {
+  if (!r.cpu_quota || *r.cpu_quota <= 0) {
+    return std::numeric_limits<double>::infinity();
+  }
+  const uint64_t period = r.cpu_period && *r.cpu_period > 0 ? *r.cpu_period : 100'000;
+  return static_cast<double>(*r.cpu_quota) / static_cast<double>(period);
+}
+double memoryLimit(const policy::Resources& r) {
+  return r.memory_limit && *r.memory_limit > 0 ? static_cast<double>(*r.memory_limit)
+                                               : std::numeric_limits<double>::infinity();
+}
+
+// colod only restricts: where the runtime's own limit (the kubelet's, after a resize) is tighter
+// than colod's overlay, the runtime's stands -- an overlay must never loosen a container's
+// limit. The quota and its period go together.
+bool baseIsTighter(const policy::Resources& base, const policy::Resources& overlay, Field f) {
+  switch (f) {
+    case Field::CpuQuota:
+    case Field::CpuPeriod:
+      return hasField(overlay, Field::CpuQuota) && quotaLimit(base) < quotaLimit(overlay);
+    case Field::MemoryLimit:
+      return hasField(overlay, Field::MemoryLimit) && memoryLimit(base) < memoryLimit(overlay);
+    default:
+      return false;
+  }
+}
+
 }  // namespace
 
 std::string_view fieldName(Field f) {
@@ -232,7 +260,8 @@ policy::Resources ReconcilerState::desiredOf(const Tracked& t) const {
     if (!hasField(t.e.base, f)) {
       continue;  // not tracked
     }
-    copyField(d, hasField(t.e.overlay, f) ? t.e.overlay : t.e.base, f);
+    const bool ours = hasField(t.e.overlay, f) && !baseIsTighter(t.e.base, t.e.overlay, f);
+    copyField(d, ours ? t.e.overlay : t.e.base, f);
   }
   return d;
 }
@@ -377,12 +406,14 @@ policy::Resources ReconcilerState::adjustUpdate(const std::string& id,
   if (!touches) {
     return {};  // fields colod does not overlay pass untouched
   }
+  policy::Resources reply;
   for (Field f : kAllFields) {
-    if (hasField(t.e.overlay, f)) {
+    if (hasField(t.e.overlay, f) && !baseIsTighter(t.e.base, t.e.overlay, f)) {
+      copyField(reply, t.e.overlay, f);
       remember(t, f, canonicalField(t.e.overlay, f, options_.all_cpus));
     }
   }
-  return t.e.overlay;
+  return reply;  // the kubelet's own tighter limit passes as it asked
 }
 
 bool ReconcilerState::setOverlay(const std::string& id,

@@ -123,6 +123,40 @@ TEST(Reconciler, AKubeletResizeBecomesTheBaseAndTheOverlayIsKeptInTheReply) {
   EXPECT_FALSE(st.takeNotes().empty());
 }
 
+// colod only restricts: a kubelet resize below colod's cap (or a memory limit below colod's) stands
+// -- the reply leaves the field to the kubelet and nothing is sent to loosen it -- and the cap is
+// back in force once the kubelet loosens again.
+TEST(Reconciler, AKubeletLimitTighterThanTheOverlayStands) {
+  auto st = makeState();
+  policy::Resources overlay = quota(42187);
+  overlay.cpuset_cpus = "1";
+  overlay.memory_limit = int64_t{1} << 30;
+  policy::Resources spec = spec150();
+  spec.memory_limit = int64_t{4} << 30;
+  ASSERT_TRUE(st.setOverlay("be", "", overlay, spec, "", 0));
+  st.onSent(st.plan(0), SendOutcome::Applied, "", 0);
+  policy::Resources tight = quota(20000);
+  tight.memory_limit = int64_t{512} << 20;
+  auto adj = st.adjustUpdate("be", tight, kMs);
+  EXPECT_FALSE(adj.cpu_quota.has_value()) << "colod's looser quota would overwrite the kubelet's";
+  EXPECT_FALSE(adj.cpu_period.has_value());
+  EXPECT_FALSE(adj.memory_limit.has_value());
+  EXPECT_EQ(adj.cpuset_cpus, "1") << "the placement is still colod's";
+  EXPECT_EQ(st.find("be")->base.cpu_quota, 20000);
+  policy::Resources applied = tight;
+  applied.cpu_shares = 2;
+  applied.cpuset_cpus = "1";
+  st.observeSpec("be", applied, 2 * kMs);
+  EXPECT_TRUE(st.plan(2 * kMs).empty()) << "nothing is sent to loosen the kubelet's limits";
+  // The kubelet loosens again: colod's cap rides in the reply and is what the runtime must hold.
+  adj = st.adjustUpdate("be", quota(130000), 3 * kMs);
+  EXPECT_EQ(adj.cpu_quota, 42187);
+  st.observeSpec("be", quota(130000), 4 * kMs);
+  auto plan = st.plan(4 * kMs);
+  ASSERT_EQ(plan.size(), 1U);
+  EXPECT_EQ(plan[0].values.cpu_quota, 42187);
+}
+
 TEST(Reconciler, FieldsColodDoesNotOverlayPassUntouched) {
   auto st = makeState();
   policy::Resources shares;
