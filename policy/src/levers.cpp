@@ -354,12 +354,7 @@ void EngineState::refreshMoveQuotas(std::vector<Decision>& out) {
     }
     std::sort(cpus->begin(), cpus->end());
     const auto n = static_cast<double>(cpus->size());
-    auto cpusOf = [&](const Resources& x) {
-      return x.cpu_quota && *x.cpu_quota > 0
-                 ? static_cast<double>(*x.cpu_quota) /
-                       static_cast<double>(x.cpu_period.value_or(100'000))
-                 : n;
-    };
+    auto cpusOf = [&](const Resources& x) { return std::min(quotaCpus(x), n); };
     const auto mq = moveQuota(load, t, *cpus);
     const double have = cpusOf(r.applied);
     Resources next = r.applied;

@@ -37,9 +37,7 @@ std::optional<std::string> EngineState::relaxWouldHurt(const Step& top, const Tr
       allowed_cpus.insert(cpus.begin(), cpus.end());
       const Resources applied = current(it->second, Lever::Cpuset);
       const bool quota = applied.cpu_quota && *applied.cpu_quota > 0;
-      capped += quota ? static_cast<double>(*applied.cpu_quota) /
-                            static_cast<double>(applied.cpu_period.value_or(100'000))
-                      : static_cast<double>(cpus.size());
+      capped += std::min(quotaCpus(applied), static_cast<double>(cpus.size()));
       // A moved container held to its quota says so by being throttled; its use over one tick
       // is not aligned with the CFS period and reads a little under the quota (blame.sh's
       // other-cpus trials gave the move back 1 s after it was made on 0.085 of a 0.1 quota).

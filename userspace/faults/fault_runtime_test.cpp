@@ -28,6 +28,23 @@ namespace {
 using namespace colod::faults::suite;  // NOLINT(google-build-using-namespace): the suite
 using namespace std::chrono_literals;
 
+// Every quota the runtime wrote into `container`'s cgroup after `after_ns`, with who asked for
+// it (the peer's `source`: kubelet, update, adjust).
+std::vector<std::pair<std::string, std::string>> quotaWrites(colod::nri::interop::PeerProcess& peer,
+                                                             const std::string& container,
+                                                             int64_t after_ns) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& e : peer.events()) {
+    const std::string file = e.value("file", "");
+    if (tsOf(e) > after_ns && e.value("event", "") == "cgroup-write" &&
+        e.value("container", "") == container &&
+        (file.ends_with("cpu.cfs_quota_us") || file.ends_with("cpu.max"))) {
+      out.emplace_back(e.value("source", ""), e.value("new", e.value("value", "")));
+    }
+  }
+  return out;
+}
+
 // a. The runtime goes away for 3 s while colod is escalating a BE quota. Decisions made meanwhile
 // are not lost: after the return the cgroup converges on colod's desired state; when the LS
 // leaves, the BE returns to the kubelet's values.
@@ -101,12 +118,9 @@ TEST_F(FaultTest, KubeletUpdateWhileRestricted) {
   // Neither is lost: what the runtime wrote for the kubelet's update is colod's quota (its
   // overlay rode in the UpdateContainer reply), not the kubelet's 130000 ...
   std::string kubelet_wrote;
-  for (const auto& e : peer_->events()) {
-    const std::string file = e.value("file", "");
-    if (tsOf(e) > t_update && e.value("event", "") == "cgroup-write" &&
-        e.value("container", "") == "hog" && e.value("source", "") == "kubelet" &&
-        (file.ends_with("cpu.cfs_quota_us") || file.ends_with("cpu.max"))) {
-      kubelet_wrote = e.value("new", e.value("value", ""));
+  for (const auto& [source, value] : quotaWrites(*peer_, "hog", t_update)) {
+    if (source == "kubelet") {
+      kubelet_wrote = value;
     }
   }
   EXPECT_FALSE(kubelet_wrote.empty()) << "the kubelet's update wrote no quota";
@@ -141,15 +155,9 @@ TEST_F(FaultTest, KubeletTightensBelowColodsQuota) {
   note("kubelet set hog's cpu limit to 50m: cgroup " + cgroupOf("hog"));
   expectConverges("hog", t_update, 5s);
   std::this_thread::sleep_for(1500ms);  // colod's rounds and its actuator run meanwhile
-  for (const auto& e : peer_->events()) {
-    const std::string file = e.value("file", "");
-    if (tsOf(e) > t_update && e.value("event", "") == "cgroup-write" &&
-        e.value("container", "") == "hog" &&
-        (file.ends_with("cpu.cfs_quota_us") || file.ends_with("cpu.max"))) {
-      const std::string v = e.value("new", e.value("value", ""));
-      EXPECT_EQ(v.rfind("5000", 0), 0U) << "a quota looser than the kubelet's 5000 was written ("
-                                        << e.value("source", "") << "): " << v;
-    }
+  for (const auto& [source, value] : quotaWrites(*peer_, "hog", t_update)) {
+    EXPECT_EQ(value.rfind("5000", 0), 0U)
+        << "a quota looser than the kubelet's 5000 was written (" << source << "): " << value;
   }
   EXPECT_EQ(state("hog").cgroup.cpu_quota.value_or(-1), 5000);
 

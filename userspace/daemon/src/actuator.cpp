@@ -2,7 +2,6 @@
 #include "colod/daemon/actuator.h"
 
 #include <algorithm>
-#include <limits>
 #include <set>
 #include <utility>
 
@@ -69,15 +68,6 @@ std::set<std::string> pendingIds(const ReconcilerState& state) {
   return out;
 }
 
-// A CFS quota in CPUs; no quota (unset, -1 or 0) is unlimited.
-double quotaCpus(const policy::Resources& r) {
-  if (!r.cpu_quota || *r.cpu_quota <= 0) {
-    return std::numeric_limits<double>::infinity();
-  }
-  const auto period = r.cpu_period && *r.cpu_period > 0 ? *r.cpu_period : 100'000;
-  return static_cast<double>(*r.cpu_quota) / static_cast<double>(period);
-}
-
 }  // namespace
 
 Wishes wishesFromRestrictions(const std::vector<policy::AppliedAction>& applied,
@@ -90,7 +80,7 @@ Wishes wishesFromRestrictions(const std::vector<policy::AppliedAction>& applied,
     }
     // Two restrictions may both cap the CFS quota (a cpuset move carries one, and the quota
     // rung): the tighter one is in force, whichever lever came last.
-    const bool looser_quota = quotaCpus(w.overlay) < quotaCpus(a.applied_values);
+    const bool looser_quota = policy::quotaCpus(w.overlay) < policy::quotaCpus(a.applied_values);
     for (Field f : kAllFields) {
       if (!hasField(a.applied_values, f) ||
           (looser_quota && (f == Field::CpuQuota || f == Field::CpuPeriod))) {

@@ -75,14 +75,7 @@ bool emptyOverlay(const policy::Resources& r) {
                       [&](Field f) { return hasField(r, f); });
 }
 
-// A limit in comparable units: CPUs for the CFS quota, bytes for memory; none is unlimited.
-double quotaLimit(const policy::Resources& r) {
-  if (!r.cpu_quota || *r.cpu_quota <= 0) {
-    return std::numeric_limits<double>::infinity();
-  }
-  const uint64_t period = r.cpu_period && *r.cpu_period > 0 ? *r.cpu_period : 100'000;
-  return static_cast<double>(*r.cpu_quota) / static_cast<double>(period);
-}
+// A memory limit in bytes; none (unset, -1 or 0) is unlimited.
 double memoryLimit(const policy::Resources& r) {
   return r.memory_limit && *r.memory_limit > 0 ? static_cast<double>(*r.memory_limit)
                                                : std::numeric_limits<double>::infinity();
@@ -95,7 +88,8 @@ bool baseIsTighter(const policy::Resources& base, const policy::Resources& overl
   switch (f) {
     case Field::CpuQuota:
     case Field::CpuPeriod:
-      return hasField(overlay, Field::CpuQuota) && quotaLimit(base) < quotaLimit(overlay);
+      return hasField(overlay, Field::CpuQuota) &&
+             policy::quotaCpus(base) < policy::quotaCpus(overlay);
     case Field::MemoryLimit:
       return hasField(overlay, Field::MemoryLimit) && memoryLimit(base) < memoryLimit(overlay);
     default:

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -92,6 +93,16 @@ struct Resources {
 
   friend bool operator==(const Resources&, const Resources&) = default;
 };
+
+// The CFS quota of `r` in CPUs (quota / period, a 100 ms period when unset); no quota (unset, -1
+// or 0) is unlimited: infinity. Compares caps set with different periods.
+inline double quotaCpus(const Resources& r) {
+  if (!r.cpu_quota || *r.cpu_quota <= 0) {
+    return std::numeric_limits<double>::infinity();
+  }
+  const uint64_t period = r.cpu_period && *r.cpu_period > 0 ? *r.cpu_period : 100'000;
+  return static_cast<double>(*r.cpu_quota) / static_cast<double>(period);
+}
 
 // What the registry knows about a container (from NRI). Keyed by id.
 struct ContainerInfo {
