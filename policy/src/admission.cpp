@@ -250,6 +250,9 @@ RoundResult EngineState::admit(ContainerInfo info, int64_t now_ns) {
               << std::round(v.last_cpus * 100) / 100
               << " CPUs): new BE starts off its CPUs until it shows no wait";
       if (placeCpusetAtCreation(t, v, key, ep, ep.steps.back(), because.str(), out)) {
+        // A rung like any other: a rung on top is chosen by what happens under it (blame.sh
+        // light t3: a light BE's preemptions from before the placement capped it alone).
+        startFreshEvidence(v);
         ep.next_rung = ep.steps.back().rung + 1;
         ep.escalations = 1;
         episodes_.emplace(key, std::move(ep));

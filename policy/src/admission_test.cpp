@@ -15,6 +15,7 @@ using testing::beSample;
 using testing::exclusiveInfo;
 using testing::lsInfo;
 using testing::lsSample;
+using testing::restricted;
 using testing::Sim;
 
 // A big batch job (a 16-CPU request): against it, the CPU weights leave the 0.3-CPU LS of these
@@ -167,6 +168,45 @@ TEST(AdmissionTest, APlacementOntoABusyBesCpuTakesOnlyWhatItLeavesIdle) {
   ASSERT_EQ(q.decisions.size(), 1u);
   EXPECT_EQ(q.decisions[0].new_values.cpuset_cpus, "0");
   EXPECT_FALSE(q.decisions[0].new_values.cpu_quota.has_value()) << "away is idle";
+}
+
+// Issue #19 (blame.sh light t3): a light BE had preempted the LS a few times before the batch job
+// arrived and was placed. With the LS still hurt under the placement, the quota rung on top
+// capped the light BE alone: the placement had not started a fresh count, so the "evidence since
+// the last rung" held what the light BE did before it, while the placed job had not yet shown
+// enough. What happened before the placement is not evidence under it.
+TEST(AdmissionTest, EvidenceFromBeforeAPlacementDoesNotBlameUnderIt) {
+  Sim sim{cpusetFirst(), 2};
+  sim.add(lsInfo("web", 2));
+  sim.add(beInfo("light", 2, 1024));
+  // The LS hurts, mostly behind the host (nothing to restrict), and the light BE preempts it now
+  // and then.
+  for (int i = 0; i < 6; ++i) {
+    (void)sim.step({lsSample("web", 16'000, {{"", 1, 4'000'000}, {"light", 1, 1'000'000}}),
+                    beSample("light", 15'000'000)});
+  }
+  ASSERT_TRUE(sim.engine().applied().empty());
+  const RoundResult placed = sim.engine().admit(bigBe("batch"), sim.now());
+  ASSERT_EQ(placed.decisions.size(), 1u);
+  ASSERT_EQ(placed.decisions[0].target_id, "batch");
+  // Under the placement the LS still hurts; the placed job is now behind most of its wait, but
+  // has preempted it too rarely to be blamed yet.
+  for (int i = 0; i < 20; ++i) {
+    std::vector<Preemption> by;
+    if (i % 10 == 0) {
+      by.push_back({"batch", 1, 10'000'000});
+    }
+    (void)sim.step({lsSample("web", 16'000, by), beSample("light", 15'000'000),
+                    beSample("batch", 90'000'000)});
+    EXPECT_FALSE(restricted(sim.engine(), "light")) << "round " << i;
+  }
+  // Once the placed job shows enough, it is the one capped.
+  for (int i = 0; i < 20 && !restricted(sim.engine(), "batch", Lever::CpuQuota); ++i) {
+    (void)sim.step({lsSample("web", 16'000, {{"batch", 1, 3'000'000}}),
+                    beSample("light", 15'000'000), beSample("batch", 90'000'000)});
+    EXPECT_FALSE(restricted(sim.engine(), "light")) << "round " << i;
+  }
+  EXPECT_TRUE(restricted(sim.engine(), "batch", Lever::CpuQuota));
 }
 
 // Issue #19: a BE the CPU weights already keep off the LS (a light job with a small request) is

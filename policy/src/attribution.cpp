@@ -85,6 +85,13 @@ void EngineState::decayEvidence(Tracked& v) const {
   }
 }
 
+void EngineState::startFreshEvidence(Tracked& v) {
+  for (auto& [id, e] : v.blame) {
+    e.fresh_preemptions = 0;
+    e.fresh_wait_ns = 0;
+  }
+}
+
 // Adds this interval's evidence of victim v: its attributed preemptions by aggressor, and the run
 // time of every BE that ran on CPUs the victim may use.
 void EngineState::accumulateEvidence(Tracked& v) {

@@ -262,6 +262,8 @@ class EngineState {
   // *all is set when that is every node CPU (then the result is node_cpus_).
   const std::vector<int>& roundCpus(Tracked& t, bool* all);
   void decayEvidence(Tracked& v) const;
+  // A rung was applied for victim v: evidence "since the last rung" starts from nothing.
+  static void startFreshEvidence(Tracked& v);
   [[nodiscard]] double foreignShare(const Tracked& v) const;
   // Most of the victim's attributed wait is behind itself or work colod does not control.
   [[nodiscard]] bool behindUncontrolled(const Tracked& v) const;

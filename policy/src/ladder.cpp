@@ -240,10 +240,7 @@ bool EngineState::escalate(Episode& ep,
     ++ep.escalations;
     if (res == RungResult::Applied) {
       victim.exhausted_said = false;
-      for (auto& [id, e] : victim.blame) {
-        e.fresh_preemptions = 0;
-        e.fresh_wait_ns = 0;
-      }
+      startFreshEvidence(victim);
       Step& applied = ep.steps.back();
       // Who ran within the blame window is there already (a duty cycle is not a start).
       const int64_t since = round_ - config_.actions.blame_window_intervals;
