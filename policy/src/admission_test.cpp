@@ -170,6 +170,31 @@ TEST(AdmissionTest, APlacementOntoABusyBesCpuTakesOnlyWhatItLeavesIdle) {
   EXPECT_FALSE(q.decisions[0].new_values.cpu_quota.has_value()) << "away is idle";
 }
 
+// On-CPU time is credited when a task switches out: an event round 20 ms after a tick held a
+// 5 ms slice of a 5 % BE, read as 0.25 CPUs, and that peak sized the quota of a job placed on its
+// CPU (blame.sh light trials: a 0.76 quota). Rates span at least a tick.
+TEST(AdmissionTest, ASliceInAShortEventRoundIsNotReadAsAQuarterCpu) {
+  Sim sim{cpusetFirst(), 2};
+  ContainerInfo web = lsInfo("web", 2);
+  web.resources.cpuset_cpus = "1";
+  web.resources.cpu_shares = 409;
+  sim.add(web);
+  ContainerInfo away = beInfo("away", 2, 1024);
+  away.resources.cpuset_cpus = "0";
+  sim.add(away);
+  for (int i = 0; i < 5; ++i) {
+    (void)sim.step({lsSample("web", 200), beSample("away", 5'000'000)});
+    (void)sim.eventStep({lsSample("web", 200), beSample("away", 5'000'000)}, 20'000'000);
+  }
+  const RoundResult r = sim.engine().admit(beInfo("batch", 2, 1024), sim.now());
+  ASSERT_EQ(r.decisions.size(), 1u);
+  const Decision& d = r.decisions[0];
+  EXPECT_EQ(d.new_values.cpuset_cpus, "0");
+  // away uses 10 ms every 120 ms (0.083 CPUs) at its peak: it leaves the move more than 90 % of
+  // CPU 0, so no quota (read as 0.25 CPUs, the move was capped at 75000/100000).
+  EXPECT_FALSE(d.new_values.cpu_quota.has_value()) << d.explanation;
+}
+
 // Issue #19 (blame.sh light t3): a light BE had preempted the LS a few times before the batch job
 // arrived and was placed. With the LS still hurt under the placement, the quota rung on top
 // capped the light BE alone: the placement had not started a fresh count, so the "evidence since

@@ -381,8 +381,11 @@ std::vector<Antagonist> EngineState::rankCpu(Tracked& victim,
                                              std::vector<Finding>& findings,
                                              bool on_top) {
   const auto& ac = config_.actions;
-  // No attribution at all (no preemption was ever seen): run time on its CPUs alone.
-  const bool attributed = victim.attributed;
+  // No attribution at all (the collector never attributed a wait, of any container): run time
+  // on its CPUs alone. Once it does, a victim none of whose wait is attributed yet has no
+  // evidence against anyone: blame.sh's light trial restricted a light BE 50 ms after it
+  // started, on run time alone, when the LS had just begun to wait behind the host.
+  const bool attributed = victim.attributed || attribution_seen_;
   // A BE that has not run for half the blame window keeps its evidence (a bursty antagonist
   // sleeps between bursts and is blamed when it runs again), but is not blamed for a wait while
   // it sleeps: a vm e2e run restricted a hog paused for seconds on its old evidence when the LS
@@ -440,7 +443,7 @@ std::vector<Antagonist> EngineState::rankCpu(Tracked& victim,
     e.score = norm > 0 ? score / norm : 0.0;
     if (attributed && (e.preemptions < ac.min_blame_preemptions || e.wait_ns < min_wait_ns)) {
       e.verdict = Verdict::Thin;
-      if (e.wait_ns > 0 && (thin.e == nullptr || e.score > thin.score)) {
+      if (thin.e == nullptr || e.score > thin.score) {
         thin = {e.score, &id, &e};
       }
       continue;

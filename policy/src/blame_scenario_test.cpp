@@ -304,6 +304,36 @@ TEST(BlameScenario, OnePreemptionIsNotProof) {
   EXPECT_FALSE(light->blame[0].blamed);
 }
 
+// blame.sh light t1: the LS began to wait (behind the host, said a second later) just as a light
+// BE started; none of its wait was attributed yet, and the light BE was moved on its run time on
+// the LS's CPUs alone. Where the collector attributes waits (here another LS's), a victim whose
+// wait is attributed to no one has no evidence against anyone.
+TEST(BlameScenario, NoAttributedWaitIsNoEvidenceWhereTheCollectorAttributes) {
+  Config config;
+  config.actions.cpu_ladder = {Lever::Cpuset, Lever::CpuQuota};
+  Sim sim{config};
+  sim.add(lsInfo("web"));
+  sim.add(lsInfo("db"));
+  sim.add(beInfo("light"));
+  std::vector<RoundResult> rounds;
+  for (int r = 1; r <= 20; ++r) {
+    auto db = lsSample("db", kQuietP99, {{"", 2, 50'000}});  // the collector attributes waits
+    rounds.push_back(sim.step({lsSample("web", kHurtP99), db, beSample("light", 7'000'000)}));
+  }
+  EXPECT_TRUE(sim.decisions().empty()) << sim.decisions()[0].explanation;
+  EXPECT_NE(findFinding(rounds, "not_enough_evidence"), nullptr);
+
+  // Without any attribution on the node (a collector that cannot attribute), run time on the
+  // victim's CPUs is all there is, and it is used.
+  Sim bare{config};
+  bare.add(lsInfo("web"));
+  bare.add(beInfo("hog"));
+  for (int r = 1; r <= 20; ++r) {
+    (void)bare.step({lsSample("web", kHurtP99), beSample("hog", 150'000'000)});
+  }
+  EXPECT_TRUE(restricted(bare.engine(), "hog"));
+}
+
 // Issue 19, third case: an antagonist that runs 300 ms and sleeps 700 ms beside a light steady
 // innocent, quota rung only. The evidence window keeps the antagonist's blame while it sleeps:
 // the quota caps it alone, never the innocent, and the cap does not follow each burst.

@@ -11,7 +11,37 @@
 namespace colod::policy {
 
 // --- detection -------------------------------------------------------------------------
+void EngineState::updateRate(Tracked& t, const ContainerSample* s, int64_t interval_ns) const {
+  if (interval_ns <= 0) {
+    return;
+  }
+  if (t.rate_count == kRateRounds) {  // more event rounds in a tick than they can be: the oldest
+    const Tracked::RateRound& old = t.rate_rounds[t.rate_first];
+    t.rate_span_ns -= old.span_ns;
+    t.rate_oncpu_ns -= old.oncpu_ns;
+    t.rate_first = (t.rate_first + 1) % kRateRounds;
+    --t.rate_count;
+  }
+  const uint64_t oncpu = s != nullptr ? s->oncpu_ns : 0;
+  t.rate_rounds[(t.rate_first + t.rate_count) % kRateRounds] = {interval_ns, oncpu};
+  ++t.rate_count;
+  t.rate_span_ns += interval_ns;
+  t.rate_oncpu_ns += oncpu;
+  // The newest rounds that span a tick: older ones go once the rest covers it.
+  while (t.rate_count > 1 && t.rate_span_ns - t.rate_rounds[t.rate_first].span_ns >= tick_ns_) {
+    const Tracked::RateRound& old = t.rate_rounds[t.rate_first];
+    t.rate_span_ns -= old.span_ns;
+    t.rate_oncpu_ns -= old.oncpu_ns;
+    t.rate_first = (t.rate_first + 1) % kRateRounds;
+    --t.rate_count;
+  }
+  const double cpus = t.cpus.empty() ? nodeCpus() : static_cast<double>(t.cpus.size());
+  t.rate_cpus =
+      std::min(cpus, static_cast<double>(t.rate_oncpu_ns) / static_cast<double>(t.rate_span_ns));
+}
+
 void EngineState::observe(Tracked& t, const ContainerSample* s, int64_t interval_ns) {
+  updateRate(t, s, interval_ns);
   t.sample = s;
   t.sampled = s != nullptr;
   t.cpu_hit = false;

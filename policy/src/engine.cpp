@@ -112,6 +112,7 @@ RoundResult EngineState::evaluate(const Snapshot& snap) {
   ++round_;
   if (!snap.event_round) {
     ++ticks_;
+    tick_ns_ = snap.interval_ns;
   }
   ++stats_.rounds;
   now_ns_ = snap.now_ns;
@@ -134,6 +135,7 @@ RoundResult EngineState::evaluate(const Snapshot& snap) {
     t.sampled = false;
   }
   for (const ContainerSample& s : snap.containers) {
+    attribution_seen_ = attribution_seen_ || !s.preempted_by.empty();
     auto it = index_.find(std::string_view(s.id));
     if (it == index_.end()) {
       ++stats_.unknown_samples;

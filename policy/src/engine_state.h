@@ -13,6 +13,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -37,6 +38,9 @@ inline constexpr double kSaturatedFraction = 0.9;
 inline constexpr double kFitsShareFraction = 0.8;
 // Tracked::peak_cpus decays by 1 / (this many blame windows) per round.
 inline constexpr int kPeakMemoryWindows = 3;
+// Rounds kept for the on-CPU rate (Tracked::rate): event rounds are >= 20 ms apart, so a 100 ms
+// tick holds at most a few of them.
+inline constexpr size_t kRateRounds = 8;
 
 // The evidence against one BE for one victim, summed over the blame window with decay
 // (attribution.cpp): only what the BE did where the victim waits.
@@ -119,6 +123,20 @@ struct Tracked {
   double wait_share = 0;          // wait / (wait + on-CPU) this interval
   std::vector<double> wait_ring;  // wait load of the last window_intervals intervals
   ContainerSample const* sample = nullptr;  // valid during evaluate() only
+  // On-CPU rate in CPUs over the last rounds spanning at least one timer tick (cpusUsed()). The
+  // BPF side credits CPU time when a task switches out, so one round's on-CPU may hold a slice
+  // that ran before it: over a 20-30 ms event round a 5 % BE read 0.24 CPUs and a moved hog 3.75
+  // of its 1 CPU. Over a tick's span the lumps are small; never above the CPUs it may use.
+  struct RateRound {
+    int64_t span_ns = 0;
+    uint64_t oncpu_ns = 0;
+  };
+  std::array<RateRound, kRateRounds> rate_rounds{};
+  size_t rate_first = 0;
+  size_t rate_count = 0;
+  int64_t rate_span_ns = 0;
+  uint64_t rate_oncpu_ns = 0;
+  double rate_cpus = 0;
   double last_cpus = 0;  // recent on-CPU in CPUs, decaying (read between rounds: admission)
   // Peak on-CPU in CPUs, decaying over about kPeakMemoryWindows blame windows: what a BE on
   // CPUs colod moves another container onto needs when it runs (moveQuota(); a duty-cycled BE
@@ -454,11 +472,12 @@ class EngineState {
   [[nodiscard]] double nodeCpus() const {
     return static_cast<double>(std::max<size_t>(node_cpus_.size(), 1));
   }
-  // On-CPU of container t this interval, in CPUs.
+  // On-CPU of container t, in CPUs, over about the last tick (Tracked::rate_cpus).
   [[nodiscard]] double cpusUsed(const Tracked& t) const {
-    const double interval = static_cast<double>(std::max<int64_t>(interval_ns_, 1));
-    return t.sample != nullptr ? static_cast<double>(t.sample->oncpu_ns) / interval : 0.0;
+    return t.sample != nullptr ? t.rate_cpus : 0.0;
   }
+  // Adds this round to t's on-CPU rate (every round, sampled or not).
+  void updateRate(Tracked& t, const ContainerSample* s, int64_t interval_ns) const;
 
   Config config_;
   std::map<std::string, Tracked, std::less<>> tracked_;
@@ -471,7 +490,11 @@ class EngineState {
   std::vector<Finding> pending_findings_;
   EngineStats stats_;
   int64_t round_ = 0;
-  int64_t ticks_ = 0;  // timer rounds (Snapshot::event_round false) among them
+  // Some sample, of any container, has carried attributed preemptions: the collector attributes
+  // waits, so a victim without them yet has not been made to wait by a BE (rankCpu()).
+  bool attribution_seen_ = false;
+  int64_t tick_ns_ = 0;  // the last timer round's interval: the span of the on-CPU rate
+  int64_t ticks_ = 0;    // timer rounds (Snapshot::event_round false) among them
   uint64_t seq_ = 0;
   int64_t now_ns_ = 0;
   int64_t interval_ns_ = 0;

@@ -53,11 +53,10 @@ size_t EngineState::quotaTargets() const {
 // be_quota_fraction of the node, never below the floor.
 double EngineState::initialQuotaBudget(const Tracked& victim, size_t n_targets) const {
   const double node = nodeCpus();
-  const double interval = static_cast<double>(std::max<int64_t>(interval_ns_, 1));
   double demand = victim.wait_load;
   for (const auto& [id, t] : tracked_) {
     if (t.sampled && t.tier != Tier::Be) {
-      demand += static_cast<double>(t.sample->oncpu_ns) / interval;
+      demand += cpusUsed(t);
     }
   }
   const auto& lv = config_.levers;
