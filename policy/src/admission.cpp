@@ -243,7 +243,7 @@ RoundResult EngineState::admit(ContainerInfo info, int64_t now_ns) {
           step.running_at_apply.insert(bid);  // BE already there stays as it is
         }
       }
-      step.applied_round = round_;
+      step.applied_tick = ticks_;
       ep.steps.push_back(std::move(step));
       std::ostringstream because;
       because << displayName(v.info) << " (protected) is running ("

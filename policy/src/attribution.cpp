@@ -55,12 +55,16 @@ void EngineState::decayEvidence(Tracked& v) const {
     return;
   }
   const auto n = static_cast<double>(config_.actions.blame_window_intervals);
-  const int64_t elapsed = v.evidence_round == kNever ? 0 : round_ - v.evidence_round;
+  const int64_t rounds = v.evidence_round == kNever ? 0 : round_ - v.evidence_round;
+  // The window is time: it decays per timer tick (event rounds between ticks add evidence, not
+  // time); the recent split decays per round.
+  const int64_t ticks = v.evidence_tick == kNever ? 0 : ticks_ - v.evidence_tick;
   v.evidence_round = round_;
-  if (elapsed <= 0) {
+  v.evidence_tick = ticks_;
+  if (rounds <= 0) {
     return;
   }
-  const double d = std::pow(1.0 - 1.0 / n, static_cast<double>(elapsed));
+  const double d = std::pow(1.0 - 1.0 / n, static_cast<double>(ticks));
   for (auto it = v.blame.begin(); it != v.blame.end();) {
     BlameEvidence& e = it->second;
     e.preemptions *= d;
@@ -79,6 +83,9 @@ void EngineState::decayEvidence(Tracked& v) const {
   w.be_ns *= d;
   w.self_ns *= d;
   w.foreign_ns *= d;
+  const double recent = std::pow(1.0 - 1.0 / kRecentRounds, static_cast<double>(rounds));
+  w.recent_be_ns *= recent;
+  w.recent_other_ns *= recent;
   for (auto it = w.foreign_by.begin(); it != w.foreign_by.end();) {
     it->second *= d;
     it = it->second < kForgetNs ? w.foreign_by.erase(it) : std::next(it);
@@ -107,11 +114,13 @@ void EngineState::accumulateEvidence(Tracked& v) {
     const auto wait = static_cast<double>(p.wait_ns);
     if (p.aggressor_id == v.info.id) {
       w.self_ns += wait;
+      w.recent_other_ns += wait;
       continue;
     }
     auto it = index_.find(std::string_view(p.aggressor_id));
     if (it != index_.end() && touchable(*it->second)) {
       w.be_ns += wait;
+      w.recent_be_ns += wait;
       BlameEvidence& e = v.blame[p.aggressor_id];
       e.be = it->second;
       e.preemptions += static_cast<double>(p.count);
@@ -123,6 +132,7 @@ void EngineState::accumulateEvidence(Tracked& v) {
     // Host/system tasks, unknown or unlabelled cgroups, other LS, system or exclusive-CPU
     // containers: work colod does not control.
     w.foreign_ns += wait;
+    w.recent_other_ns += wait;
     w.foreign_by[p.aggressor_id.empty() ? std::string("host") : p.aggressor_id] += wait;
   }
   bool victim_all = false;
@@ -197,7 +207,13 @@ double EngineState::foreignShare(const Tracked& v) const {
 bool EngineState::behindUncontrolled(const Tracked& v) const {
   const WaitSplit& w = v.waits;
   const double total = w.be_ns + w.self_ns + w.foreign_ns;
-  return total > 0 && w.self_ns + w.foreign_ns >= config_.detection.self_wait_fraction * total;
+  const double f = config_.detection.self_wait_fraction;
+  if (total <= 0 || w.self_ns + w.foreign_ns < f * total) {
+    return false;
+  }
+  // Over the window it is behind others; unless over the last rounds BE is behind most of it.
+  const double recent = w.recent_be_ns + w.recent_other_ns;
+  return recent <= 0 || w.recent_other_ns >= f * recent;
 }
 
 // "62% behind uncontrolled work (host 40%, sys 22%), 30% behind BE (hog1 30%), 8% behind itself".
@@ -324,9 +340,7 @@ std::vector<Antagonist> EngineState::rank(Tracked& victim,
     }
     decayEvidence(victim);
     const WaitSplit& w = victim.waits;
-    const double total_wait = w.be_ns + w.self_ns + w.foreign_ns;
-    const double other = w.self_ns + w.foreign_ns;
-    if (total_wait > 0 && other >= config_.detection.self_wait_fraction * total_wait) {
+    if (behindUncontrolled(victim)) {
       // Nobody is ranked this time: a verdict from an earlier ranking ("blamed") would tell
       // `coloctl explain` the opposite of what the engine does now.
       for (auto& [id, e] : victim.blame) {
@@ -392,8 +406,8 @@ std::vector<Antagonist> EngineState::rankCpu(Tracked& victim,
   // waited behind the harness.
   const int64_t idle_after = std::max(ac.blame_window_intervals / 2, 1);
   auto idle = [&](const BlameEvidence& e) {
-    return e.be != nullptr && e.be->last_ran_round != kNever &&
-           round_ - e.be->last_ran_round > idle_after;
+    return e.be != nullptr && e.be->last_ran_tick != kNever &&
+           ticks_ - e.be->last_ran_tick > idle_after;
   };
   double be_wait = 0;
   double overlap = 0;

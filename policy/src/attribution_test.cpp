@@ -34,6 +34,7 @@ class AttributionTest : public ::testing::Test {
   // One round: web's sample with `by`, and the BE run times.
   void round(std::vector<Preemption> by, uint64_t far_ns, uint64_t near_ns) {
     ++s_.round_;
+    ++s_.ticks_;
     samples_ = {testing::lsSample("web", 5000, std::move(by)), testing::beSample("far", far_ns),
                 testing::beSample("near", near_ns)};
     for (auto& s : samples_) {

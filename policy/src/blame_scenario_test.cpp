@@ -619,6 +619,81 @@ TEST(DoNoHarmScenario, UncontrolledWaitIsSaidOnceAndNothingEscalates) {
   EXPECT_EQ(sim.engine().stats().foreign_wait_episodes, 1u);
 }
 
+// Issue 15 (reaction_busy): the LS has waited behind the host for seconds, nothing to restrict;
+// then an idle BE turns busy and is behind two thirds of its wait. The blame window still
+// remembered the host's share, and the engage waited ~12 rounds (1.3 s in the colocation busy
+// phase) for it to fade. The split over the last rounds says who the victim waits behind now.
+TEST(DoNoHarmScenario, ABeTurningBusyIsNotHiddenByTheHostsPastShare) {
+  Config config;
+  config.actions.cpu_ladder = {Lever::Cpuset, Lever::CpuQuota};
+  Sim sim{config};
+  sim.add(lsInfo("web"));
+  sim.add(beInfo("hog"));
+  std::vector<RoundResult> rounds;
+  int engaged = -1;
+  for (int r = 1; r <= 40 && engaged < 0; ++r) {
+    std::vector<Preemption> by = {{"", 5, 4'000'000}};
+    if (r > 20) {
+      by.push_back({"hog", 10, 8'000'000});
+    }
+    rounds.push_back(
+        sim.step({lsSample("web", kHurtP99, by), beSample("hog", r > 20 ? 150'000'000 : 0)}));
+    if (!rounds.back().decisions.empty()) {
+      EXPECT_EQ(rounds.back().decisions[0].target_id, "hog");
+      engaged = r;
+    }
+  }
+  EXPECT_EQ(countFindings(rounds, "uncontrolled_wait"), 1) << "said while only the host was there";
+  ASSERT_GT(engaged, 20);
+  EXPECT_LE(engaged, 23) << "the hog is behind 2/3 of the wait from its first round";
+
+  // The other way: a BE behind a small part of the wait now is still not restricted.
+  Sim steady{config};
+  steady.add(lsInfo("web"));
+  steady.add(beInfo("hog"));
+  for (int r = 1; r <= 40; ++r) {
+    (void)steady.step({lsSample("web", kHurtP99, {{"", 5, 6'000'000}, {"hog", 10, 3'000'000}}),
+                       beSample("hog", 150'000'000)});
+  }
+  EXPECT_TRUE(steady.decisions().empty());
+}
+
+// blame.sh light t1 (session 15): while the LS waited, event rounds came every 20 ms, and "ran
+// within the blame window" (30 intervals) counted rounds: a light BE that had not run for half a
+// second was taken as newly started when the hog's cpuset rung engaged, and joined it. Windows
+// of time count timer ticks.
+TEST(BlameScenario, EventRoundsDoNotShortenTheWindowOfWhoWasRunning) {
+  Config config;
+  config.actions.cpu_ladder = {Lever::Cpuset, Lever::CpuQuota};
+  Sim sim{config};
+  sim.add(lsInfo("web"));
+  sim.add(beInfo("hog"));
+  sim.add(beInfo("light"));
+  for (int r = 0; r < 20; ++r) {
+    (void)sim.step({lsSample("web", kQuietP99), beSample("light", 5'000'000)});
+  }
+  // One second of waiting behind the host, a tick and four event rounds per block; light is
+  // starved (it does not run), the hog is idle.
+  auto block = [&](const std::vector<ContainerSample>& samples) {
+    (void)sim.step(samples);
+    for (int e = 0; e < 4; ++e) {
+      (void)sim.eventStep(samples, 20'000'000);
+    }
+  };
+  for (int b = 0; b < 10; ++b) {
+    block({lsSample("web", kHurtP99, {{"", 5, 4'000'000}}), beSample("hog", 0),
+           beSample("light", 0)});
+  }
+  ASSERT_TRUE(sim.decisions().empty());
+  for (int b = 0; b < 10 && !restricted(sim.engine(), "hog"); ++b) {
+    block({lsSample("web", kHurtP99, {{"hog", 20, 15'000'000}}), beSample("hog", 90'000'000),
+           beSample("light", 0)});
+  }
+  ASSERT_TRUE(restricted(sim.engine(), "hog", Lever::Cpuset));
+  EXPECT_EQ(targets(sim).count("light"), 0u) << "light ran 1 s ago: not a new start";
+  EXPECT_FALSE(restricted(sim.engine(), "light"));
+}
+
 // Issue 15 item 3, the loop: a constant foreign load (40 % of the wait behind host tasks) that
 // no rung can remove, and a victim that is now and then quiet long enough for its episode to
 // end. Every rung is tried once, judged useless and not retried on the same evidence: over 300

@@ -154,6 +154,7 @@ RoundResult EngineState::evaluate(const Snapshot& snap) {
       running_be_.push_back(&t);  // in id order, as tracked_
       if (cpusUsed(t) >= kRunningCpuFraction) {
         t.last_ran_round = round_;
+        t.last_ran_tick = ticks_;
       }
     }
   }
@@ -323,7 +324,7 @@ Result<void> EngineState::seed(std::span<const AppliedAction> actions, int64_t n
       Step s;
       s.lever = a.lever;
       s.rung = rung;
-      s.applied_round = round_;
+      s.applied_tick = ticks_;
       ep.steps.push_back(std::move(s));
       sit = ep.steps.end() - 1;
     }

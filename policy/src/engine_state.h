@@ -41,6 +41,8 @@ inline constexpr int kPeakMemoryWindows = 3;
 // Rounds kept for the on-CPU rate (Tracked::rate): event rounds are >= 20 ms apart, so a 100 ms
 // tick holds at most a few of them.
 inline constexpr size_t kRateRounds = 8;
+// Rounds in the victim's recent wait split (WaitSplit::recent_*): each weighs 1 - 1/N of the next.
+inline constexpr double kRecentRounds = 3;
 
 // The evidence against one BE for one victim, summed over the blame window with decay
 // (attribution.cpp): only what the BE did where the victim waits.
@@ -83,6 +85,11 @@ struct WaitSplit {
   double foreign_ns = 0;   // behind work colod does not control
   // The foreign part by aggressor ("host" for root/system tasks, else the container id).
   std::map<std::string, double, std::less<>> foreign_by;
+  // The same split over the last few rounds (kRecentRounds): a BE that has just turned busy is
+  // behind most of the wait now while the window still remembers seconds of the host's
+  // (colocation busy phases: the engage waited 1.3 s for the window to turn).
+  double recent_be_ns = 0;
+  double recent_other_ns = 0;  // itself and work colod does not control
 };
 
 // A rung verification judged useless for a victim, with the evidence it was judged on: it is not
@@ -163,13 +170,20 @@ struct Tracked {
   // As a BE: the last round it ran (>= kRunningCpuFraction of a CPU), and its CPUs on the node
   // in round round_cpus_round (cached for attribution; round_cpus_all: all of the node's).
   int64_t last_ran_round = kNever;
+  // The same in timer ticks: windows of time ("ran within the blame window", "idle for N
+  // intervals") count ticks, as verification does; event rounds, 20 ms apart while a victim
+  // waits, shrank a 3 s window to 0.6 s (blame.sh light: a light BE starved for half a second
+  // was taken as newly started and joined a cpuset rung).
+  int64_t last_ran_tick = kNever;
   int64_t round_cpus_round = kNever;
   bool round_cpus_all = true;
   std::vector<int> round_cpus;
-  // As a victim: blame evidence per BE id and its wait by whom, decayed to evidence_round.
+  // As a victim: blame evidence per BE id and its wait by whom, decayed to evidence_tick (the
+  // window) and evidence_round (the recent split).
   std::map<std::string, BlameEvidence, std::less<>> blame;
   WaitSplit waits;
   int64_t evidence_round = kNever;
+  int64_t evidence_tick = kNever;
   bool foreign_said = false;  // the uncontrolled_wait finding was given for this foreign episode
   // Its preemptions were attributed at least once: the collector attributes them, so a BE
   // without preemptions of it has not made it wait (never blamed by run time alone).
@@ -197,8 +211,9 @@ struct Step {
   // alone (benign by the evidence): only BE that was not running at all then and starts later
   // joins the step (extendSteps). A duty cycle is not a start.
   std::set<std::string> running_at_apply;
-  bool running_known = false;      // false for a step seeded from the journal until its first round
-  int64_t applied_round = kNever;  // the round it was applied (or seeded from the journal)
+  bool running_known = false;  // false for a step seeded from the journal until its first round
+  // The timer tick it was applied in (or seeded from the journal): "idle since" is time.
+  int64_t applied_tick = kNever;
 };
 
 enum class Phase { Verifying, Holding };
@@ -377,6 +392,7 @@ class EngineState {
                        bool replacing,
                        std::vector<Decision>& out,
                        std::vector<Finding>& findings);
+  [[nodiscard]] std::string quotaKeptNote(const std::string& id, Lever released) const;
   void releaseStep(const std::string& key,
                    const Episode& ep,
                    const Step& step,

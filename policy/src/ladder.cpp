@@ -118,9 +118,31 @@ EngineState::RungResult EngineState::applyRung(Episode& ep,
   if (step.targets.empty()) {
     return deferred ? RungResult::Deferred : RungResult::NothingToDo;
   }
-  step.applied_round = round_;
+  step.applied_tick = ticks_;
   ep.steps.push_back(std::move(step));
   return RungResult::Applied;
+}
+
+// The CFS quota another restriction on `id` keeps in force once `released` is given back: a
+// cpuset move's quota and the quota rung's cap are one cgroup value (the daemon's overlay keeps
+// the tighter), so "-> CFS quota max" alone said the opposite of what the container got.
+std::string EngineState::quotaKeptNote(const std::string& id, Lever released) const {
+  if (released != Lever::Cpuset && released != Lever::CpuQuota) {
+    return {};
+  }
+  auto it = restrictions_.find(id);
+  if (it == restrictions_.end()) {
+    return {};
+  }
+  for (const auto& [lever, r] : it->second) {
+    if (lever != released && (lever == Lever::Cpuset || lever == Lever::CpuQuota) &&
+        r.applied.cpu_quota && *r.applied.cpu_quota > 0) {
+      return " (" + describeValues(r.applied, Lever::CpuQuota) +
+             " stays in force: " + std::string(leverName(lever)) + " rung " +
+             std::to_string(r.rung + 1) + ")";
+    }
+  }
+  return {};
 }
 
 // Removes the episode's ownership of one step; restores levers nobody else holds.
@@ -152,7 +174,7 @@ void EngineState::releaseStep(const std::string& key,
       std::string text = std::string(decisionKindName(kind)) + " " +
                          std::string(leverName(step.lever)) + " on " + displayName(t.info) + ": " +
                          why + "; " + describeValues(jt->second.applied, step.lever) + " -> " +
-                         describeValues(orig, step.lever);
+                         describeValues(orig, step.lever) + quotaKeptNote(id, step.lever);
       t.last_change_round = round_;
       t.last_explanation = text;
       out.push_back(makeDecision(kind, step.lever, step.rung, t, orig, orig, victim, &ep,
@@ -243,9 +265,9 @@ bool EngineState::escalate(Episode& ep,
       startFreshEvidence(victim);
       Step& applied = ep.steps.back();
       // Who ran within the blame window is there already (a duty cycle is not a start).
-      const int64_t since = round_ - config_.actions.blame_window_intervals;
+      const int64_t since = ticks_ - config_.actions.blame_window_intervals;
       for (const auto& [id, t] : tracked_) {
-        if (touchable(t) && t.last_ran_round >= since) {
+        if (touchable(t) && t.last_ran_tick >= since) {
           applied.running_at_apply.insert(id);
         }
       }

@@ -63,5 +63,53 @@ INSTANTIATE_TEST_SUITE_P(Table, CpusetMoveTest, ::testing::ValuesIn(kMoveCases),
   return std::string(p.param.name);
 });
 
+// A moved container's CFS quota and the quota rung's cap are one cgroup value: releasing one
+// rung leaves the other's quota in force, and the decision says so (it said "-> CFS quota max"
+// while the move's quota stayed).
+TEST(ReleaseText, TheQuotaAnotherRungKeepsIsSaid) {
+  EngineState s{Config{}};
+  s.node_cpus_ = {0, 1};
+  Tracked& t = s.tracked_["hog"];
+  t.info.id = "hog";
+  t.tier = Tier::Be;
+  Resources moved;
+  moved.cpuset_cpus = "0";
+  moved.cpu_quota = 40'000;
+  moved.cpu_period = 100'000;
+  Resources capped;
+  capped.cpu_quota = 20'000;
+  capped.cpu_period = 100'000;
+  Resources runtime;
+  runtime.cpuset_cpus = "0-1";
+  runtime.cpu_quota = -1;
+  runtime.cpu_period = 100'000;
+  auto& levers = s.restrictions_["hog"];
+  levers[Lever::Cpuset] = {Lever::Cpuset, 1, moved, runtime, {"ep-cpuset"}, 0};
+  levers[Lever::CpuQuota] = {Lever::CpuQuota, 2, capped, runtime, {"ep-quota"}, 1};
+  Episode ep;
+  Step step;
+  step.lever = Lever::CpuQuota;
+  step.rung = 2;
+  step.targets = {"hog"};
+  std::vector<Decision> out;
+  s.releaseStep("ep-quota", ep, step, DecisionKind::Relax, "victim_quiet", "quiet", nullptr, out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_NE(out[0].explanation.find("-> CFS quota max (CFS quota 40000/100000 µs stays in force: "
+                                    "cpuset rung 2)"),
+            std::string::npos)
+      << out[0].explanation;
+
+  // Nothing else held: nothing more is said.
+  Step cpuset;
+  cpuset.lever = Lever::Cpuset;
+  cpuset.rung = 1;
+  cpuset.targets = {"hog"};
+  out.clear();
+  s.releaseStep("ep-cpuset", ep, cpuset, DecisionKind::Relax, "victim_quiet", "quiet", nullptr,
+                out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].explanation.find("stays in force"), std::string::npos) << out[0].explanation;
+}
+
 }  // namespace
 }  // namespace colod::policy

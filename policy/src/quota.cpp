@@ -261,7 +261,7 @@ EngineState::RungResult EngineState::applyQuotaRung(Episode& ep,
     }
     return RungResult::NothingToDo;
   }
-  step.applied_round = round_;
+  step.applied_tick = ticks_;
   ep.steps.push_back(std::move(step));
   return RungResult::Applied;
 }

@@ -126,11 +126,11 @@ std::optional<std::string> EngineState::targetsIdle(const Step& top, int64_t nee
     if (it == tracked_.end()) {
       continue;  // gone: holds nothing
     }
-    const int64_t since = std::max(it->second.last_ran_round, top.applied_round);
+    const int64_t since = std::max(it->second.last_ran_tick, top.applied_tick);
     if (since == kNever) {
       return std::nullopt;  // not known when it last ran or when the rung came
     }
-    idle_for = std::min(idle_for, round_ - since);
+    idle_for = std::min(idle_for, ticks_ - since);
   }
   if (idle_for < need) {
     return std::nullopt;
