@@ -393,6 +393,9 @@ class EngineState {
                        std::vector<Decision>& out,
                        std::vector<Finding>& findings);
   [[nodiscard]] std::string quotaKeptNote(const std::string& id, Lever released) const;
+  [[nodiscard]] bool anyCooling(const std::vector<Antagonist>& antagonists,
+                                Lever lever,
+                                bool replacing) const;
   void releaseStep(const std::string& key,
                    const Episode& ep,
                    const Step& step,

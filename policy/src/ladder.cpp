@@ -9,6 +9,34 @@
 
 namespace colod::policy {
 
+// A rung goes to its antagonists together: while one of them that it would change cools down
+// from its last change (it was just relaxed, say), the others wait with it. Applied to the rest
+// alone, the rung restricted only the weaker ones (blame.sh cache t1: 100 ms after the
+// antagonist's placement was relaxed, a light BE with a quarter of the evidence was moved alone
+// while the antagonist waited out its cooldown).
+bool EngineState::anyCooling(const std::vector<Antagonist>& antagonists,
+                             Lever lever,
+                             bool replacing) const {
+  // Weights move CPU only inside a pod (see applyRung): a cross-pod antagonist is not changed.
+  if (replacing || lever == Lever::CpuShares) {
+    return false;
+  }
+  for (const Antagonist& a : antagonists) {
+    auto it = tracked_.find(a.id);
+    if (it == tracked_.end() || !touchable(it->second)) {
+      continue;
+    }
+    if (auto rt = restrictions_.find(a.id);
+        rt != restrictions_.end() && rt->second.count(lever) != 0) {
+      continue;  // already restricted on this lever: shared, not changed
+    }
+    if (round_ - it->second.last_change_round < config_.actions.change_cooldown_intervals) {
+      return true;
+    }
+  }
+  return false;
+}
+
 // Applies ladder rung `rung` of episode ep: restricts the antagonists. NothingToDo when every
 // antagonist is already at or below the rung (try the next one); Deferred when the changes
 // wait for a cooldown or the round's budget (retry the same rung later).
@@ -23,6 +51,9 @@ EngineState::RungResult EngineState::applyRung(Episode& ep,
                                                std::vector<Finding>& findings) {
   bool deferred = false;
   const Lever lever = ladder(ep.memory)[static_cast<size_t>(rung)];
+  if (anyCooling(antagonists, lever, replacing)) {
+    return RungResult::Deferred;
+  }
   if (lever == Lever::CpuQuota) {
     return applyQuotaRung(ep, key, victim, rung, antagonists, kind, replacing, out, findings);
   }

@@ -111,5 +111,50 @@ TEST(ReleaseText, TheQuotaAnotherRungKeepsIsSaid) {
   EXPECT_EQ(out[0].explanation.find("stays in force"), std::string::npos) << out[0].explanation;
 }
 
+// A rung goes to its antagonists together: while the main one cools down from its last change
+// (its placement was relaxed 100 ms before), the rung waits, instead of moving the light BE with
+// a quarter of the evidence alone (blame.sh cache t1).
+TEST(RungTogether, WaitsWhileOneOfItsAntagonistsCoolsDown) {
+  Config config;
+  config.actions.cpu_ladder = {Lever::Cpuset, Lever::CpuQuota};
+  EngineState s{config};
+  s.node_cpus_ = {0, 1};
+  s.round_ = 100;
+  auto add = [&](const std::string& id, Tier tier, std::vector<int> cpus) -> Tracked& {
+    Tracked& t = s.tracked_[id];
+    t.info.id = id;
+    t.tier = tier;
+    t.cpus = std::move(cpus);
+    s.index_.emplace(std::string_view(s.tracked_.find(id)->first), &t);
+    return t;
+  };
+  Tracked& web = add("web", Tier::Ls, {1});
+  add("hog", Tier::Be, {0, 1}).last_change_round = 99;  // relaxed a round ago
+  add("light", Tier::Be, {0, 1});
+  Antagonist hog;
+  hog.id = "hog";
+  hog.score = 0.74;
+  Antagonist light;
+  light.id = "light";
+  light.score = 0.26;
+  Episode ep;
+  ep.victim_id = "web";
+  std::vector<Decision> out;
+  std::vector<Finding> findings;
+  for (int rung : {0, 1}) {  // cpuset, then the quota rung
+    EXPECT_EQ(
+        s.applyRung(ep, "web", web, rung, {hog, light}, DecisionKind::Engage, false, out, findings),
+        EngineState::RungResult::Deferred);
+    EXPECT_TRUE(out.empty()) << out[0].explanation;
+    EXPECT_TRUE(s.restrictions_.empty());
+  }
+  // Once it has cooled down, both are moved.
+  s.round_ = 102;
+  EXPECT_EQ(
+      s.applyRung(ep, "web", web, 0, {hog, light}, DecisionKind::Engage, false, out, findings),
+      EngineState::RungResult::Applied);
+  EXPECT_EQ(out.size(), 2u);
+}
+
 }  // namespace
 }  // namespace colod::policy
