@@ -211,9 +211,18 @@ bool EngineState::behindUncontrolled(const Tracked& v) const {
   if (total <= 0 || w.self_ns + w.foreign_ns < f * total) {
     return false;
   }
-  // Over the window it is behind others; unless over the last rounds BE is behind most of it.
+  // Over the window it is behind others; unless over the last rounds BE is behind most of it,
+  // and heavily: in each of them at least half of the victim's average wait per tick over the
+  // window. A light BE's odd preemptions in a lull are not a BE turning busy (blame.sh light:
+  // the quota rung capped a 5 % BE on two such rounds while the LS waited behind the host and
+  // itself).
   const double recent = w.recent_be_ns + w.recent_other_ns;
-  return recent <= 0 || w.recent_other_ns >= f * recent;
+  if (recent <= 0 || w.recent_other_ns >= f * recent) {
+    return true;
+  }
+  const double per_tick =
+      total / static_cast<double>(std::max(config_.actions.blame_window_intervals, 1));
+  return w.recent_be_ns < 0.5 * per_tick * kRecentRounds;
 }
 
 // "62% behind uncontrolled work (host 40%, sys 22%), 30% behind BE (hog1 30%), 8% behind itself".

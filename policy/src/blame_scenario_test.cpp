@@ -656,6 +656,20 @@ TEST(DoNoHarmScenario, ABeTurningBusyIsNotHiddenByTheHostsPastShare) {
                        beSample("hog", 150'000'000)});
   }
   EXPECT_TRUE(steady.decisions().empty());
+
+  // Nor a light BE that preempts it a little in a lull of a heavy wait behind the host and
+  // itself (blame.sh light, session 15: capped on two such rounds).
+  Sim lull{config};
+  lull.add(lsInfo("web"));
+  lull.add(beInfo("light"));
+  for (int r = 1; r <= 35; ++r) {
+    std::vector<Preemption> by = {{"light", 2, 2'000'000}};
+    if (r <= 20) {
+      by = {{"", 5, 20'000'000}, {"web", 5, 10'000'000}};
+    }
+    (void)lull.step({lsSample("web", kHurtP99, by), beSample("light", 5'000'000)});
+  }
+  EXPECT_TRUE(lull.decisions().empty()) << lull.decisions()[0].explanation;
 }
 
 // blame.sh light t1 (session 15): while the LS waited, event rounds came every 20 ms, and "ran
