@@ -28,6 +28,18 @@ Config cpusetFirst() {
   return c;
 }
 
+// Two CPUs: the LS "web" pinned to CPU 1, the BE "away" pinned to CPU 0 (where a BE placed off
+// the LS's CPU lands).
+void addPinnedPair(Sim& sim) {
+  ContainerInfo web = lsInfo("web", 2);
+  web.resources.cpuset_cpus = "1";
+  web.resources.cpu_shares = 409;
+  sim.add(web);
+  ContainerInfo away = beInfo("away", 2, 1024);
+  away.resources.cpuset_cpus = "0";
+  sim.add(away);
+}
+
 TEST(AdmissionTest, RunningLsPlacesNewBeOffItsCpus) {
   Sim sim{cpusetFirst(), 4};
   sim.add(lsInfo("web", 4));
@@ -135,13 +147,7 @@ TEST(AdmissionTest, NeverOntoCpusAProtectedContainerIsPinnedTo) {
 // idle (here the floor), so the placement does not take the innocent's CPU by pod weight.
 TEST(AdmissionTest, APlacementOntoABusyBesCpuTakesOnlyWhatItLeavesIdle) {
   Sim sim{cpusetFirst(), 2};
-  ContainerInfo web = lsInfo("web", 2);
-  web.resources.cpuset_cpus = "1";
-  web.resources.cpu_shares = 409;
-  sim.add(web);
-  ContainerInfo away = beInfo("away", 2, 1024);
-  away.resources.cpuset_cpus = "0";
-  sim.add(away);
+  addPinnedPair(sim);
   for (int i = 0; i < 3; ++i) {
     (void)sim.step({lsSample("web", 200), beSample("away", 95'000'000)});
   }
@@ -161,8 +167,7 @@ TEST(AdmissionTest, APlacementOntoABusyBesCpuTakesOnlyWhatItLeavesIdle) {
 
   // A BE on no one's CPU: no quota.
   Sim quiet{cpusetFirst(), 2};
-  quiet.add(web);
-  quiet.add(away);
+  addPinnedPair(quiet);
   (void)quiet.step({lsSample("web", 200), beSample("away", 0)});
   const RoundResult q = quiet.engine().admit(beInfo("batch", 2, 1024), quiet.now());
   ASSERT_EQ(q.decisions.size(), 1u);
@@ -175,13 +180,7 @@ TEST(AdmissionTest, APlacementOntoABusyBesCpuTakesOnlyWhatItLeavesIdle) {
 // CPU (blame.sh light trials: a 0.76 quota). Rates span at least a tick.
 TEST(AdmissionTest, ASliceInAShortEventRoundIsNotReadAsAQuarterCpu) {
   Sim sim{cpusetFirst(), 2};
-  ContainerInfo web = lsInfo("web", 2);
-  web.resources.cpuset_cpus = "1";
-  web.resources.cpu_shares = 409;
-  sim.add(web);
-  ContainerInfo away = beInfo("away", 2, 1024);
-  away.resources.cpuset_cpus = "0";
-  sim.add(away);
+  addPinnedPair(sim);
   for (int i = 0; i < 5; ++i) {
     (void)sim.step({lsSample("web", 200), beSample("away", 5'000'000)});
     (void)sim.eventStep({lsSample("web", 200), beSample("away", 5'000'000)}, 20'000'000);

@@ -15,12 +15,15 @@ void EngineState::updateRate(Tracked& t, const ContainerSample* s, int64_t inter
   if (interval_ns <= 0) {
     return;
   }
-  if (t.rate_count == kRateRounds) {  // more event rounds in a tick than they can be: the oldest
+  auto drop_oldest = [&t] {
     const Tracked::RateRound& old = t.rate_rounds[t.rate_first];
     t.rate_span_ns -= old.span_ns;
     t.rate_oncpu_ns -= old.oncpu_ns;
     t.rate_first = (t.rate_first + 1) % kRateRounds;
     --t.rate_count;
+  };
+  if (t.rate_count == kRateRounds) {  // more rounds in a tick than the ring holds
+    drop_oldest();
   }
   const uint64_t oncpu = s != nullptr ? s->oncpu_ns : 0;
   t.rate_rounds[(t.rate_first + t.rate_count) % kRateRounds] = {interval_ns, oncpu};
@@ -29,11 +32,7 @@ void EngineState::updateRate(Tracked& t, const ContainerSample* s, int64_t inter
   t.rate_oncpu_ns += oncpu;
   // The newest rounds that span a tick: older ones go once the rest covers it.
   while (t.rate_count > 1 && t.rate_span_ns - t.rate_rounds[t.rate_first].span_ns >= tick_ns_) {
-    const Tracked::RateRound& old = t.rate_rounds[t.rate_first];
-    t.rate_span_ns -= old.span_ns;
-    t.rate_oncpu_ns -= old.oncpu_ns;
-    t.rate_first = (t.rate_first + 1) % kRateRounds;
-    --t.rate_count;
+    drop_oldest();
   }
   const double cpus = t.cpus.empty() ? nodeCpus() : static_cast<double>(t.cpus.size());
   t.rate_cpus =
