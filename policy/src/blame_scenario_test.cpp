@@ -246,6 +246,38 @@ TEST(BlameScenario, ARungOnTopCountsOnlyWhatHappenedUnderTheRungsInForce) {
   }
 }
 
+// Issue 19, the cache trial of blame.sh (session 15, t1 and t3): the antagonist was moved off
+// the LS's CPU, the LS still waited (mostly behind itself), and a light BE that uses 5 % of a
+// CPU preempted it often enough to be ranked under the rung in force. The quota rung on top
+// capped it alone at 0.41 CPU: a cap it never reached, which held nothing back and did not help.
+// A cap at more than twice what a BE uses at its peak is not applied, and the finding says so.
+TEST(BlameScenario, ACapThatCannotBindIsNotApplied) {
+  Config config;
+  config.actions.cpu_ladder = {Lever::Cpuset, Lever::CpuQuota};
+  Sim sim{config};
+  sim.add(pinned(lsInfo("web"), "1"));
+  sim.add(beInfo("hog"));
+  sim.add(beInfo("light"));
+  std::vector<RoundResult> rounds;
+  for (int r = 1; r <= 80; ++r) {
+    const bool moved = restricted(sim.engine(), "hog", Lever::Cpuset);
+    // Under the move, the light BE is all the BE evidence there is (the cache trial: "5
+    // preemptions, 4171 µs wait" over the window); before it, it is a few percent of it.
+    std::vector<Preemption> by{{"light", moved ? 3U : (r % 5 == 0 ? 1U : 0U), 1'500'000}};
+    if (!moved) {
+      by.push_back({"hog", 30, 6'000'000});
+    }
+    rounds.push_back(sim.step({lsSample("web", r > 5 ? kHurtP99 : kQuietP99, by),
+                               beSample("hog", 90'000'000), beSample("light", 5'000'000)}));
+  }
+  EXPECT_EQ(targets(sim).count("hog"), 1u) << "the antagonist is moved, and capped";
+  EXPECT_EQ(targets(sim).count("light"), 0u) << "the light BE is never capped";
+  const Finding* f = findFinding(rounds, "quota_would_not_bind");
+  ASSERT_NE(f, nullptr) << "the ladder says why it does not cap the light BE";
+  EXPECT_EQ(f->container_id, "light");
+  EXPECT_NE(f->message.find("a cap would hold nothing back"), std::string::npos) << f->message;
+}
+
 // The move stays within the node and never lands on CPUs exclusive to another container.
 TEST(BlameScenario, MoveAvoidsExclusiveCpus) {
   Config config;

@@ -358,6 +358,7 @@ class EngineState {
                        const std::vector<std::string>& joining,
                        bool replacing,
                        Step& step);
+  void dropQuotaTarget(const std::string& id);
   void redistributeQuota(DecisionKind kind,
                          const std::string& rule,
                          const std::string& why,

@@ -14,6 +14,8 @@ namespace {
 // Every capped container's weight in the budget split is at least this (on top of 1 - its
 // share of the blame), so the most-blamed one still gets more than its bare floor.
 constexpr double kQuotaWeightFloor = 0.1;
+// A first cap binds when it is below this many times the container's peak use.
+constexpr double kQuotaBindsFactor = 2.0;
 
 }  // namespace
 
@@ -124,6 +126,24 @@ bool EngineState::addQuotaTargets(const std::string& key,
   return !deferred;
 }
 
+// Takes container `id` out of the capped set (and out of every quota step's targets).
+void EngineState::dropQuotaTarget(const std::string& id) {
+  auto it = restrictions_.find(id);
+  if (it != restrictions_.end()) {
+    it->second.erase(Lever::CpuQuota);
+    if (it->second.empty()) {
+      restrictions_.erase(it);
+    }
+  }
+  for (auto& [k, e] : episodes_) {
+    for (auto& st : e.steps) {
+      if (st.lever == Lever::CpuQuota) {
+        std::erase(st.targets, id);
+      }
+    }
+  }
+}
+
 // Splits quota_budget_ among the capped BE containers: each gets its floor, the rest by CPU
 // use this interval; never looser than its own original quota. Emits a decision per container
 // whose value changes. The set is coupled, so it is not cut by max_changes_per_round.
@@ -141,37 +161,68 @@ void EngineState::redistributeQuota(DecisionKind kind,
     double weight;
   };
   std::vector<Target> targets;
-  double blame_sum = 0;
-  for (auto& [id, levers] : restrictions_) {
-    auto jt = levers.find(Lever::CpuQuota);
-    auto tt = tracked_.find(id);
-    if (jt == levers.end() || tt == tracked_.end()) {
-      continue;
-    }
-    targets.push_back({&tt->second, &jt->second, 0.0});
-    blame_sum += jt->second.blame;
-  }
-  if (targets.empty()) {
-    return;
-  }
-  // Split by blame, not by this interval's CPU use: the more of the blame a container carries,
-  // the smaller its share of the budget. Stable while the evidence is (a bursty antagonist idle
-  // at the decision no longer hands its share to a steady neighbour).
   double wsum = 0;
-  for (Target& x : targets) {
-    const double share = blame_sum > 0 ? x.r->blame / blame_sum : 0.0;
-    x.weight = 1.0 - share + kQuotaWeightFloor;
-    wsum += x.weight;
-  }
+  double rest = 0;
   const uint64_t period = config_.levers.quota_period_us;
   const uint64_t min_q = minQuotaUs();
-  quota_budget_ = std::max(quota_budget_, quotaFloor(targets.size()));
   const double floor_cpus = static_cast<double>(min_q) / static_cast<double>(period);
-  const double rest =
-      std::max(0.0, quota_budget_ - floor_cpus * static_cast<double>(targets.size()));
+  // Each target's share in CPUs: its floor, and the rest of the budget by weight.
+  const auto share_of = [&](const Target& x) { return floor_cpus + rest * x.weight / wsum; };
+  // A cap the target cannot reach is not applied: it would hold nothing back and help no one,
+  // yet it is a restriction the batch team must be told about (blame.sh cache: the rung on top
+  // of a placement capped a light BE at 0.41 CPU; it used 0.05). Dropping one gives the others
+  // more of the budget, so the split is made again until it holds.
+  for (;;) {
+    targets.clear();
+    double blame_sum = 0;
+    for (auto& [id, levers] : restrictions_) {
+      auto jt = levers.find(Lever::CpuQuota);
+      auto tt = tracked_.find(id);
+      if (jt == levers.end() || tt == tracked_.end()) {
+        continue;
+      }
+      targets.push_back({&tt->second, &jt->second, 0.0});
+      blame_sum += jt->second.blame;
+    }
+    if (targets.empty()) {
+      return;
+    }
+    // Split by blame, not by this interval's CPU use: the more of the blame a container
+    // carries, the smaller its share of the budget. Stable while the evidence is (a bursty
+    // antagonist idle at the decision no longer hands its share to a steady neighbour).
+    wsum = 0;
+    for (Target& x : targets) {
+      const double share = blame_sum > 0 ? x.r->blame / blame_sum : 0.0;
+      x.weight = 1.0 - share + kQuotaWeightFloor;
+      wsum += x.weight;
+    }
+    quota_budget_ = std::max(quota_budget_, quotaFloor(targets.size()));
+    rest = std::max(0.0, quota_budget_ - floor_cpus * static_cast<double>(targets.size()));
+    std::vector<std::string> loose;
+    for (const Target& x : targets) {
+      // Once applied, a cap stays through the container's lulls (no churn on a duty cycle).
+      const double peak = std::max(x.t->peak_cpus, cpusUsed(*x.t));
+      const double cpus = share_of(x);
+      if (!x.r->applied.cpu_quota && cpus >= kQuotaBindsFactor * peak) {
+        std::ostringstream os;
+        os << displayName(x.t->info) << ": cpu_quota: its share of the BE budget ("
+           << std::round(cpus * 100) / 100 << " CPUs) is more than " << kQuotaBindsFactor
+           << "x what it uses at its peak (" << std::round(peak * 100) / 100
+           << " CPUs): a cap would hold nothing back; not capped";
+        findings.push_back({x.t->info.id, "quota_would_not_bind", os.str()});
+        loose.push_back(x.t->info.id);
+      }
+    }
+    if (loose.empty()) {
+      break;
+    }
+    for (const std::string& id : loose) {
+      dropQuotaTarget(id);
+    }
+  }
   std::vector<std::string> dropped;
   for (Target& x : targets) {
-    const double cpus = floor_cpus + rest * x.weight / wsum;
+    const double cpus = share_of(x);
     auto quota = std::max(min_q, static_cast<uint64_t>(cpus * static_cast<double>(period)));
     Resources vals;
     vals.cpu_quota = static_cast<int64_t>(quota);
@@ -212,20 +263,7 @@ void EngineState::redistributeQuota(DecisionKind kind,
     findings.push_back({id, "at_floor",
                         id + ": cpu_quota: its own CFS quota is already within its share of "
                              "the BE budget; left as is"});
-    auto it = restrictions_.find(id);
-    if (it != restrictions_.end()) {
-      it->second.erase(Lever::CpuQuota);
-      if (it->second.empty()) {
-        restrictions_.erase(it);
-      }
-    }
-    for (auto& [k, e] : episodes_) {
-      for (auto& st : e.steps) {
-        if (st.lever == Lever::CpuQuota) {
-          std::erase(st.targets, id);
-        }
-      }
-    }
+    dropQuotaTarget(id);
   }
 }
 

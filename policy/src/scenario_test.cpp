@@ -431,10 +431,10 @@ const Scenario kScenarios[] = {
        const auto [sum, least] = quotaSum(e);
        // Never above be_quota_fraction (1 CPU) while web hurts, never above the node while
        // relaxing, never below the floors: each BE >= 10 ms per 100 ms, the sum >= max(10 % of
-       // the node, 3 x 0.1 CPU).
+       // the node, 2 x 0.1 CPU).
        if (sum > 0) {
          EXPECT_LE(sum, r <= 61 ? 100'000 : 200'000) << "round " << r;
-         EXPECT_GE(sum, 29'000) << "round " << r;
+         EXPECT_GE(sum, 19'000) << "round " << r;
          EXPECT_GE(least, 10'000) << "round " << r;
        }
        // Closed loop: web hurts until the BE budget is down to 0.35 CPU (the antagonist stops
@@ -454,8 +454,9 @@ const Scenario kScenarios[] = {
        return withVictim(hurt ? victim : lsSample("web", 200), bg);
      },
      [](const RunLog& run) {
-       // The three BE containers that preempt web share one budget, tightened step by step while
-       // web hurts, relaxed step by step after quiet, then removed.
+       // The BE containers that preempt web share one budget, tightened step by step while web
+       // hurts, relaxed step by step after quiet, then removed. "idle" preempts web too but uses
+       // 0.01 CPU: a cap at its share of the budget would hold nothing back, so it is not capped.
        std::set<std::string> capped;
        int tightened = 0;
        int relax_steps = 0;
@@ -465,7 +466,8 @@ const Scenario kScenarios[] = {
          tightened += d.rule == "quota_budget_tightened" ? 1 : 0;
          relax_steps += d.rule == "quota_budget_relaxed" ? 1 : 0;
        }
-       EXPECT_EQ(capped, (std::set<std::string>{"hog1", "hog2", "idle"}));
+       EXPECT_EQ(capped, (std::set<std::string>{"hog1", "hog2"}));
+       EXPECT_TRUE(run.finding("quota_would_not_bind"));
        EXPECT_GT(tightened, 0);
        EXPECT_GT(relax_steps, 0);
        EXPECT_EQ(run.count(DecisionKind::Undo), 0);
