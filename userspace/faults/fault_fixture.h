@@ -396,6 +396,21 @@ class FaultTest : public ColodFixture {
     ASSERT_TRUE(waitFor([&] { return consistent(name, &why); }, 5s, kPoll)) << name << ": " << why;
   }
 
+  // The usual start of a kubelet-resize fault: the node running, "hog" (cpu limit
+  // `be_limit_milli`) restricted by colod with a quota overlay in its journal, the runtime
+  // consistent with it.
+  void startWithHogQuotaHeld(int64_t be_limit_milli) {
+    startPeer();
+    startColod(faultConfig());
+    startWorkloads(be_limit_milli);
+    waitRestricted("hog");
+    waitConsistent("hog");
+    const auto held = colod::faults::journalOverlay(colod_->journalPath(), tracked("hog").id);
+    ASSERT_TRUE(held.has_value() && held->contains("cpu_quota"))
+        << "no quota overlay in the journal while restricted:\n"
+        << slurp(colod_->journalPath());
+  }
+
   // The first event after `after_ns` matching pred (null json on timeout).
   json waitEventAfter(int64_t after_ns,
                       const std::function<bool(const json&)>& pred,

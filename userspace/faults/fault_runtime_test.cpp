@@ -103,15 +103,7 @@ TEST_F(FaultTest, OutageMidEscalation) {
 // restriction is re-applied in colod's UpdateContainer reply, and on release the quota returns
 // to the kubelet's new 130000, not to the 150000 it had when the restriction began.
 TEST_F(FaultTest, KubeletUpdateWhileRestricted) {
-  startPeer();
-  startColod(faultConfig());
-  startWorkloads(/*be_limit_milli=*/1500);
-  waitRestricted("hog");
-  waitConsistent("hog");
-  const auto held = colod::faults::journalOverlay(colod_->journalPath(), tracked("hog").id);
-  ASSERT_TRUE(held.has_value() && held->contains("cpu_quota"))
-      << "no quota overlay in the journal while restricted:\n"
-      << slurp(colod_->journalPath());
+  startWithHogQuotaHeld(/*be_limit_milli=*/1500);
   const int64_t t_update = colod::faults::realtimeNs();
   kubeletSetCpuLimit("hog", 1300);
   note("kubelet set hog's cpu limit to 1300m: cgroup " + cgroupOf("hog"));
@@ -141,15 +133,7 @@ TEST_F(FaultTest, KubeletUpdateWhileRestricted) {
 // reply does not carry its looser quota, no later update of colod's loosens the kubelet's, and
 // on release the kubelet's value is what stays.
 TEST_F(FaultTest, KubeletTightensBelowColodsQuota) {
-  startPeer();
-  startColod(faultConfig());
-  startWorkloads(/*be_limit_milli=*/1500);
-  waitRestricted("hog");
-  waitConsistent("hog");
-  const auto held = colod::faults::journalOverlay(colod_->journalPath(), tracked("hog").id);
-  ASSERT_TRUE(held.has_value() && held->contains("cpu_quota"))
-      << "no quota overlay in the journal while restricted:\n"
-      << slurp(colod_->journalPath());
+  startWithHogQuotaHeld(/*be_limit_milli=*/1500);
   const int64_t t_update = colod::faults::realtimeNs();
   kubeletSetCpuLimit("hog", 50);
   note("kubelet set hog's cpu limit to 50m: cgroup " + cgroupOf("hog"));

@@ -65,6 +65,39 @@ TEST(Probe, WarmUpIsServedButNotRecorded) {
   EXPECT_GE(r.summary.p50_us, 60U);
 }
 
+// The overloaded thread of the test above: every request after the first few is late. They are
+// listed by due time on the wall clock of the run, bounded by max_late; a threshold no request
+// reaches lists none.
+TEST(Probe, LateRequestsAreListedOnTheWallClock) {
+  const auto unix_ns = [] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  const int64_t before = unix_ns();
+  const ProbeOptions o{.threads = 1,
+                       .period_us = 1000,
+                       .work_us = 2000,
+                       .duration_s = 0.2,
+                       .late_us = 5000,
+                       .max_late = 50};
+  const ProbeReport r = ASSERT_OK(runProbe(o));
+  const int64_t after = unix_ns();
+  ASSERT_EQ(r.late.size(), 50U) << "bounded by max_late";
+  for (size_t i = 0; i < r.late.size(); ++i) {
+    EXPECT_GT(r.late[i].latency_ns, 5'000'000U);
+    EXPECT_GT(r.late[i].due_unix_ns, before);
+    EXPECT_LT(r.late[i].due_unix_ns, after);
+    if (i > 0) {
+      EXPECT_LE(r.late[i - 1].due_unix_ns, r.late[i].due_unix_ns);
+    }
+  }
+  const ProbeOptions never{
+      .threads = 1, .period_us = 2000, .work_us = 100, .duration_s = 0.1, .late_us = 10'000'000};
+  const ProbeReport quiet = ASSERT_OK(runProbe(never));
+  EXPECT_TRUE(quiet.late.empty());
+}
+
 TEST(Probe, RejectsInvalidOptions) {
   EXPECT_ERR(runProbe({.threads = 0}), EINVAL, "threads");
   EXPECT_ERR(runProbe({.threads = 1, .period_us = 0}), EINVAL, "period_us");
@@ -72,6 +105,7 @@ TEST(Probe, RejectsInvalidOptions) {
   EXPECT_ERR(runProbe({.threads = 1, .duration_s = 0.0}), EINVAL, "duration");
   EXPECT_ERR(runProbe({.threads = 1, .duration_s = 1.0, .warmup_s = 1.0}), EINVAL, "warm-up");
   EXPECT_ERR(runProbe({.threads = 1, .duration_s = 1.0, .warmup_s = -0.5}), EINVAL, "warm-up");
+  EXPECT_ERR(runProbe({.threads = 1, .duration_s = 1.0, .late_us = -1}), EINVAL, "late_us");
   EXPECT_ERR(calibrateItersPerUs(0), EINVAL, "trial");
 }
 

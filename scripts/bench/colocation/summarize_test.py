@@ -169,6 +169,11 @@ class ProtectionTest(unittest.TestCase):
             trig += [f"r{r + 1}-busy colod-started {t0}", f"r{r + 1}-busy be-busy {t0 + 5 * s}",
                      f"r{r + 1}-busy colod-stopped {t0 + 9 * s}"]
             log.append(cgw(t0 + 5 * s + (12 + 6 * r) * 10**6, "be-busy", "1", "0-1"))
+            # The LS probe's late requests: one before the trigger (not the BE's), then the first
+            # after it 4 / 8 ms in.
+            write(d, f"r{r + 1}-busy.ls-probe.late",
+                  f"{t0 + 2 * s} 1500\n{t0 + 5 * s + (4 + 4 * r) * 10**6} 2100\n"
+                  f"{t0 + 5 * s + 20 * 10**6} 9000\n")
             # colod: BE pods placed at creation (adjust, 3 ms after the arrival stamp).
             t1 = t0 + 20 * s
             trig += [f"r{r + 1}-colod colod-started {t1}", f"r{r + 1}-colod be-cpu {t1 + s}",
@@ -219,6 +224,11 @@ class ProtectionTest(unittest.TestCase):
         arrive, _ = summarize.reactions(self.d)
         self.assertEqual(sorted(round(x) for x in arrive), [3, 3])
 
+    def test_busy_reaction_split_at_the_first_late_request(self):
+        hurt, from_hurt = summarize.busy_split(self.d)
+        self.assertEqual([round(x) for x in hurt], [4, 8])
+        self.assertEqual([round(x) for x in from_hurt], [8, 10])
+
     def test_protection_line(self):
         out = subprocess.run([sys.executable, os.path.join(HERE, "summarize.py"), self.d],
                              check=True, capture_output=True, text=True).stdout
@@ -234,6 +244,8 @@ class ProtectionTest(unittest.TestCase):
         self.assertIn("target be_ops_colod >= be_ops_suppress: PASS (1.30x)", out)
         self.assertIn("target be_harvest >= 0.8: PASS (0.91)", out)
         self.assertIn("target reaction_busy_p50_ms <= 20: PASS (15 ms)", out)
+        self.assertIn("target reaction from the LS's first late request p50 <= 20: PASS (9 ms; "
+                      "trigger -> first late p50 6 ms)", out)
         self.assertIn("target foreign_ls_ratio <= 1.0: PASS (0.70)", out)
         self.assertIn("target foreign_be_ratio >= 0.9: PASS (0.95)", out)
         self.assertIn("LS p99 us per step (med) 700 1500 800", out)

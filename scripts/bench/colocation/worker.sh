@@ -58,7 +58,9 @@ for _ in $(seq 1 10000); do
       case $kind in
         probe)
           # shellcheck disable=SC2086  # extra: the phase's probe flags, e.g. "-w 100"
-          "$1" "${@:2}" ${extra:-} -d "$secs" >"$out" 2>&1 ;;
+          # The late log (requests over 1 ms) times when the LS was first hurt (summarize.py).
+          "$1" "${@:2}" ${extra:-} -d "$secs" --late-us 1000 \
+            --late-log "$outdir/$tag.$name.late" >"$out" 2>&1 ;;
         redis) run_redis "$tag" "$secs" >"$out" 2>&1 ;;
         stress) stress-ng "$@" --timeout "${secs}s" --metrics-brief >"$out" 2>&1 ;;
       esac

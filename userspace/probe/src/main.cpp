@@ -22,6 +22,7 @@ int run(int argc, char** argv) {
   o.period_us = 0;  // derived from --load unless given
   double load = 0.30;
   std::string json_path;
+  std::string late_path;
   bool calibrate_only = false;
   app.add_option("-t,--threads", o.threads, "request threads (default: online CPUs)")
       ->check(CLI::Range(1U, 256U));
@@ -42,6 +43,11 @@ int run(int argc, char** argv) {
                  "busy-loop iterations per µs (skip calibration; reuse across runs)")
       ->check(CLI::PositiveNumber);
   app.add_option("--json", json_path, "also write the result as JSON to FILE ('-': stdout)");
+  app.add_option("--late-us", o.late_us, "list requests later than this many µs (with --late-log)")
+      ->check(CLI::Range(int64_t{1}, int64_t{100'000'000}));
+  app.add_option("--late-log", late_path,
+                 "write 'DUE_UNIX_NS LATENCY_US' per late request to FILE, by due time")
+      ->needs("--late-us");
   app.add_flag("--calibrate-only", calibrate_only, "print iters_per_us=<x> and exit");
   try {
     app.parse(argc, argv);
@@ -82,6 +88,16 @@ int run(int argc, char** argv) {
         std::fprintf(stderr, "colod-probe: writing %s failed\n", json_path.c_str());
         return 1;
       }
+    }
+  }
+  if (!late_path.empty()) {
+    std::ofstream f(late_path);
+    for (const auto& x : report->late) {
+      f << x.due_unix_ns << ' ' << x.latency_ns / 1000 << '\n';
+    }
+    if (!f) {
+      std::fprintf(stderr, "colod-probe: writing %s failed\n", late_path.c_str());
+      return 1;
     }
   }
   std::fflush(stdout);

@@ -15,11 +15,13 @@
 namespace colod::probe {
 namespace {
 
-int64_t nowNs() {
+int64_t clockNs(clockid_t clock) {
   timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(clock, &ts);
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
+
+int64_t nowNs() { return clockNs(CLOCK_MONOTONIC); }
 
 void sleepUntil(int64_t t_ns) {
   timespec ts{};
@@ -40,10 +42,16 @@ double processCpuSeconds() {
 struct ThreadResult {
   std::vector<uint64_t> latencies_ns;
   uint64_t missed = 0;
+  std::vector<LateRequest> late;  // due in CLOCK_MONOTONIC until runProbe converts it
+};
+
+struct LateWatch {
+  uint64_t over_ns = 0;  // 0: off
+  size_t max = 0;        // per thread
 };
 
 // One probe thread: serve requests in due order until all are served or the run's end passed.
-void runThread(const Schedule& schedule, uint64_t iters, ThreadResult& out) {
+void runThread(const Schedule& schedule, uint64_t iters, LateWatch watch, ThreadResult& out) {
   const uint64_t n = schedule.count();
   out.latencies_ns.reserve(n);
   uint64_t i = 0;
@@ -58,8 +66,12 @@ void runThread(const Schedule& schedule, uint64_t iters, ThreadResult& out) {
     }
     spin(iters);
     now = nowNs();
+    const auto latency = static_cast<uint64_t>(now - due);
     if (schedule.recorded(i)) {
-      out.latencies_ns.push_back(static_cast<uint64_t>(now - due));
+      out.latencies_ns.push_back(latency);
+    }
+    if (watch.over_ns > 0 && latency > watch.over_ns && out.late.size() < watch.max) {
+      out.late.push_back({due, latency});
     }
   }
   std::vector<uint64_t> missed = missedLatencies(schedule, i, nowNs());
@@ -115,6 +127,9 @@ Result<ProbeReport> runProbe(const ProbeOptions& o) {
   if (!(o.duration_s > 0.0) || o.duration_s > 86400.0) {
     return COLOD_ERR(EINVAL, "duration must be in (0, 86400] s, got ", o.duration_s);
   }
+  if (o.late_us < 0) {
+    return COLOD_ERR(EINVAL, "late_us must be >= 0, got ", o.late_us);
+  }
   if (!(o.warmup_s >= 0.0) || !(o.warmup_s < o.duration_s)) {
     return COLOD_ERR(EINVAL, "warm-up must be in [0, duration) s, got ", o.warmup_s,
                      " for a duration of ", o.duration_s, " s");
@@ -135,6 +150,8 @@ Result<ProbeReport> runProbe(const ProbeOptions& o) {
   const int64_t end = start + static_cast<int64_t>(o.duration_s * 1e9);
   const double cpu0 = processCpuSeconds();
 
+  const LateWatch watch{.over_ns = static_cast<uint64_t>(o.late_us) * 1000,
+                        .max = o.max_late / o.threads};
   std::vector<ThreadResult> results(o.threads);
   std::vector<std::thread> threads;
   threads.reserve(o.threads);
@@ -145,7 +162,7 @@ Result<ProbeReport> runProbe(const ProbeOptions& o) {
                             .phase_ns = period_ns * t / o.threads,
                             .record_from_ns = start + static_cast<int64_t>(o.warmup_s * 1e9)};
     try {
-      threads.emplace_back(runThread, schedule, iters, std::ref(results[t]));
+      threads.emplace_back(runThread, schedule, iters, watch, std::ref(results[t]));
     } catch (const std::system_error& e) {
       for (auto& th : threads) {
         th.join();
@@ -159,13 +176,22 @@ Result<ProbeReport> runProbe(const ProbeOptions& o) {
   const double wall_s = static_cast<double>(nowNs() - start) / 1e9;
   const double cpu_s = processCpuSeconds() - cpu0;
 
+  // Due times are monotonic; other processes log the wall clock. The offset is read once, after
+  // the run: a clock step during it would shift every late request alike.
+  const int64_t to_unix = clockNs(CLOCK_REALTIME) - nowNs();
   std::vector<uint64_t> all;
   uint64_t missed = 0;
+  ProbeReport report;
   for (auto& r : results) {
     all.insert(all.end(), r.latencies_ns.begin(), r.latencies_ns.end());
     missed += r.missed;
+    for (const LateRequest& x : r.late) {
+      report.late.push_back({x.due_unix_ns + to_unix, x.latency_ns});
+    }
   }
-  ProbeReport report;
+  std::sort(report.late.begin(), report.late.end(), [](const LateRequest& a, const LateRequest& b) {
+    return a.due_unix_ns < b.due_unix_ns;
+  });
   report.summary = summarize(all, missed);
   const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   report.info = RunInfo{

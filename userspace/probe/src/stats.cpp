@@ -77,20 +77,20 @@ Summary summarize(std::vector<uint64_t>& latencies_ns, uint64_t missed) {
 
 std::string formatLine(const RunInfo& info, const Summary& summary) {
   std::array<char, 512> buf{};
-  std::snprintf(
-      buf.data(), buf.size(),
-      "probe: threads=%u period_us=%lld work_us=%lld duration_s=%.1f requests=%llu "
-      "missed=%llu p50_us=%llu p90_us=%llu p99_us=%llu p999_us=%llu max_us=%llu "
-      "mean_us=%.1f cpu_pct_node=%.1f warmup_s=%.1f",
-      info.threads, static_cast<long long>(info.period_us), static_cast<long long>(info.work_us),
-      info.duration_s, static_cast<unsigned long long>(summary.requests),
-      static_cast<unsigned long long>(summary.missed),
-      static_cast<unsigned long long>(summary.p50_us),
-      static_cast<unsigned long long>(summary.p90_us),
-      static_cast<unsigned long long>(summary.p99_us),
-      static_cast<unsigned long long>(summary.p999_us),
-      static_cast<unsigned long long>(summary.max_us), summary.mean_us, info.cpu_pct_node,
-      info.warmup_s);
+  std::snprintf(buf.data(), buf.size(),
+                "probe: threads=%u period_us=%lld work_us=%lld duration_s=%.1f requests=%llu "
+                "missed=%llu p50_us=%llu p90_us=%llu p99_us=%llu p999_us=%llu max_us=%llu "
+                "mean_us=%.1f cpu_pct_node=%.1f warmup_s=%.1f",
+                info.threads, static_cast<long long>(info.period_us),
+                static_cast<long long>(info.work_us), info.duration_s,
+                static_cast<unsigned long long>(summary.requests),
+                static_cast<unsigned long long>(summary.missed),
+                static_cast<unsigned long long>(summary.p50_us),
+                static_cast<unsigned long long>(summary.p90_us),
+                static_cast<unsigned long long>(summary.p99_us),
+                static_cast<unsigned long long>(summary.p999_us),
+                static_cast<unsigned long long>(summary.max_us), summary.mean_us, info.cpu_pct_node,
+                info.warmup_s);
   return buf.data();
 }
 

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "colod/base/result.h"
 #include "colod/probe/stats.h"
@@ -34,17 +35,30 @@ struct ProbeOptions {
   double warmup_s = 0.0;
   double iters_per_us = 0.0;  // 0: calibrate at start
   unsigned calibration_trials = 25;
+  // Requests whose latency exceeds late_us are listed in ProbeReport::late (0: none are), at
+  // most max_late of them (the earliest per thread): when the service was first hurt, for a
+  // benchmark that times a controller's reaction from there.
+  int64_t late_us = 0;
+  size_t max_late = 100'000;
+};
+
+// A request that finished more than ProbeOptions::late_us after it was due.
+struct LateRequest {
+  int64_t due_unix_ns = 0;  // CLOCK_REALTIME, comparable with other processes' timestamps
+  uint64_t latency_ns = 0;
 };
 
 struct ProbeReport {
   RunInfo info;
   Summary summary;
+  std::vector<LateRequest> late;  // by due time
 };
 
 // Runs the probe for options.duration_s and returns the summary. Requests still queued at the
 // end count as missed with lower-bound latencies (see missedLatencies). Fails with EINVAL on
 // invalid options (threads 0 or > 256, period/work <= 0, work > period * 100, duration <= 0 or
-// > 86400 s, warm-up negative or not below the duration) and with the errno of a failed thread start.
+// > 86400 s, warm-up negative or not below the duration, late_us negative) and with the errno of
+// a failed thread start.
 [[nodiscard]] Result<ProbeReport> runProbe(const ProbeOptions& options);
 
 }  // namespace colod::probe
