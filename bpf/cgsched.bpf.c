@@ -51,6 +51,15 @@ struct {
 	__type(value, __u64);
 } pairs SEC(".maps");
 
+/* Waits of protected cgroups' tasks after a wakeup, by whom they waited behind (struct
+ * colod_behind, cgsched.h). Written only for watched cgroups (watch_wait). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, COLOD_DEFAULT_MAX_BEHIND);
+	__type(key, struct colod_pair_key);
+	__type(value, struct colod_behind);
+} behind SEC(".maps");
+
 /* Failed map updates by kind (COLOD_DROP_*), read by userspace through the mmapped .bss: no
  * syscall and 40 bytes a tick, where a per-CPU array cost 5 lookups and 40 bytes per possible
  * CPU (41 KB a tick for both objects at 512, issue 17). Failures are rare, so the shared atomic
@@ -77,6 +86,8 @@ __u64 drop_counts[COLOD_DROP_MAX];
  * set_next_task on a running task: sched_move_task at a cgroup move and, on kernels before
  * 6.8, at every exit via sched_autogroup_exit_task; setaffinity, nice, setscheduler). Seen on
  * 6.1: a 300 ms spinner's only slice, ended by its exit, read as the few ms after do_exit. */
+#define RUNNERS 4 /* a power of two */
+
 struct cpu_state {
 	__u64 task;
 	__u64 id;
@@ -88,6 +99,13 @@ struct cpu_state {
 	__u32 alt_slot;
 	__u32 idle;
 	__u32 pad;
+	/* While a watch is set: the last RUNNERS switch-ins on this CPU (cgroup id, rq clock), the
+	 * newest at run_pos, run_n of them valid (0 after idle or a gap in the record). Whom a
+	 * woken waiter waited behind is the one of them that held the CPU longest in its wait. */
+	__u64 run_id[RUNNERS];
+	__u64 run_at[RUNNERS];
+	__u32 run_pos;
+	__u32 run_n;
 };
 
 struct {
@@ -173,6 +191,8 @@ __u64 gone_lost = 0;
 
 /* Window of the wait accumulator (ns). */
 const volatile __u64 watch_window_ns = COLOD_DEFAULT_WATCH_WINDOW_NS;
+/* Shortest wait after a wakeup recorded in behind (ns). */
+const volatile __u64 behind_min_ns = COLOD_DEFAULT_BEHIND_MIN_NS;
 /* Number of slots userspace watches: 0 keeps cg_watch off the hot path entirely (one .bss
  * load per recorded wait, next to attach_gen). */
 __u64 watched = 0;
@@ -325,15 +345,66 @@ static __always_inline bool take_mark(struct task_struct *next, __u32 slot,
 	return true;
 }
 
+/* A task of protected cgroup `victim` got the CPU after a wakeup wait of `wait` ns, most of
+ * which a task of cgroup `aggressor` held the CPU (who_behind). */
+static __always_inline void record_behind(__u64 victim, __u64 aggressor, __u64 wait)
+{
+	struct colod_pair_key key = { .victim = victim, .aggressor = aggressor };
+	struct colod_behind zero = {}, *v;
+	long err;
+
+	v = bpf_map_lookup_elem(&behind, &key);
+	if (!v) {
+		err = bpf_map_update_elem(&behind, &key, &zero, BPF_NOEXIST);
+		if (err && err != -17 /* EEXIST: another CPU added it first */) {
+			count_drop(err == -16 /* EBUSY */ ? COLOD_DROP_BUSY : COLOD_DROP_PAIR);
+			return;
+		}
+		v = bpf_map_lookup_elem(&behind, &key);
+		if (!v)
+			return;
+	}
+	__sync_fetch_and_add(&v->waits, 1);
+	__sync_fetch_and_add(&v->wait_ns, wait);
+}
+
+/* Whom a task switched in at `clock` after waiting `wait` ns on this CPU waited behind: of the
+ * CPU's recent runners before it (the ring's newest entry is itself), the cgroup that ran
+ * longest within the wait. 0 when the ring does not cover it (idle, or no record). The last
+ * runner alone is not it: when a hog's slice ends, a sleeper woken meanwhile (a daemon, a
+ * kworker) often runs first, briefly, and the waiter after it. */
+static __always_inline __u64 who_behind(const struct cpu_state *cs, __u64 clock, __u64 wait)
+{
+	__u64 from = clock > wait ? clock - wait : 0, end = clock, best = 0, best_id = 0;
+	__u32 i;
+
+#pragma unroll
+	for (i = 1; i < RUNNERS; i++) {
+		__u32 idx = (cs->run_pos - i) & (RUNNERS - 1);
+		__u64 at = cs->run_at[idx], lo;
+
+		if (i >= cs->run_n || end <= from)
+			break;
+		lo = at > from ? at : from;
+		if (end > lo && end - lo > best) {
+			best = end - lo;
+			best_id = cs->run_id[idx];
+		}
+		end = at;
+	}
+	return best_id;
+}
+
 /* A task of next's cgroup (slot `slot`, id `id`) waited `wait` ns until `clock`: add it to the
  * slot's watch accumulator, and post an event the first time a window's sum reaches the
- * threshold. The fields are updated without atomics (no locked instruction on this path): two
+ * threshold. `after`: the cgroup of the task it waited behind after a wakeup (0: a preemption's
+ * wait, or the CPU was idle), recorded in behind. The fields are updated without atomics (no locked instruction on this path): two
  * CPUs updating one slot at once can lose a wait of a window (an event a wait later), restart
  * a window twice, or in a tight race both post for one window (one more event, which
  * userspace's rate limit absorbs).
  * Not inlined: a BPF-to-BPF call made only while a watch is set, so the switch handler's own
  * code (registers, spills) stays what it was without one (measured in bpf/README.md). */
-static __noinline int watch_wait(__u32 slot, __u64 id, __u64 wait, __u64 clock)
+static __noinline int watch_wait(__u32 slot, __u64 id, __u64 wait, __u64 clock, __u64 after)
 {
 	struct colod_cg_watch *w = bpf_map_lookup_elem(&cg_watch, &slot);
 	struct colod_wakeup ev;
@@ -341,6 +412,8 @@ static __noinline int watch_wait(__u32 slot, __u64 id, __u64 wait, __u64 clock)
 
 	if (!w || !w->threshold_ns || w->id != id)
 		return 0;
+	if (after && wait >= behind_min_ns)
+		record_behind(id, after, wait);
 	start = w->window_start;
 	/* rq clocks of two CPUs may disagree by a little: a clock behind the start is inside. */
 	if (start == 0 || (clock > start && clock - start > watch_window_ns)) {
@@ -438,6 +511,7 @@ static __always_inline int on_switch(struct task_struct *prev, struct task_struc
 	queued = TASK_READ(btf, next, sched_info.last_queued);
 	if (queued == 0 && TASK_READ(btf, next, pid) == 0) {
 		cs->idle = 1;
+		cs->run_n = 0; /* nobody waits on an idle CPU: the record starts again after it */
 		return 0;
 	}
 	cs->idle = 0;
@@ -479,6 +553,20 @@ static __always_inline int on_switch(struct task_struct *prev, struct task_struc
 	cs->grp = grp;
 	/* This rq's clock: the end of next's wait, and the start of prev's if it was preempted. */
 	clock = btf ? cfs_rq->rq->clock : BPF_CORE_READ(cfs_rq, rq, clock);
+	if (watched) {
+		__u32 pos = cs->run_pos;
+
+		/* A record whose newest runner is not prev has a gap (made while nothing was
+		 * watched): start it again. */
+		if (cs->run_n && cs->run_id[pos & (RUNNERS - 1)] != prev_id)
+			cs->run_n = 0;
+		pos = (pos + 1) & (RUNNERS - 1);
+		cs->run_id[pos] = next_id;
+		cs->run_at[pos] = clock;
+		cs->run_pos = pos;
+		if (cs->run_n < RUNNERS)
+			cs->run_n += 1;
+	}
 	if (invol) {
 		/* Preempted by its own cgroup: a per-CPU counter in the slot (userspace reports it as
 		 * the pair victim == aggressor), not a pairs hash lookup + atomic (measured in
@@ -519,7 +607,10 @@ static __always_inline int on_switch(struct task_struct *prev, struct task_struc
 	if (wait == 0)
 		ne->stale += 1;
 	else if (watched)
-		watch_wait(next_slot, next_id, wait, clock);
+		/* After a wakeup (not a preemption, which pairs attribute), on a CPU that was busy
+		 * until now: whom it waited behind (another cgroup, or its own). */
+		watch_wait(next_slot, next_id, wait, clock,
+			   resumed || prev_idle ? 0 : who_behind(cs, clock, wait));
 	ne->hist[colod_ns_us_slot(wait)] += 1;
 	ne->count += 1;
 	ne->total_ns += wait;

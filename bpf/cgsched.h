@@ -84,10 +84,23 @@ struct colod_wakeup {
 /* cg_slots value meaning "no slot" (all max_cgroups slots taken; counted in drops). */
 #define COLOD_NO_SLOT 0xffffffffU
 
-/* Key of the hash pairs: value is a __u64 count of victim <- aggressor preemptions. */
+/* Key of the hash pairs: value is a __u64 count of victim <- aggressor preemptions. Also the
+ * key of the hash behind. */
 struct colod_pair_key {
 	__u64 victim;
 	__u64 aggressor;
 };
+
+/* Value of the hash behind: a protected (watched) cgroup's run-queue waits after a wakeup, by
+ * the cgroup of the task that ran on the CPU until the waiter got it (the one it waited behind).
+ * A preemption's wait is not here: pairs and preempt_wait_ns carry it. Waits shorter than
+ * behind_min_ns (rodata) are the switch itself, not contention, and are left out. */
+struct colod_behind {
+	__u64 waits;
+	__u64 wait_ns;
+};
+
+#define COLOD_DEFAULT_MAX_BEHIND 4096
+#define COLOD_DEFAULT_BEHIND_MIN_NS 50000ULL
 
 #endif /* COLOD_CGSCHED_H */

@@ -117,6 +117,73 @@ TEST_F(WakeupTest, ProtectedCgroupWaitingBehindBusyNeighbourWakesReaderUnprotect
   protectedWakesUnprotectedDoesNot({});
 }
 
+// Whom a protected cgroup waited behind (issue 15: the wait of a woken request queued behind a
+// busy neighbour is the harm, and the hog rarely preempts anyone). The LS sleeper and a hog on
+// one CPU: while the LS is watched, its waits after wakeups are attributed to the hog's cgroup
+// and bounded by its total wait; the hog (not watched) has none; after the watch is cleared
+// nothing more is attributed.
+TEST_F(WakeupTest, AProtectedCgroupsWaitsAreAttributedToWhomItWaitedBehind) {
+  if (v2() ? !v2Controller("cpu") : hier_.cpu.empty()) {
+    GTEST_SKIP() << (v2() ? "cgroup2 root does not delegate the cpu controller"
+                          : "no v1 cpu controller on this host");
+  }
+  MAKE_COLLECTOR_OR_SKIP(col, {});
+  const std::string cpu_root = cpuRoot();
+  TestCgroup ls(cpuRoots(), uniqueName("behind-ls"));
+  TestCgroup be(cpuRoots(), uniqueName("behind-be"));
+  if (v2() ? v2Controller("cpuset") : !hier_.cpuset.empty()) {
+    for (const auto* cg : {&ls, &be}) {
+      ASSERT_TRUE(pinCpuset(cg->dirIn(cpusetRoot()), kCpu));
+    }
+  }
+  ASSERT_TRUE(setWeight(ls.dirIn(cpu_root), 1024));
+  ASSERT_TRUE(setWeight(be.dirIn(cpu_root), 8192));
+  const uint64_t ls_id = ASSERT_OK(cgroup::cgroupId(ls.dirIn(cpu_root)));
+  const uint64_t be_id = ASSERT_OK(cgroup::cgroupId(be.dirIn(cpu_root)));
+  Child service(ls, kCpu, [] { sleeper(60000ms, 300us); });
+  std::this_thread::sleep_for(200ms);
+  ASSERT_OK(col.snapshot());
+  // A threshold no wait reaches: the attribution does not depend on events being posted.
+  ASSERT_OK(col.setWatched({{.id = ls_id, .threshold = 10s}}));
+  Child busy(be, kCpu, [] { hog(); });
+  std::this_thread::sleep_for(300ms);
+  ASSERT_OK(col.snapshot());
+  std::this_thread::sleep_for(400ms);
+  const Snapshot snap = ASSERT_OK(col.snapshot());
+  const CgroupSample* l = find(snap, ls_id);
+  ASSERT_NE(l, nullptr) << "the LS had no activity in the interval";
+  uint64_t behind_be = 0;
+  uint64_t behind_all = 0;
+  uint64_t waits_be = 0;
+  for (const auto& b : l->waited_behind) {
+    behind_all += b.wait_ns;
+    if (b.cgroup_id == be_id) {
+      behind_be += b.wait_ns;
+      waits_be += b.waits;
+    }
+  }
+  std::printf("LS waited %.1f ms in %lu waits (%.1f ms of it behind the hog's cgroup in %lu)\n",
+              static_cast<double>(l->runq.total_ns) / 1e6,
+              static_cast<unsigned long>(l->runq.count), static_cast<double>(behind_be) / 1e6,
+              static_cast<unsigned long>(waits_be));
+  EXPECT_GE(waits_be, 5u) << "the LS waited behind the hog at its wakeups";
+  EXPECT_GE(behind_be, 5'000'000u);
+  // The two maps are read moments apart: a wait or two may land in one read and not the other.
+  EXPECT_LE(behind_all, l->runq.total_ns + l->runq.total_ns / 5 + 30'000'000u)
+      << "more attributed than it waited";
+  EXPECT_GE(behind_be * 2, l->runq.total_ns) << "most of its wait is behind the hog";
+  if (const CgroupSample* h = find(snap, be_id); h != nullptr) {
+    EXPECT_TRUE(h->waited_behind.empty()) << "the hog's cgroup is not watched";
+  }
+  ASSERT_OK(col.setWatched({}));
+  ASSERT_OK(col.snapshot());
+  std::this_thread::sleep_for(200ms);
+  const Snapshot after = ASSERT_OK(col.snapshot());
+  if (const CgroupSample* a = find(after, ls_id); a != nullptr) {
+    EXPECT_TRUE(a->waited_behind.empty()) << "attributed after the watch was cleared";
+  }
+}
+
 // The raw_tp fallback shares the switch handler's code (on_switch): the same behaviour.
 TEST_F(WakeupTest, RawTpFallbackWakesTheSame) {
   CollectorOptions opts;

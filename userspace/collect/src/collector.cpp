@@ -208,6 +208,9 @@ Result<Snapshot> Collector::Impl::snapshot() {
     cur_reclaim[id] = v;
   }
   pairs.update(pairs_reader.key(0), pairs_reader.value(0), *pairs_n, undeleted_pairs, tick);
+  if (auto r = readBehind(); !r) {
+    return std::move(r).error();
+  }
 
   // Removed cgroups (kernfs ids are never reused): their paths go, and their state is pruned
   // below like any id the tree no longer has.
@@ -288,6 +291,7 @@ Result<Snapshot> Collector::Impl::snapshot() {
       return !paths.contains(k.victim) || !paths.contains(k.aggressor);
     };
     pairs.forget(tick, dead, [&](const colod_pair_key& k) { prunePair(k); });
+    behind.forget(dead, [&](const colod_pair_key& k) { pruneBehind(k); });
   } else {
     for (const auto& [id, v] : cur_sched) {
       stats.unresolved_ids += paths.contains(id) ? 0 : 1;
@@ -345,6 +349,15 @@ Result<Snapshot> Collector::Impl::snapshot() {
     s.preempted_by.push_back(
         Aggressor{k.aggressor, p == paths.end() ? std::string() : p->second, d});
   }
+  for (const auto& [k, d] : behind.deltas()) {
+    if (!paths.contains(k.victim)) {
+      continue;  // not known yet (the next rescan names it) or dead (pruned then)
+    }
+    CgroupSample& s = sample(k.victim);
+    auto p = paths.find(k.aggressor);
+    s.waited_behind.push_back(WaitedBehind{
+        k.aggressor, p == paths.end() ? std::string() : p->second, d.waits, d.wait_ns});
+  }
   if (opts.read_files) {
     files.beginTick();
     const uint64_t every = std::max<uint32_t>(opts.files_every_n_ticks, 1);
@@ -384,14 +397,15 @@ Result<Snapshot> Collector::Impl::snapshot() {
   }
   stats.map_drops = drops;
   stats.map_lock_skips = lock_skips;
-  stats.map_deletes_pending =
-      undeleted_slots.size() + undeleted_reclaim.size() + undeleted_pairs.size() + unreleased_slots;
+  stats.map_deletes_pending = undeleted_slots.size() + undeleted_reclaim.size() +
+                              undeleted_pairs.size() + undeleted_behind.size() + unreleased_slots;
   stats.read_bytes_last_tick =
       (sums ? sums->lastReadBytes() : slots_reader.lastReadBytes() + sched_reader.lastReadBytes()) +
-      pairs_reader.lastReadBytes() + (reclaim_skel ? reclaim_reader.lastReadBytes() : 0);
+      pairs_reader.lastReadBytes() + (reclaim_skel ? reclaim_reader.lastReadBytes() : 0) +
+      behind_read_bytes;
   stats.read_buffer_bytes =
       (sums ? sums->bufferBytes() : slots_reader.bufferBytes() + sched_reader.bufferBytes()) +
-      pairs_reader.bufferBytes() + reclaim_reader.bufferBytes();
+      pairs_reader.bufferBytes() + reclaim_reader.bufferBytes() + behind_reader.bufferBytes();
   stats.bpf_map_bytes = map_bytes;
   stats.cgroup_file_opens = files.opens();
   stats.cgroup_files_open = files.openFiles();

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "behind_deltas.h"
 #include "bpf_util.h"
 #include "cgsched.h"
 #include "cgsched.skel.h"
@@ -60,7 +61,10 @@ class Collector::Impl {
   std::vector<uint32_t> quarantined_slots;
   std::size_t unreleased_slots = 0;  // of those, how many failed to go back last time
   std::unordered_map<uint64_t, colod_cg_reclaim> prev_reclaim;
-  detail::PairDeltas pairs;  // pair_deltas.h
+  detail::PairDeltas pairs;                      // pair_deltas.h
+  detail::BehindDeltas behind;                   // behind_deltas.h
+  std::vector<detail::BehindEntry> behind_read;  // reused buffer of the behind map's read
+  uint64_t behind_read_bytes = 0;                // what the last snapshot's read copied
   // Entries of vanished cgroups whose deletion failed (rule 15b: counted, and retried at every
   // snapshot until it succeeds). Each is a key still present in its map, so each set is bounded
   // by that map's max_entries (enforced in prune*()). Their ids are known dead: they are
@@ -68,6 +72,7 @@ class Collector::Impl {
   std::unordered_map<uint64_t, uint32_t> undeleted_slots;  // cg_slots id -> its slot
   std::unordered_set<uint64_t> undeleted_reclaim;          // cg_reclaim ids
   detail::PairKeySet undeleted_pairs;
+  detail::PairKeySet undeleted_behind;
   struct FileState {
     cgroup::CpuStat cpu_stat;
     bool have = false;
@@ -78,6 +83,7 @@ class Collector::Impl {
   bpf::MapReader slots_reader{sizeof(uint64_t), sizeof(uint32_t)};
   bpf::MapReader sched_reader{sizeof(uint32_t), 0};
   bpf::MapReader pairs_reader{sizeof(colod_pair_key), sizeof(uint64_t)};
+  bpf::MapReader behind_reader{sizeof(colod_pair_key), sizeof(colod_behind)};
   bpf::MapReader reclaim_reader{sizeof(uint64_t), 0};
   // cg_slots and cg_reclaim change rarely (a new cgroup, a reclaim episode): walked again only
   // when their BPF generation counters moved or a deletion here changed them.
@@ -112,6 +118,8 @@ class Collector::Impl {
   void pruneSlot(uint64_t id, uint32_t slot, bool& released);
   void pruneReclaim(uint64_t id);
   void prunePair(const colod_pair_key& key);
+  void pruneBehind(const colod_pair_key& key);
+  Result<void> readBehind();
   void retryDeletes();
   // cpu.stat, and the PSI files when `psi`.
   void readFiles(CgroupSample& s, bool psi);

@@ -124,6 +124,7 @@ void Collector::Impl::initReaders() {
   slots_reader = bpf::MapReader(sizeof(uint64_t), sizeof(uint32_t), legacy);
   sched_reader = bpf::MapReader(sizeof(uint32_t), roundUp8(sizeof(colod_cg_sched)) * cpus, legacy);
   pairs_reader = bpf::MapReader(sizeof(colod_pair_key), sizeof(uint64_t), legacy);
+  behind_reader = bpf::MapReader(sizeof(colod_pair_key), sizeof(colod_behind), legacy);
   reclaim_reader = bpf::MapReader(sizeof(uint64_t), sizeof(colod_cg_reclaim), legacy);
 }
 
@@ -314,6 +315,40 @@ void Collector::Impl::prunePair(const colod_pair_key& key) {
   }
 }
 
+void Collector::Impl::pruneBehind(const colod_pair_key& key) {
+  if (deleteKey("behind", bpf_map__fd(sched_skel->maps.behind), &key)) {
+    undeleted_behind.erase(key);
+  } else if (undeleted_behind.size() < COLOD_DEFAULT_MAX_BEHIND) {
+    undeleted_behind.insert(key);
+  }
+}
+
+// The behind map holds watched cgroups' entries only: read while a watch is set. Without one
+// nothing is read (a batch read walks every bucket, whatever the map holds), and what the last
+// watch left is deleted.
+Result<void> Collector::Impl::readBehind() {
+  if (__atomic_load_n(&sched_skel->bss->watched, __ATOMIC_RELAXED) == 0) {
+    // Deleted, not only forgotten: a later watch would read their old totals as new waits.
+    behind.forget([](const colod_pair_key&) { return true; },
+                  [&](const colod_pair_key& k) { pruneBehind(k); });
+    behind.update({}, undeleted_behind);
+    behind_read_bytes = 0;
+    return {};
+  }
+  auto n = behind_reader.read(bpf_map__fd(sched_skel->maps.behind), COLOD_DEFAULT_MAX_BEHIND);
+  if (!n) {
+    return std::move(n).error().wrap("reading behind");
+  }
+  behind_read.resize(*n);
+  for (std::size_t i = 0; i < *n; ++i) {
+    std::memcpy(&behind_read[i].key, behind_reader.key(i), sizeof(colod_pair_key));
+    std::memcpy(&behind_read[i].value, behind_reader.value(i), sizeof(colod_behind));
+  }
+  behind.update(behind_read, undeleted_behind);
+  behind_read_bytes = behind_reader.lastReadBytes();
+  return {};
+}
+
 // The deletions that failed before, once per snapshot (after releaseSlots, so a slot freed
 // here is quarantined for a full interval like any other).
 void Collector::Impl::retryDeletes() {
@@ -334,6 +369,10 @@ void Collector::Impl::retryDeletes() {
   for (const auto& key :
        std::vector<colod_pair_key>(undeleted_pairs.begin(), undeleted_pairs.end())) {
     prunePair(key);
+  }
+  for (const auto& key :
+       std::vector<colod_pair_key>(undeleted_behind.begin(), undeleted_behind.end())) {
+    pruneBehind(key);
   }
 }
 

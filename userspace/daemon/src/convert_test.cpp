@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "colod/daemon/self_stats.h"
 #include "colod/policy/config.h"
 #include "colod/policy/tier.h"
@@ -166,6 +168,36 @@ TEST(Convert, SampleMergesAggressorsByContainer) {
   EXPECT_EQ(later.psi_cpu_some->total_delta_us, 50U);
   // No previous read: no delta, whatever the span.
   EXPECT_EQ(toContainerSample("ls1", s, owner, 0, 10.0).psi_cpu_some->total_delta_us, 0U);
+}
+
+// A protected container's waits after wakeups join its preemptions, by container: the count is
+// "times it waited for the aggressor", the wait the preemptions' share plus the waits behind.
+TEST(Convert, WaitsBehindJoinThePreemptionsOfTheirContainer) {
+  collect::CgroupSample s;
+  s.id = 10;
+  s.preempted_wait_ns = 1000;
+  s.preempted_by = {{.cgroup_id = 20, .path = "/a", .preemptions = 1},
+                    {.cgroup_id = 99, .path = "/host", .preemptions = 1}};
+  s.waited_behind = {{.cgroup_id = 21, .path = "/b", .waits = 5, .wait_ns = 20'000'000},
+                     {.cgroup_id = 10, .path = "/ls", .waits = 2, .wait_ns = 300'000},
+                     {.cgroup_id = 30, .path = "/c", .waits = 1, .wait_ns = 60'000}};
+  auto owner = [](uint64_t id) -> std::string {
+    return id == 20 || id == 21 ? "be1" : id == 10 ? "ls1" : id == 30 ? "be2" : "";
+  };
+  auto out = toContainerSample("ls1", s, owner, 0);
+  std::map<std::string, policy::Preemption> by;
+  for (const auto& p : out.preempted_by) {
+    by[p.aggressor_id] = p;
+  }
+  ASSERT_EQ(by.size(), 4U);
+  EXPECT_EQ(by["be1"].count, 6U);
+  EXPECT_EQ(by["be1"].wait_ns, 500U + 20'000'000U);
+  EXPECT_EQ(by[""].count, 1U);
+  EXPECT_EQ(by[""].wait_ns, 500U);
+  EXPECT_EQ(by["ls1"].count, 2U) << "behind its own tasks: the policy reads it as its own wait";
+  EXPECT_EQ(by["ls1"].wait_ns, 300'000U);
+  EXPECT_EQ(by["be2"].count, 1U);
+  EXPECT_EQ(by["be2"].wait_ns, 60'000U);
 }
 
 TEST(SelfStats, ParsesProcFiles) {

@@ -209,7 +209,8 @@ class Daemon::Impl final : public nri::Plugin,
   // Turns the engine's restrictions into overlays, journals them (write-ahead) and hands them to
   // the actuator. `round` (may be null) holds the decisions that led there.
   void commitOverlays(const policy::RoundResult* round);
-  Result<void> writeJournalOf(const std::vector<ReconcileEntry>& entries);
+  Result<void> writeJournalOf(const std::vector<ReconcileEntry>& entries,
+                              JournalSync sync = JournalSync::Now);
   void onConverged(const std::string& id);
   void publish();
   // Reloads the config file: whether it differed from the running configuration.

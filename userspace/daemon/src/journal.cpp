@@ -226,7 +226,10 @@ Result<Journal> decodeJournal(std::string_view text) {
   return out;
 }
 
-Result<void> writeJournal(const std::string& path, const Journal& journal, uint32_t max_entries) {
+Result<void> writeJournal(const std::string& path,
+                          const Journal& journal,
+                          uint32_t max_entries,
+                          JournalSync sync) {
   if (journal.containers.size() > max_entries) {
     return COLOD_ERR(E2BIG, "journal has ", journal.containers.size(), " containers, bound is ",
                      max_entries);
@@ -257,18 +260,42 @@ Result<void> writeJournal(const std::string& path, const Journal& journal, uint3
       }
       off += static_cast<std::size_t>(n);
     }
-    if (::fsync(fd.get()) != 0) {
+    if (sync == JournalSync::Now && ::fsync(fd.get()) != 0) {
       return COLOD_ERR(errno, "fsync ", tmp);
     }
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     return COLOD_ERR(errno, "renaming ", tmp, " to ", path);
   }
+  if (sync == JournalSync::Now) {
+    const std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
+    UniqueFd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (dfd) {
+      // The rename is durable only once the directory is synced.
+      (void)::fsync(dfd.get());
+    }
+  }
+  return {};
+}
+
+Result<void> syncJournal(const std::string& path) {
+  {
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) {
+      return COLOD_ERR(errno, "opening ", path);
+    }
+    if (::fsync(fd.get()) != 0) {
+      return COLOD_ERR(errno, "fsync ", path);
+    }
+  }
+  const std::filesystem::path p(path);
   const std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
   UniqueFd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (dfd) {
-    // The rename is durable only once the directory is synced.
-    (void)::fsync(dfd.get());
+  if (!dfd) {
+    return COLOD_ERR(errno, "opening ", dir);
+  }
+  if (::fsync(dfd.get()) != 0) {
+    return COLOD_ERR(errno, "fsync ", dir);
   }
   return {};
 }

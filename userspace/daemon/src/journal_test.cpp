@@ -121,6 +121,19 @@ TEST_F(JournalTest, AtomicWriteAndRead) {
   EXPECT_ERR(readJournal(path), EINVAL, "journal .*journal.json");
 }
 
+// The write-ahead write on the reaction path does not wait for the disk: the renamed file is
+// what a restarted colod reads (the page cache holds it), and syncJournal makes it durable.
+TEST_F(JournalTest, AWriteSyncedLaterReadsTheSameAndSyncs) {
+  const std::string path = dir_ + "/later/journal.json";
+  Journal j;
+  j.containers = {container("a"), container("b")};
+  ASSERT_OK(writeJournal(path, j, 16, JournalSync::Later));
+  EXPECT_EQ(ASSERT_OK(readJournal(path)), j);
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  ASSERT_OK(syncJournal(path));
+  EXPECT_ERR(syncJournal(dir_ + "/later/missing.json"), ENOENT, "opening .*missing.json");
+}
+
 TEST_F(JournalTest, ASecondHolderIsRefusedWithTheFirstOnesPid) {
   const std::string path = dir_ + "/state/journal.json";
   auto first = ASSERT_OK(JournalLock::acquire(path));
@@ -136,9 +149,7 @@ TEST_F(JournalTest, ASecondHolderIsRefusedWithTheFirstOnesPid) {
 
 TEST_F(JournalTest, TheLockGoesWithItsHolder) {
   const std::string path = dir_ + "/journal.json";
-  {
-    auto held = ASSERT_OK(JournalLock::acquire(path));
-  }
+  { auto held = ASSERT_OK(JournalLock::acquire(path)); }
   auto again = ASSERT_OK(JournalLock::acquire(path));
   (void)again;
   // A holder that dies (however) releases it: a child takes it and exits.
@@ -179,8 +190,12 @@ TEST(JournalOf, KeepsDesiredStateAndTheRestrictionsBehindIt) {
   e.pending = true;
   e.attempts = 3;
   e.sent = {{"cpu_quota", {"60000"}}};
-  policy::AppliedAction mine{.target_id = "be", .victim_id = "v", .lever = policy::Lever::CpuQuota,
-                             .rung = 2, .applied_values = {}, .original_values = {}};
+  policy::AppliedAction mine{.target_id = "be",
+                             .victim_id = "v",
+                             .lever = policy::Lever::CpuQuota,
+                             .rung = 2,
+                             .applied_values = {},
+                             .original_values = {}};
   policy::AppliedAction other = mine;
   other.target_id = "other";
   const Journal j = journalOf({e}, {mine, other});

@@ -114,7 +114,8 @@ void Daemon::Impl::onConverged(const std::string& id) {
   commitOverlays(nullptr);
 }
 
-Result<void> Daemon::Impl::writeJournalOf(const std::vector<ReconcileEntry>& entries) {
+Result<void> Daemon::Impl::writeJournalOf(const std::vector<ReconcileEntry>& entries,
+                                          JournalSync sync) {
   const auto conf = cfg();
   std::vector<policy::AppliedAction> applied;
   {
@@ -123,7 +124,7 @@ Result<void> Daemon::Impl::writeJournalOf(const std::vector<ReconcileEntry>& ent
   }
   const Journal j = journalOf(entries, applied);
   journal_entries_ = j.containers.size();
-  auto r = writeJournal(conf->daemon.journal_path, j, conf->daemon.journal_max_entries);
+  auto r = writeJournal(conf->daemon.journal_path, j, conf->daemon.journal_max_entries, sync);
   if (!r) {
     if (journal_errors_++ % 100 == 0) {
       log()->error("journal write failed ({} so far): {}", journal_errors_.load(),
@@ -160,8 +161,9 @@ void Daemon::Impl::commitOverlays(const policy::RoundResult* round) {
     }
     return;
   }
-  // Write-ahead: the journal holds the new overlays before the actuator may send them.
-  const bool journaled = writeJournalOf(actuator_->preview(wishes)).has_value();
+  // Write-ahead: the journal holds the new overlays before the actuator may send them. It
+  // reaches the disk right after the actuator has them (JournalSync: what it protects against).
+  const bool journaled = writeJournalOf(actuator_->preview(wishes), JournalSync::Later).has_value();
   if (!journaled) {
     // Nothing new may be sent that no journal knows: keep what is journaled, let releases go
     // (the journal still lists them, which is safe), and tell the engine its new restrictions
@@ -187,6 +189,14 @@ void Daemon::Impl::commitOverlays(const policy::RoundResult* round) {
     }
   }
   const Actuator::Committed committed = actuator_->setOverlays(wishes);
+  if (journaled) {
+    if (auto r = syncJournal(conf->daemon.journal_path); !r) {
+      if (journal_errors_++ % 100 == 0) {
+        log()->error("journal sync failed ({} so far): {}", journal_errors_.load(),
+                     r.error().message());
+      }
+    }
+  }
   for (const auto& id : committed.refused) {
     if (known_.count(id) != 0) {
       log()->warn(

@@ -60,6 +60,15 @@ struct Aggressor {
   uint64_t preemptions = 0;  // involuntary switches victim -> aggressor
 };
 
+// Whom a protected (watched) cgroup's tasks waited behind after their wakeups: the cgroup of
+// the task that held the CPU until the waiter got it. Waits under 50 µs are left out.
+struct WaitedBehind {
+  uint64_t cgroup_id = 0;
+  std::string path;  // "" if the cgroup vanished or is unknown
+  uint64_t waits = 0;
+  uint64_t wait_ns = 0;
+};
+
 // A PSI file (cpu.pressure / memory.pressure): "some" and "full" lines. full is absent for
 // cpu.pressure on old kernels. total_us values are cumulative counters as the kernel reports.
 struct PsiLine {
@@ -99,9 +108,11 @@ struct CgroupSample {
   uint64_t preempted_wait_ns = 0;
   uint64_t preempted_waits = 0;         // the waits summed in preempted_wait_ns
   std::vector<Aggressor> preempted_by;  // sorted by preemptions, descending
-  uint64_t oncpu_ns = 0;                // CPU time of this cgroup's tasks this interval
-  uint64_t wakeups = 0;                 // wakeups seen (depth samples)
-  uint64_t runq_depth_sum = 0;          // sum of run-queue depth seen at those wakeups
+  // Waits after wakeups by whom they waited behind; only for watched cgroups (setWatched).
+  std::vector<WaitedBehind> waited_behind;
+  uint64_t oncpu_ns = 0;        // CPU time of this cgroup's tasks this interval
+  uint64_t wakeups = 0;         // wakeups seen (depth samples)
+  uint64_t runq_depth_sum = 0;  // sum of run-queue depth seen at those wakeups
 
   // Memory reclaim stall (direct + memcg reclaim) this interval.
   uint64_t reclaim_count = 0;
