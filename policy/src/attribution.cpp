@@ -72,7 +72,10 @@ void EngineState::decayEvidence(Tracked& v) const {
     e.overlap_ns *= d;
     e.fresh_preemptions *= d;
     e.fresh_wait_ns *= d;
-    if (e.preemptions < kForgetPreemptions && e.wait_ns < kForgetNs && e.overlap_ns < kForgetNs) {
+    e.behind_ns *= d;
+    e.fresh_behind_ns *= d;
+    if (e.preemptions < kForgetPreemptions && e.wait_ns < kForgetNs && e.overlap_ns < kForgetNs &&
+        e.behind_ns < kForgetNs) {
       it = v.blame.erase(it);
     } else {
       ++it;
@@ -96,6 +99,7 @@ void EngineState::startFreshEvidence(Tracked& v) {
   for (auto& [id, e] : v.blame) {
     e.fresh_preemptions = 0;
     e.fresh_wait_ns = 0;
+    e.fresh_behind_ns = 0;
   }
 }
 
@@ -112,16 +116,20 @@ void EngineState::accumulateEvidence(Tracked& v) {
   for (const Preemption& p : s->preempted_by) {
     w.preemptions += static_cast<double>(p.count);
     const auto wait = static_cast<double>(p.wait_ns);
+    // The wait split counts the waits behind it too; the blame of one BE, its preemptions.
+    const double all = wait + static_cast<double>(p.behind_ns);
     if (p.aggressor_id == v.info.id) {
-      w.self_ns += wait;
-      w.recent_other_ns += wait;
+      w.self_ns += all;
+      w.recent_other_ns += all;
       continue;
     }
     auto it = index_.find(std::string_view(p.aggressor_id));
     if (it != index_.end() && touchable(*it->second)) {
-      w.be_ns += wait;
-      w.recent_be_ns += wait;
+      w.be_ns += all;
+      w.recent_be_ns += all;
       BlameEvidence& e = v.blame[p.aggressor_id];
+      e.behind_ns += static_cast<double>(p.behind_ns);
+      e.fresh_behind_ns += static_cast<double>(p.behind_ns);
       e.be = it->second;
       e.preemptions += static_cast<double>(p.count);
       e.wait_ns += wait;
@@ -131,9 +139,9 @@ void EngineState::accumulateEvidence(Tracked& v) {
     }
     // Host/system tasks, unknown or unlabelled cgroups, other LS, system or exclusive-CPU
     // containers: work colod does not control.
-    w.foreign_ns += wait;
-    w.recent_other_ns += wait;
-    w.foreign_by[p.aggressor_id.empty() ? std::string("host") : p.aggressor_id] += wait;
+    w.foreign_ns += all;
+    w.recent_other_ns += all;
+    w.foreign_by[p.aggressor_id.empty() ? std::string("host") : p.aggressor_id] += all;
   }
   bool victim_all = false;
   const std::vector<int>& victim_cpus = roundCpus(v, &victim_all);
@@ -254,8 +262,8 @@ std::string EngineState::waitBehind(const Tracked& v) const {
   os << ", " << pct(w.be_ns) << "% behind BE";
   std::vector<std::pair<double, std::string>> be;
   for (const auto& [id, e] : v.blame) {
-    if (e.wait_ns > 0) {
-      be.emplace_back(e.wait_ns, id);
+    if (e.wait_ns + e.behind_ns > 0) {
+      be.emplace_back(e.wait_ns + e.behind_ns, id);
     }
   }
   std::sort(be.begin(), be.end(), [](const auto& a, const auto& b) {
@@ -422,7 +430,7 @@ std::vector<Antagonist> EngineState::rankCpu(Tracked& victim,
   double overlap = 0;
   for (const auto& [id, e] : victim.blame) {
     if (!idle(e)) {
-      be_wait += e.wait_ns;
+      be_wait += e.wait_ns + e.behind_ns;
       overlap += e.overlap_ns;
     }
   }
@@ -458,13 +466,15 @@ std::vector<Antagonist> EngineState::rankCpu(Tracked& victim,
     }
     double score = 0;
     if (w_wait > 0) {
-      score += w_wait * e.wait_ns / be_wait;
+      score += w_wait * (e.wait_ns + e.behind_ns) / be_wait;
     }
     if (w_run > 0) {
       score += w_run * e.overlap_ns / overlap;
     }
     e.score = norm > 0 ? score / norm : 0.0;
-    if (attributed && (e.preemptions < ac.min_blame_preemptions || e.wait_ns < min_wait_ns)) {
+    const double behind_min = kBehindBlameFactor * min_wait_ns;
+    if (attributed && (e.preemptions < ac.min_blame_preemptions || e.wait_ns < min_wait_ns) &&
+        e.behind_ns < behind_min) {
       e.verdict = Verdict::Thin;
       if (thin.e == nullptr || e.score > thin.score) {
         thin = {e.score, &id, &e};
@@ -475,7 +485,8 @@ std::vector<Antagonist> EngineState::rankCpu(Tracked& victim,
     // before the last rung is what that rung answered (the antagonist it moved is not blamed
     // again for preemptions it can no longer make, nor a light BE beside it on their strength).
     if (on_top && attributed &&
-        (e.fresh_preemptions < ac.min_blame_preemptions || e.fresh_wait_ns < min_wait_ns)) {
+        (e.fresh_preemptions < ac.min_blame_preemptions || e.fresh_wait_ns < min_wait_ns) &&
+        e.fresh_behind_ns < behind_min) {
       e.verdict = Verdict::ThinSince;
       thin_since = true;
       continue;
@@ -523,7 +534,7 @@ std::vector<Antagonist> EngineState::rankCpu(Tracked& victim,
     a.id = *ranked[i].id;
     a.name = displayName(e.be->info);
     a.preemptions = static_cast<uint64_t>(std::lround(e.preemptions));
-    a.wait_ns = static_cast<uint64_t>(e.wait_ns);
+    a.wait_ns = static_cast<uint64_t>(e.wait_ns + e.behind_ns);
     a.oncpu_ns = static_cast<uint64_t>(e.overlap_ns);
     a.score = e.score;
     kept.push_back(std::move(a));
@@ -539,7 +550,8 @@ std::vector<Antagonist> EngineState::rankCpu(Tracked& victim,
 }
 
 std::string EngineState::evidenceText(const BlameEvidence& e) {
-  return count(e.preemptions) + " preemptions, " + us(e.wait_ns) + " wait, " + us(e.overlap_ns) +
+  return count(e.preemptions) + " preemptions, " + us(e.wait_ns) + " wait, " + us(e.behind_ns) +
+         " waited behind it after wakeups, " + us(e.overlap_ns) +
          " on the victim's CPUs over the blame window";
 }
 

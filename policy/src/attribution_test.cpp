@@ -100,6 +100,34 @@ TEST_F(AttributionTest, WaitIsSplitByWhomTheVictimWaitedBehind) {
   EXPECT_NE(text.find("63% behind uncontrolled work (host 38%"), std::string::npos) << text;
 }
 
+// colocation.sh busy (session 16): a hog rarely preempts anyone, the woken LS queues behind it.
+// The host's few preemptions (colod's own event rounds among them) were all that was attributed,
+// and "behind uncontrolled work" held the engage. Waits behind a runner count in the split, so
+// the hog's share shows, and in the blame; alone (no preemptions) they are enough evidence only
+// from 20 x min_blame_wait_us: a light BE's bursts put a woken request behind it now and then.
+TEST_F(AttributionTest, WaitsBehindARunnerCountInTheSplitAndAsEvidenceFromAMinimum) {
+  Preemption host{.aggressor_id = "", .count = 2, .wait_ns = 4'000'000};
+  Preemption hog{.aggressor_id = "near", .behind_waits = 6, .behind_ns = 10'000'000};
+  Preemption self{.aggressor_id = "web", .behind_waits = 1, .behind_ns = 1'000'000};
+  std::vector<Finding> findings;
+  round({host, hog, self}, 0, 0);
+  const WaitSplit& w = web().waits;
+  EXPECT_DOUBLE_EQ(w.be_ns, 10'000'000.0);
+  EXPECT_DOUBLE_EQ(w.foreign_ns, 4'000'000.0);
+  EXPECT_DOUBLE_EQ(w.self_ns, 1'000'000.0);
+  EXPECT_FALSE(s_.behindUncontrolled(web())) << s_.waitBehind(web());
+  EXPECT_TRUE(s_.rank(web(), false, findings).empty()) << "10 ms behind it: not yet evidence";
+  EXPECT_EQ(web().blame.at("near").verdict, Verdict::Thin);
+  round({host, hog}, 0, 0);
+  hog.behind_ns = 15'000'000;
+  round({hog}, 0, 0);
+  const auto blamed = s_.rank(web(), false, findings);
+  ASSERT_EQ(blamed.size(), 1U) << s_.verdictText(web().blame.at("near"));
+  EXPECT_EQ(blamed[0].id, "near");
+  EXPECT_EQ(blamed[0].preemptions, 0U);
+  EXPECT_GT(blamed[0].wait_ns, 30'000'000U) << "the wait behind it is its wait";
+}
+
 TEST_F(AttributionTest, MinimumEvidenceBeforeAnyoneIsBlamed) {
   std::vector<Finding> findings;
   round({{"near", 1, 15'000'000}}, 0, 10'000'000);

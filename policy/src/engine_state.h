@@ -36,6 +36,9 @@ inline constexpr double kRunningCpuFraction = 0.01;
 inline constexpr double kSaturatedFraction = 0.9;
 // The LS demand "fits" its weighted share of the node when it is at most this share of it.
 inline constexpr double kFitsShareFraction = 0.8;
+// Waits behind a BE alone (no preemptions) are enough evidence from this many times
+// min_blame_wait_us of them over the window (BlameEvidence::behind_ns).
+inline constexpr double kBehindBlameFactor = 20;
 // Tracked::peak_cpus decays by 1 / (this many blame windows) per round.
 inline constexpr int kPeakMemoryWindows = 3;
 // Rounds kept for the on-CPU rate (Tracked::rate): event rounds are >= 20 ms apart, so a 100 ms
@@ -72,6 +75,12 @@ struct BlameEvidence {
   // they already answered (issue 19: a light BE was capped on top of the antagonist's move).
   double fresh_preemptions = 0;
   double fresh_wait_ns = 0;
+  // The victim's waits after a wakeup while it held the CPU (Preemption::behind_ns), over the
+  // window and since the last rung. A busy hog's harm is mostly this; alone it is evidence only
+  // from kBehindBlameFactor x min_blame_wait_us on (a light BE's bursts put a woken request
+  // behind it now and then: blame.sh light and cache, session 16).
+  double behind_ns = 0;
+  double fresh_behind_ns = 0;
   // Latest ranking: its share of the evidence and the verdict (for describe()).
   double score = 0;
   Verdict verdict = Verdict::Unranked;

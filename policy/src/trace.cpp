@@ -78,7 +78,12 @@ json encodeSample(const ContainerSample& s) {
   if (!s.preempted_by.empty()) {
     json pre = json::array();
     for (const auto& p : s.preempted_by) {
-      pre.push_back(json{{"by", p.aggressor_id}, {"count", p.count}, {"wait_ns", p.wait_ns}});
+      json pj{{"by", p.aggressor_id}, {"count", p.count}, {"wait_ns", p.wait_ns}};
+      if (p.behind_waits != 0 || p.behind_ns != 0) {
+        pj["behind_waits"] = p.behind_waits;
+        pj["behind_ns"] = p.behind_ns;
+      }
+      pre.push_back(std::move(pj));
     }
     j["preempted_by"] = std::move(pre);
   }
@@ -330,6 +335,8 @@ Result<ContainerSample> decodeSample(const Reader& rd, const json& j) {
       COLOD_TRY_PLAIN(rd.str(pj, "by", p.aggressor_id));
       COLOD_TRY_PLAIN(rd.num(pj, "count", p.count));
       COLOD_TRY_PLAIN(rd.num(pj, "wait_ns", p.wait_ns));
+      COLOD_TRY_PLAIN(rd.num(pj, "behind_waits", p.behind_waits));
+      COLOD_TRY_PLAIN(rd.num(pj, "behind_ns", p.behind_ns));
       s.preempted_by.push_back(std::move(p));
     }
   }

@@ -16,6 +16,25 @@ using namespace std::chrono_literals;
 class WakeupTest : public CollectorTest {
  protected:
   void protectedWakesUnprotectedDoesNot(const CollectorOptions& opts);
+  // Why this host cannot run these tests ("" when it can).
+  std::string noCpuController() {
+    if (v2() ? !v2Controller("cpu") : hier_.cpu.empty()) {
+      return v2() ? "cgroup2 root does not delegate the cpu controller"
+                  : "no v1 cpu controller on this host";
+    }
+    return "";
+  }
+  // The LS and its busy neighbour on kCpu, the neighbour at 8x the LS weight: the LS waits
+  // behind it at nearly every wakeup.
+  void pinPair(const TestCgroup& ls, const TestCgroup& be) {
+    if (v2() ? v2Controller("cpuset") : !hier_.cpuset.empty()) {
+      for (const auto* cg : {&ls, &be}) {
+        ASSERT_TRUE(pinCpuset(cg->dirIn(cpusetRoot()), kCpu));
+      }
+    }
+    ASSERT_TRUE(setWeight(ls.dirIn(cpuRoot()), 1024));
+    ASSERT_TRUE(setWeight(be.dirIn(cpuRoot()), 8192));
+  }
 };
 
 // Waits up to `budget` on the wakeup fd and collects events of cgroup `id`; returns when one
@@ -54,23 +73,15 @@ std::vector<WakeupEvent> waitForEvents(Collector& col,
 }
 
 void WakeupTest::protectedWakesUnprotectedDoesNot(const CollectorOptions& opts) {
-  if (v2() ? !v2Controller("cpu") : hier_.cpu.empty()) {
-    GTEST_SKIP() << (v2() ? "cgroup2 root does not delegate the cpu controller"
-                          : "no v1 cpu controller on this host");
+  if (const std::string why = noCpuController(); !why.empty()) {
+    GTEST_SKIP() << why;
   }
   const Phases phase;
   MAKE_COLLECTOR_OR_SKIP(col, opts);
   const std::string cpu_root = cpuRoot();
   TestCgroup ls(cpuRoots(), uniqueName("wake-ls"));
   TestCgroup be(cpuRoots(), uniqueName("wake-be"));
-  if (v2() ? v2Controller("cpuset") : !hier_.cpuset.empty()) {
-    for (const auto* cg : {&ls, &be}) {
-      ASSERT_TRUE(pinCpuset(cg->dirIn(cpusetRoot()), kCpu));
-    }
-  }
-  // The busy neighbour at 8x the LS weight: the LS waits behind it at nearly every wakeup.
-  ASSERT_TRUE(setWeight(ls.dirIn(cpu_root), 1024));
-  ASSERT_TRUE(setWeight(be.dirIn(cpu_root), 8192));
+  ASSERT_NO_FATAL_FAILURE(pinPair(ls, be));
   const uint64_t ls_id = ASSERT_OK(cgroup::cgroupId(ls.dirIn(cpu_root)));
 
   // The LS runs first, so its cgroup has a slot when it is watched.
@@ -123,21 +134,14 @@ TEST_F(WakeupTest, ProtectedCgroupWaitingBehindBusyNeighbourWakesReaderUnprotect
 // and bounded by its total wait; the hog (not watched) has none; after the watch is cleared
 // nothing more is attributed.
 TEST_F(WakeupTest, AProtectedCgroupsWaitsAreAttributedToWhomItWaitedBehind) {
-  if (v2() ? !v2Controller("cpu") : hier_.cpu.empty()) {
-    GTEST_SKIP() << (v2() ? "cgroup2 root does not delegate the cpu controller"
-                          : "no v1 cpu controller on this host");
+  if (const std::string why = noCpuController(); !why.empty()) {
+    GTEST_SKIP() << why;
   }
   MAKE_COLLECTOR_OR_SKIP(col, {});
   const std::string cpu_root = cpuRoot();
   TestCgroup ls(cpuRoots(), uniqueName("behind-ls"));
   TestCgroup be(cpuRoots(), uniqueName("behind-be"));
-  if (v2() ? v2Controller("cpuset") : !hier_.cpuset.empty()) {
-    for (const auto* cg : {&ls, &be}) {
-      ASSERT_TRUE(pinCpuset(cg->dirIn(cpusetRoot()), kCpu));
-    }
-  }
-  ASSERT_TRUE(setWeight(ls.dirIn(cpu_root), 1024));
-  ASSERT_TRUE(setWeight(be.dirIn(cpu_root), 8192));
+  ASSERT_NO_FATAL_FAILURE(pinPair(ls, be));
   const uint64_t ls_id = ASSERT_OK(cgroup::cgroupId(ls.dirIn(cpu_root)));
   const uint64_t be_id = ASSERT_OK(cgroup::cgroupId(be.dirIn(cpu_root)));
   Child service(ls, kCpu, [] { sleeper(60000ms, 300us); });

@@ -170,15 +170,14 @@ policy::ContainerSample toContainerSample(
     }
   }
   // A protected container's waits after its wakeups, by whom each waited behind (the collector
-  // measures them for watched cgroups only): the same evidence as a preemption's wait, and
-  // most of the wait when a busy neighbour holds the CPU a woken request needs (a hog is rarely
-  // preempting anyone; the victim queues behind it).
+  // measures them for watched cgroups only): most of the wait when a busy neighbour holds the
+  // CPU a woken request needs (a hog rarely preempts anyone; the victim queues behind it).
   for (const auto& b : s.waited_behind) {
     const std::string who = container_of(b.cgroup_id);
     auto& p = by[who];
     p.aggressor_id = who;
-    p.count += b.waits;
-    p.wait_ns += b.wait_ns;
+    p.behind_waits += b.waits;
+    p.behind_ns += b.wait_ns;
   }
   for (auto& [who, p] : by) {
     out.preempted_by.push_back(p);

@@ -170,9 +170,9 @@ TEST(Convert, SampleMergesAggressorsByContainer) {
   EXPECT_EQ(toContainerSample("ls1", s, owner, 0, 10.0).psi_cpu_some->total_delta_us, 0U);
 }
 
-// A protected container's waits after wakeups join its preemptions, by container: the count is
-// "times it waited for the aggressor", the wait the preemptions' share plus the waits behind.
-TEST(Convert, WaitsBehindJoinThePreemptionsOfTheirContainer) {
+// A protected container's waits after wakeups join its aggressors, by container, beside their
+// preemptions (the policy reads them for the wait split).
+TEST(Convert, WaitsBehindJoinTheAggressorsOfTheirContainer) {
   collect::CgroupSample s;
   s.id = 10;
   s.preempted_wait_ns = 1000;
@@ -190,14 +190,17 @@ TEST(Convert, WaitsBehindJoinThePreemptionsOfTheirContainer) {
     by[p.aggressor_id] = p;
   }
   ASSERT_EQ(by.size(), 4U);
-  EXPECT_EQ(by["be1"].count, 6U);
-  EXPECT_EQ(by["be1"].wait_ns, 500U + 20'000'000U);
+  EXPECT_EQ(by["be1"].count, 1U);
+  EXPECT_EQ(by["be1"].wait_ns, 500U);
+  EXPECT_EQ(by["be1"].behind_waits, 5U);
+  EXPECT_EQ(by["be1"].behind_ns, 20'000'000U);
   EXPECT_EQ(by[""].count, 1U);
   EXPECT_EQ(by[""].wait_ns, 500U);
-  EXPECT_EQ(by["ls1"].count, 2U) << "behind its own tasks: the policy reads it as its own wait";
-  EXPECT_EQ(by["ls1"].wait_ns, 300'000U);
-  EXPECT_EQ(by["be2"].count, 1U);
-  EXPECT_EQ(by["be2"].wait_ns, 60'000U);
+  EXPECT_EQ(by[""].behind_ns, 0U);
+  EXPECT_EQ(by["ls1"].count, 0U) << "behind its own tasks: the policy reads it as its own wait";
+  EXPECT_EQ(by["ls1"].behind_ns, 300'000U);
+  EXPECT_EQ(by["be2"].behind_waits, 1U);
+  EXPECT_EQ(by["be2"].behind_ns, 60'000U);
 }
 
 TEST(SelfStats, ParsesProcFiles) {

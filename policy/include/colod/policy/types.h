@@ -29,8 +29,15 @@ enum class Tier {
 // took the CPU ("aggressor"). aggressor_id is a container id, or "" for host/system tasks.
 struct Preemption {
   std::string aggressor_id;
-  uint64_t count = 0;    // times a task of the victim was runnable and waited for the aggressor
-  uint64_t wait_ns = 0;  // run-queue wait time attributed to the aggressor
+  uint64_t count = 0;    // times the aggressor preempted a task of the victim
+  uint64_t wait_ns = 0;  // run-queue wait after those preemptions attributed to the aggressor
+  // Waits of the victim's tasks after a wakeup while the aggressor held the CPU (measured for
+  // protected containers). They say what the victim waits behind (the wait split: BE, itself,
+  // uncontrolled work), most of it when a busy hog holds the CPU. They are not blame against one
+  // BE: a light BE's bursts put a woken request behind it now and then (blame.sh light), and the
+  // per-BE evidence stays its preemptions and its run time on the victim's CPUs.
+  uint64_t behind_waits = 0;
+  uint64_t behind_ns = 0;
 };
 
 // A pressure-stall (PSI) line: avg10 in percent and the delta of `total` (µs) over the interval.
