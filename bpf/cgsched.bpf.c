@@ -397,8 +397,9 @@ static __always_inline __u64 who_behind(const struct cpu_state *cs, __u64 clock,
 
 /* A task of next's cgroup (slot `slot`, id `id`) waited `wait` ns until `clock`: add it to the
  * slot's watch accumulator, and post an event the first time a window's sum reaches the
- * threshold. `after`: the cgroup of the task it waited behind after a wakeup (0: a preemption's
- * wait, or the CPU was idle), recorded in behind. The fields are updated without atomics (no locked instruction on this path): two
+ * threshold. `after`: the cgroup it waited behind after a wakeup (who_behind; 0 for a
+ * preemption's wait, or when the ring does not cover it), recorded in behind (atomics: only
+ * waits of 50 µs or more get there). The watch fields are updated without atomics: two
  * CPUs updating one slot at once can lose a wait of a window (an event a wait later), restart
  * a window twice, or in a tight race both post for one window (one more event, which
  * userspace's rate limit absorbs).
@@ -511,7 +512,8 @@ static __always_inline int on_switch(struct task_struct *prev, struct task_struc
 	queued = TASK_READ(btf, next, sched_info.last_queued);
 	if (queued == 0 && TASK_READ(btf, next, pid) == 0) {
 		cs->idle = 1;
-		cs->run_n = 0; /* nobody waits on an idle CPU: the record starts again after it */
+		if (watched)
+			cs->run_n = 0; /* nobody waits on an idle CPU: the record restarts after it */
 		return 0;
 	}
 	cs->idle = 0;
