@@ -161,8 +161,9 @@ def busy_split(run):
     LS was first hurt (its first late request after the trigger): (hurt_ms, from_hurt_ms) lists.
     hurt_ms, trigger -> first late request, is what no controller can act before: the BE's
     start-up (stress-ng's exec and fork) and the first wait it causes. from_hurt_ms, first late
-    request -> colod's first write, is colod's part. Phases where the BE was restricted before it
-    started (reaction 0) or that had no write are left out."""
+    request -> colod's first write, is colod's part (0 when the write came first: the LS was not
+    hurt before colod acted). Phases where the BE was restricted before it started (reaction 0),
+    that had no write or no late request are left out."""
     trig, writes = triggers(run), colod_writes(run)
     hurt, from_hurt = [], []
     for tag, t in sorted(trig.items()):
@@ -172,10 +173,10 @@ def busy_split(run):
         before = [w for w in writes if t["colod-started"] <= w[0] < t0 and w[1] == BUSY]
         after = [w for w in writes if t0 <= w[0] < end and w[1] == BUSY]
         late = first_late(run, tag, t0)
-        if restricted_at(before) or not after or late is None or late > after[0][0]:
+        if restricted_at(before) or not after or late is None:
             continue
         hurt.append((late - t0) / 1e6)
-        from_hurt.append((after[0][0] - late) / 1e6)
+        from_hurt.append(max(0, after[0][0] - late) / 1e6)
     return hurt, from_hurt
 
 

@@ -229,6 +229,17 @@ class ProtectionTest(unittest.TestCase):
         self.assertEqual([round(x) for x in hurt], [4, 8])
         self.assertEqual([round(x) for x in from_hurt], [8, 10])
 
+    def test_busy_write_before_the_first_late_request_is_zero(self):
+        with tempfile.TemporaryDirectory() as d:
+            s = 10**9
+            write(d, "triggers.txt", f"r1-busy colod-started 0\nr1-busy be-busy {s}\n"
+                                     f"r1-busy colod-stopped {9 * s}\n")
+            write(d, "peer.log", cgw(s + 10 * 10**6, "be-busy", "1", "0-1") + "\n")
+            write(d, "r1-busy.ls-probe.late", f"{s + 30 * 10**6} 1200\n")
+            hurt, from_hurt = summarize.busy_split(d)
+        self.assertEqual([round(x) for x in hurt], [30])
+        self.assertEqual(from_hurt, [0.0])
+
     def test_protection_line(self):
         out = subprocess.run([sys.executable, os.path.join(HERE, "summarize.py"), self.d],
                              check=True, capture_output=True, text=True).stdout
