@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -29,8 +30,8 @@
 #include "peer_process.h"
 #include "plugin_process.h"
 
-#if !defined(COLOD_TESTPLUGIN_BIN) || !defined(COLOD_BIN)
-#error "COLOD_TESTPLUGIN_BIN and COLOD_BIN must be defined by the build"
+#if !defined(COLOD_TESTPLUGIN_BIN) || !defined(COLOD_BIN) || !defined(COLOD_CTL_BIN)
+#error "COLOD_TESTPLUGIN_BIN, COLOD_BIN and COLOD_CTL_BIN must be defined by the build"
 #endif
 
 namespace colod::nri::interop {
@@ -87,6 +88,38 @@ class Colod {
   Colod& operator=(Colod&&) = delete;
 
   [[nodiscard]] std::string log() const { return dir_ + "/colod.log"; }
+  // Polls `coloctl list` until `name` uses at least `cpus` CPUs: "" once it does, else what
+  // colod last reported.
+  [[nodiscard]] std::string waitCpuUtil(const std::string& name,
+                                        double cpus,
+                                        std::chrono::seconds timeout) const {
+    const std::string cmd =
+        std::string(COLOD_CTL_BIN) + " -s " + dir_ + "/colod.sock list -o json 2>&1";
+    std::string last;
+    for (auto end = std::chrono::steady_clock::now() + timeout;
+         std::chrono::steady_clock::now() < end; std::this_thread::sleep_for(100ms)) {
+      last.clear();
+      if (FILE* f = ::popen(cmd.c_str(), "r")) {
+        char buf[4096];
+        size_t n = 0;
+        while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
+          last.append(buf, n);
+        }
+        ::pclose(f);
+      }
+      const json doc = json::parse(last, nullptr, /*allow_exceptions=*/false);
+      if (!doc.is_object() || !doc.contains("containers")) {
+        continue;
+      }
+      for (const auto& c : doc["containers"]) {
+        if (c.value("name", "") == name && c.value("cpu_util", 0.0) >= cpus) {
+          return {};
+        }
+      }
+    }
+    return "colod did not report " + name + " using " + std::to_string(cpus) + " CPUs within " +
+           std::to_string(timeout.count()) + " s; last `coloctl list`: " + last;
+  }
   // External only: a pre-installed colod is the peer's child.
   bool alive() { return !proc_ || proc_->alive(); }
 
@@ -136,9 +169,11 @@ TEST_P(CoexistTest, EveryCreationSucceedsAndNoFieldFlips) {
     colod_ext->start();
   }
   Colod& colod = preinstalled ? *colod_pre : *colod_ext;
+  // A pre-installed colod's stderr is the peer's plugin log (shared with the other plugin).
+  auto colodLog = [&] { return slurp(preinstalled ? logs.stderrLog() : colod.log()); };
   auto synced = peer.control({{"op", "wait_plugins"}, {"count", 2}, {"timeout_ms", 60000}});
   ASSERT_TRUE(synced.value("ok", false)) << synced.dump() << "\ncolod log:\n"
-                                         << slurp(colod.log()) << "\nplugin log:\n"
+                                         << colodLog() << "\nplugin log:\n"
                                          << slurp(logs.stderrLog());
   auto reg = peer.waitEvent(
       [](const json& e) {
@@ -189,7 +224,11 @@ TEST_P(CoexistTest, EveryCreationSucceedsAndNoFieldFlips) {
     auto r = peer.control({{"op", "create_start"}, {"container", c}});
     EXPECT_TRUE(r.value("ok", false)) << c << " did not start: " << r.dump();
   }
-  std::this_thread::sleep_for(2s);
+  // The placement follows the LS demand colod has measured: wait until colod reports ls0 busy
+  // (a fixed 2 s sleep raced colod's first samples of it on a loaded CI host: be0 was created
+  // while colod still saw ls0 idle, so it was not placed at creation).
+  const std::string seen = colod.waitCpuUtil("ls0-c", 0.3, 30s);
+  ASSERT_TRUE(seen.empty()) << seen << "\ncolod log:\n" << colodLog();
   const size_t n_ls = ctrs.size();
   for (int i = 0; i < 3; ++i) {
     // Busy: a placement is held while its BE uses what the placement leaves it (an idle BE is
@@ -210,6 +249,7 @@ TEST_P(CoexistTest, EveryCreationSucceedsAndNoFieldFlips) {
   };
   const std::set<int> ls0 = cpusOf("ls0-c");
   int placed = 0;
+  bool shared = false;
   for (size_t i = n_ls; i < ctrs.size(); ++i) {
     const std::set<int> be = cpusOf(ctrs[i]);
     placed += static_cast<int>(be.size()) < ncpu ? 1 : 0;
@@ -217,24 +257,28 @@ TEST_P(CoexistTest, EveryCreationSucceedsAndNoFieldFlips) {
       for (int c : ls0) {
         EXPECT_EQ(be.count(c), 0U)
             << ctrs[i] << " shares CPU " << c << " that the other plugin pinned ls0-c to";
+        shared = shared || be.count(c) != 0;
       }
     }
   }
+  if (shared) {
+    ADD_FAILURE() << "colod log:\n" << colodLog();
+  }
   std::printf("coexist %s %s: %d of 3 BE placed off the LS's CPUs\n", role.c_str(), version.c_str(),
               placed);
-  EXPECT_GE(placed, 1) << "colod placed no BE beside the busy LS; log:\n" << slurp(colod.log());
+  EXPECT_GE(placed, 1) << "colod placed no BE beside the busy LS; log:\n" << colodLog();
   EXPECT_EQ(peer.countEvents(
                 [](const json& e) { return e.value("event", "") == "container-create-failed"; }),
             0U);
 
   std::this_thread::sleep_for(kSteady);
-  ASSERT_TRUE(colod.alive()) << slurp(colod.log());
+  ASSERT_TRUE(colod.alive()) << colodLog();
   EXPECT_EQ(peer.countEvents([](const json& e) {
     return e.value("event", "") == "plugin-closed" && e.value("plugin", "") == "50-colod";
   }),
             0U)
       << "colod's connection closed during the run; log:\n"
-      << slurp(colod.log()) << slurp(logs.stderrLog());
+      << colodLog() << (preinstalled ? "" : slurp(logs.stderrLog()));
 
   // Creation-time owners, then every later write per container and field, in log order.
   std::map<std::string, std::map<std::string, std::string>> owners;  // ctr -> field -> plugin
