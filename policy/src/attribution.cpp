@@ -86,6 +86,7 @@ void EngineState::decayEvidence(Tracked& v) const {
   w.be_ns *= d;
   w.self_ns *= d;
   w.foreign_ns *= d;
+  w.fresh_ns *= d;
   const double recent = std::pow(1.0 - 1.0 / kRecentRounds, static_cast<double>(rounds));
   w.recent_be_ns *= recent;
   w.recent_other_ns *= recent;
@@ -101,6 +102,7 @@ void EngineState::startFreshEvidence(Tracked& v) {
     e.fresh_wait_ns = 0;
     e.fresh_behind_ns = 0;
   }
+  v.waits.fresh_ns = 0;
 }
 
 // Adds this interval's evidence of victim v: its attributed preemptions by aggressor, and the run
@@ -118,6 +120,7 @@ void EngineState::accumulateEvidence(Tracked& v) {
     const auto wait = static_cast<double>(p.wait_ns);
     // The wait split counts the waits behind it too; the blame of one BE, its preemptions.
     const double all = wait + static_cast<double>(p.behind_ns);
+    w.fresh_ns += all;
     if (p.aggressor_id == v.info.id) {
       w.self_ns += all;
       w.recent_other_ns += all;
@@ -491,6 +494,16 @@ std::vector<Antagonist> EngineState::rankCpu(Tracked& victim,
       thin_since = true;
       continue;
     }
+    // ... and what the BE is behind must be a real part of the victim's wait under them: a light
+    // BE's bursts that make a few of the LS's wakeups wait are not what holds it over its
+    // threshold when most of its wait is behind itself or the host.
+    if (on_top && attributed && victim.waits.fresh_ns > 0 &&
+        e.fresh_wait_ns + e.fresh_behind_ns < kOnTopMinShare * victim.waits.fresh_ns) {
+      e.verdict = Verdict::MinorSince;
+      e.fresh_share = (e.fresh_wait_ns + e.fresh_behind_ns) / victim.waits.fresh_ns;
+      thin_since = true;
+      continue;
+    }
     if (e.score <= 0) {
       e.verdict = Verdict::NoEvidence;
       continue;
@@ -507,8 +520,10 @@ std::vector<Antagonist> EngineState::rankCpu(Tracked& victim,
                             "the last rung was applied (at least " +
                             count(ac.min_blame_preemptions) + " preemptions and " +
                             std::to_string(ac.min_blame_wait_us) +
-                            " µs of the victim's wait under the rungs in force; " +
-                            waitBehind(victim) + "): nothing more restricted"});
+                            " µs of the victim's wait under the rungs in force, and " +
+                            std::to_string(static_cast<int>(kOnTopMinShare * 100)) +
+                            "% of all it waited since; " + waitBehind(victim) +
+                            "): nothing more restricted"});
     return {};
   }
   if (ranked.empty() && thin.e != nullptr) {
@@ -572,6 +587,13 @@ std::string EngineState::verdictText(const BlameEvidence& e) const {
              " preemptions, " + us(e.fresh_wait_ns) + " wait under the rungs in force (needs " +
              count(ac.min_blame_preemptions) + " preemptions and " +
              std::to_string(ac.min_blame_wait_us) + " µs of wait); before them: " + evidenceText(e);
+    case Verdict::MinorSince:
+      return "behind too small a part of the victim's wait since the last rung was applied: " +
+             std::to_string(static_cast<int>(std::lround(e.fresh_share * 100))) + "% (" +
+             count(e.fresh_preemptions) + " preemptions, " + us(e.fresh_wait_ns) + " wait, " +
+             us(e.fresh_behind_ns) + " waited behind it; needs " +
+             std::to_string(static_cast<int>(kOnTopMinShare * 100)) +
+             "% of all it waited under the rungs in force); before them: " + evidenceText(e);
     case Verdict::NoEvidence:
       return "no evidence: it neither preempted the victim nor ran on its CPUs";
     case Verdict::Blamed:

@@ -278,6 +278,60 @@ TEST(BlameScenario, ACapThatCannotBindIsNotApplied) {
   EXPECT_NE(f->message.find("a cap would hold nothing back"), std::string::npos) << f->message;
 }
 
+// Issue 19, blame.sh light and cache (session 17): the antagonist was placed off the LS's CPU at
+// its creation, the LS still waited, mostly behind itself and the host, and a light BE whose
+// bursts preempted it a few times (enough for the minimum) was capped alone by the quota rung on
+// top with 6-10 % of the LS's wait behind it. A rung on top needs the BE behind a quarter of the
+// victim's wait under the rungs in force; when it is (the light BE behind all of it), it is
+// capped.
+TEST(BlameScenario, ARungOnTopNeedsTheBeBehindAQuarterOfTheWaitUnderIt) {
+  for (const bool major : {false, true}) {
+    SCOPED_TRACE(major ? "the light BE is behind all the wait" : "behind a tenth of it");
+    Config config;
+    config.actions.cpu_ladder = {Lever::Cpuset, Lever::CpuQuota};
+    Sim sim{config};
+    ContainerInfo web = lsInfo("web", 2);
+    web.resources.cpuset_cpus = "1";
+    web.resources.cpu_shares = 409;
+    sim.add(web);
+    sim.add(beInfo("light", 2, 102));
+    for (int r = 0; r < 3; ++r) {
+      (void)sim.step({lsSample("web", kQuietP99), beSample("light", 5'000'000)});
+    }
+    // A batch job as heavy as 16 CPUs of request arrives: placed off the LS's CPU.
+    ASSERT_EQ(sim.engine().admit(beInfo("hog", 2, 16384), sim.now()).decisions.size(), 1u);
+    ASSERT_TRUE(restricted(sim.engine(), "hog", Lever::Cpuset));
+    std::vector<RoundResult> rounds;
+    for (int r = 1; r <= 40; ++r) {
+      // The light BE's bursts: 3 preemptions and 1.5 ms an interval (the minimum is met); the
+      // rest of the LS's wait, 12.5 ms an interval, behind the placed hog where the LS still
+      // meets it, the host and itself -- or none.
+      std::vector<Preemption> by{{"light", 3, 1'500'000}};
+      if (!major) {
+        by.push_back({"hog", 0, 0, 5, 6'000'000});
+        by.push_back({"", 10, 0, 10, 3'500'000});
+        by.push_back({"web", 5, 0, 5, 3'000'000});
+      }
+      rounds.push_back(sim.step({lsSample("web", kHurtP99, by), beSample("hog", 90'000'000),
+                                 beSample("light", 60'000'000)}));
+    }
+    EXPECT_TRUE(restricted(sim.engine(), "hog", Lever::Cpuset)) << "the placement is kept";
+    EXPECT_EQ(restricted(sim.engine(), "light", Lever::CpuQuota), major);
+    if (!major) {
+      EXPECT_EQ(targets(sim).count("light"), 0u) << "the light BE is never capped";
+      auto light = sim.engine().describe("light");
+      ASSERT_TRUE(light.has_value());
+      ASSERT_FALSE(light->blame.empty());
+      EXPECT_NE(light->blame[0].why.find("behind too small a part of the victim's wait"),
+                std::string::npos)
+          << light->blame[0].why;
+      const Finding* f = findFinding(rounds, "not_enough_evidence");
+      ASSERT_NE(f, nullptr) << "the ladder stops and says why";
+      EXPECT_NE(f->message.find("25% of all it waited since"), std::string::npos) << f->message;
+    }
+  }
+}
+
 // The move stays within the node and never lands on CPUs exclusive to another container.
 TEST(BlameScenario, MoveAvoidsExclusiveCpus) {
   Config config;

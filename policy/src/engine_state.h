@@ -39,6 +39,11 @@ inline constexpr double kFitsShareFraction = 0.8;
 // Waits behind a BE alone (no preemptions) are enough evidence from this many times
 // min_blame_wait_us of them over the window (BlameEvidence::behind_ns).
 inline constexpr double kBehindBlameFactor = 20;
+// A rung on top restricts a BE behind at least this share of all the victim's attributed wait
+// under the rungs in force (behind BE, itself and uncontrolled work). Less, and the rest of the
+// wait is what holds the victim over its threshold: blame.sh light and cache capped a light BE
+// on top of the antagonist's placement with 6-10 % of the LS's wait behind it (session 17).
+inline constexpr double kOnTopMinShare = 0.25;
 // Tracked::peak_cpus decays by 1 / (this many blame windows) per round.
 inline constexpr int kPeakMemoryWindows = 3;
 // Rounds kept for the on-CPU rate (Tracked::rate): event rounds are >= 20 ms apart, so a 100 ms
@@ -63,6 +68,7 @@ enum class Verdict : uint8_t {
   Idle,         // has not run for half the blame window: the wait now is behind something else
   OtherWait,    // not ranked: the victim's wait is mostly behind itself or uncontrolled work
   ThinSince,    // escalating on top of a rung: too little evidence since that rung was applied
+  MinorSince,   // on top of a rung: behind too small a share of the victim's wait since it
 };
 
 struct BlameEvidence {
@@ -81,6 +87,8 @@ struct BlameEvidence {
   // behind it now and then: blame.sh light and cache, session 16).
   double behind_ns = 0;
   double fresh_behind_ns = 0;
+  // Its share of all the victim's wait since the last rung (set with Verdict::MinorSince).
+  double fresh_share = 0;
   // Latest ranking: its share of the evidence and the verdict (for describe()).
   double score = 0;
   Verdict verdict = Verdict::Unranked;
@@ -99,6 +107,9 @@ struct WaitSplit {
   // (colocation busy phases: the engage waited 1.3 s for the window to turn).
   double recent_be_ns = 0;
   double recent_other_ns = 0;  // itself and work colod does not control
+  // All of it since the last rung was applied (decayed like the window): what a rung on top
+  // weighs a BE's fresh evidence against (kOnTopMinShare).
+  double fresh_ns = 0;
 };
 
 // A rung verification judged useless for a victim, with the evidence it was judged on: it is not

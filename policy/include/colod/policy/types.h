@@ -33,9 +33,9 @@ struct Preemption {
   uint64_t wait_ns = 0;  // run-queue wait after those preemptions attributed to the aggressor
   // Waits of the victim's tasks after a wakeup while the aggressor held the CPU (measured for
   // protected containers). They say what the victim waits behind (the wait split: BE, itself,
-  // uncontrolled work), most of it when a busy hog holds the CPU. They are not blame against one
-  // BE: a light BE's bursts put a woken request behind it now and then (blame.sh light), and the
-  // per-BE evidence stays its preemptions and its run time on the victim's CPUs.
+  // uncontrolled work), most of it when a busy hog holds the CPU. Against one BE they are blame
+  // only from a minimum (kBehindBlameFactor x min_blame_wait_us): a light BE's bursts put a woken
+  // request behind it now and then (blame.sh light).
   uint64_t behind_waits = 0;
   uint64_t behind_ns = 0;
 };
