@@ -438,6 +438,10 @@ std::string encodeRemove(std::string_view id) {
   return json{{"type", "remove"}, {"id", std::string(id)}}.dump();
 }
 
+std::string encodeAdmit(const ContainerInfo& info, int64_t now_ns) {
+  return json{{"type", "admit"}, {"now_ns", now_ns}, {"container", encodeInfo(info)}}.dump();
+}
+
 std::string encodeSnapshot(const Snapshot& s) {
   json j{{"type", "snapshot"},
          {"now_ns", s.now_ns},
@@ -468,6 +472,8 @@ std::string encodeTrace(const Trace& trace) {
       out += encodeUpsert(*info);
     } else if (const auto* rm = std::get_if<TraceRemove>(&ev)) {
       out += encodeRemove(rm->id);
+    } else if (const auto* ad = std::get_if<TraceAdmit>(&ev)) {
+      out += encodeAdmit(ad->info, ad->now_ns);
     } else {
       out += encodeSnapshot(std::get<Snapshot>(ev));
     }
@@ -532,6 +538,19 @@ Result<Trace> decodeTrace(std::string_view text) {
         return std::move(info).error();
       }
       trace.events.emplace_back(std::move(*info));
+    } else if (type == "admit") {
+      TraceAdmit ad;
+      COLOD_TRY_PLAIN(rd.num(j, "now_ns", ad.now_ns, true));
+      auto it = j.find("container");
+      if (it == j.end()) {
+        return rd.err("container", "missing");
+      }
+      auto info = decodeInfo(rd, *it);
+      if (!info) {
+        return std::move(info).error();
+      }
+      ad.info = std::move(*info);
+      trace.events.emplace_back(std::move(ad));
     } else if (type == "remove") {
       TraceRemove rm;
       COLOD_TRY_PLAIN(rd.str(j, "id", rm.id, true));
@@ -543,7 +562,8 @@ Result<Trace> decodeTrace(std::string_view text) {
       }
       trace.events.emplace_back(std::move(*snap));
     } else {
-      return rd.err("type", "unknown type \"" + type + "\" (header, upsert, remove, snapshot)");
+      return rd.err("type",
+                    "unknown type \"" + type + "\" (header, upsert, remove, snapshot, admit)");
     }
     any = true;
   }
@@ -681,6 +701,8 @@ Result<std::vector<RoundResult>> replayTrace(const Trace& trace, const Config& c
       engine->upsertContainer(*info);
     } else if (const auto* rm = std::get_if<TraceRemove>(&ev)) {
       engine->removeContainer(rm->id);
+    } else if (const auto* ad = std::get_if<TraceAdmit>(&ev)) {
+      rounds.push_back(engine->admit(ad->info, ad->now_ns));
     } else {
       rounds.push_back(engine->evaluate(std::get<Snapshot>(ev)));
     }

@@ -57,6 +57,9 @@ Trace sampleTrace() {
   ev.interval_ns = 20'000'000;
   ev.event_round = true;
   t.events.emplace_back(ev);
+  ContainerInfo batch = beInfo("batch", 2, 16384);
+  batch.resources.cpu_quota = 50000;
+  t.events.emplace_back(TraceAdmit{150, batch});
   t.events.emplace_back(TraceRemove{"hog"});
   return t;
 }
@@ -75,6 +78,11 @@ bool sameEvents(const Trace& a, const Trace& b) {
       }
     } else if (const auto* r = std::get_if<TraceRemove>(&a.events[i])) {
       if (r->id != std::get<TraceRemove>(b.events[i]).id) {
+        return false;
+      }
+    } else if (const auto* ad = std::get_if<TraceAdmit>(&a.events[i])) {
+      const auto& ad2 = std::get<TraceAdmit>(b.events[i]);
+      if (ad->now_ns != ad2.now_ns || !(ad->info == ad2.info)) {
         return false;
       }
     } else {
@@ -121,7 +129,7 @@ bool sameEvents(const Trace& a, const Trace& b) {
 TEST(TraceTest, RoundTrip) {
   const Trace t = sampleTrace();
   const std::string text = encodeTrace(t);
-  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 7);
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 8);
   Trace back = ASSERT_OK(decodeTrace(text));
   ASSERT_TRUE(back.header.has_value());
   EXPECT_EQ(back.header->config_yaml, t.header->config_yaml);
@@ -210,6 +218,39 @@ TEST(TraceTest, DecisionJsonRoundTrip) {
   EXPECT_ERR(
       decodeDecision("{\"seq\":1,\"kind\":\"explode\",\"lever\":\"cpuset\",\"target_id\":\"a\"}"),
       EINVAL, "kind: unknown");
+}
+
+// An admission is part of the trace: the replay places the BE the live engine placed, in the
+// same order with the rounds (a trace without it diverged from the daemon from the placement on).
+TEST(TraceTest, AnAdmissionReplaysAsTheLiveEnginePlacedIt) {
+  Config config;
+  config.actions.cpu_ladder = {Lever::Cpuset, Lever::CpuQuota};
+  Trace trace;
+  trace.events.emplace_back(lsInfo("web", 4));
+  Snapshot s;
+  s.now_ns = 100'000'000;
+  s.interval_ns = 100'000'000;
+  s.node_cpus = 4;
+  s.node_cpu_list = {0, 1, 2, 3};
+  s.containers.push_back(lsSample("web", 200));
+  trace.events.emplace_back(s);
+  trace.events.emplace_back(TraceAdmit{150'000'000, beInfo("batch", 4, 16384)});
+  // Through the text form, as `coloctl record` writes it and `coloctl replay` reads it.
+  const std::string text = encodeTrace(trace);
+  EXPECT_NE(text.find(R"("type":"admit")"), std::string::npos) << text;
+  const Trace decoded = ASSERT_OK(decodeTrace(text));
+  auto rounds = ASSERT_OK(replayTrace(decoded, config));
+  ASSERT_EQ(rounds.size(), 2u) << "one result per snapshot and per admission";
+  EXPECT_TRUE(rounds[0].decisions.empty());
+  ASSERT_EQ(rounds[1].decisions.size(), 1u);
+  const Decision& d = rounds[1].decisions[0];
+  EXPECT_EQ(d.rule, "admission");
+  EXPECT_EQ(d.target_id, "batch");
+  EXPECT_EQ(d.lever, Lever::Cpuset);
+  // A bad admit line is refused with its line number.
+  auto bad = decodeTrace(R"({"type":"admit","container":{"id":"x"}})");
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_NE(bad.error().message().find("now_ns"), std::string::npos) << bad.error().message();
 }
 
 // The committed example trace replays to the committed expected decisions (text form).

@@ -8,6 +8,8 @@
 // the container's creation with a second plugin): colod places it by an update instead.
 #include <unistd.h>
 
+#include <future>
+
 #include "fault_fixture.h"
 
 namespace colod::faults::suite {
@@ -60,11 +62,28 @@ class AdmissionFaultTest : public FaultTest {
             .cpus = cpus});
     peer_->mustControl({{"op", "run_pod"}, {"pod", "batch"}});
   }
-  // colod saw the LS run (one round with its CPU use): long enough for two ticks.
+  // colod saw the LS run: `coloctl list` reports it using a third of a CPU (a fixed sleep raced
+  // colod's first samples of it on a loaded host: the coexist test's CI failure, session 17).
   void waitLsSeen() {
     ASSERT_TRUE(waitFor([&] { return metricValue(colod_->scrape(), "colod_nri_connected") == 1; },
                         20s, kPoll));
-    std::this_thread::sleep_for(1500ms);
+    std::string last;
+    EXPECT_TRUE(waitFor(
+        [&] {
+          last = colod_->coloctl("list -o json").out;
+          const json doc = json::parse(last, nullptr, /*allow_exceptions=*/false);
+          if (!doc.is_object() || !doc.contains("containers")) {
+            return false;
+          }
+          for (const auto& c : doc["containers"]) {
+            if (c.value("name", "") == "server" && c.value("cpu_util", 0.0) >= 0.3) {
+              return true;
+            }
+          }
+          return false;
+        },
+        20s, kPoll))
+        << "colod does not report the LS running; last `coloctl list`: " << last;
   }
   std::string cpusOf(const std::string& name) {
     const ContainerState st = state(name);
@@ -89,9 +108,23 @@ TEST_F(AdmissionFaultTest, BePlacedAtCreationThenReleasedAfterColodIsKilled) {
   startColod(admissionConfig());
   startBusyLs();
   waitLsSeen();
+  // A trace recorded across the creation replays to the same placement (`coloctl record`, then
+  // `coloctl replay`): the admission is in it, in order with the rounds.
+  const std::string trace = colod_->dir() + "/admission.trace";
+  auto recording = std::async(std::launch::async,
+                              [&] { return colod_->coloctl("record --seconds 3 " + trace); });
+  std::this_thread::sleep_for(1s);  // the recording holds a few rounds before the creation
   defineBe("");
   start("hog");
   const std::string id = tracked("hog").id;
+  const colod::e2e::CmdResult recorded = recording.get();
+  ASSERT_EQ(recorded.exit_code, 0) << recorded.out;
+  EXPECT_NE(slurp(trace).find(R"("type":"admit")"), std::string::npos) << slurp(trace);
+  const colod::e2e::CmdResult replayed =
+      colod_->coloctl("replay --config " + colod_->configPath() + " " + trace);
+  EXPECT_EQ(replayed.exit_code, 0) << replayed.out;
+  EXPECT_NE(replayed.out.find("rule=admission"), std::string::npos) << replayed.out;
+  EXPECT_NE(replayed.out.find("target=" + id), std::string::npos) << replayed.out;
   const std::string all = nodeCpus();
   // From the creation on: the cgroup never had the node's CPUs.
   const std::string placed = cpusOf("hog");

@@ -277,10 +277,15 @@ nri::ContainerAdjustment Daemon::Impl::admit(const nri::PodSandbox& pod,
   const auto conf = cfg();
   const int64_t now_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+  policy::ContainerInfo info = toContainerInfo(&pod, ctr, node_cpus_);
+  if (recorders_.active()) {
+    // In the loop thread's order with the snapshots: a replay places what the engine placed.
+    recorders_.broadcast(policy::encodeAdmit(info, now_ns), false);
+  }
   policy::RoundResult round;
   {
     std::lock_guard lk(engine_mu_);
-    round = engine_->admit(toContainerInfo(&pod, ctr, node_cpus_), now_ns);
+    round = engine_->admit(std::move(info), now_ns);
   }
   const auto placed =
       std::find_if(round.decisions.begin(), round.decisions.end(),

@@ -4,6 +4,7 @@
 //   {"type":"upsert","container":{...ContainerInfo...}}             (registry add/replace)
 //   {"type":"remove","id":"<container id>"}                         (registry removal)
 //   {"type":"snapshot","now_ns":..,"interval_ns":..,"node_cpus":..,"containers":[...]}
+//   {"type":"admit","now_ns":..,"container":{...ContainerInfo...}}  (Engine::admit at creation)
 // The daemon records exactly this with the encoders below; the replay tool feeds the events
 // in order to an Engine. Empty lines and lines starting with '#' are ignored.
 #pragma once
@@ -32,7 +33,14 @@ struct TraceRemove {
   std::string id;
 };
 
-using TraceEvent = std::variant<ContainerInfo, TraceRemove, Snapshot>;
+// A container being created, handed to Engine::admit (admission placement): without it a replay
+// would not place the BE that the live engine placed, and every round after would differ.
+struct TraceAdmit {
+  int64_t now_ns = 0;
+  ContainerInfo info;
+};
+
+using TraceEvent = std::variant<ContainerInfo, TraceRemove, Snapshot, TraceAdmit>;
 
 struct Trace {
   std::optional<TraceHeader> header;
@@ -44,6 +52,7 @@ struct Trace {
 [[nodiscard]] std::string encodeUpsert(const ContainerInfo& info);
 [[nodiscard]] std::string encodeRemove(std::string_view id);
 [[nodiscard]] std::string encodeSnapshot(const Snapshot& snapshot);
+[[nodiscard]] std::string encodeAdmit(const ContainerInfo& info, int64_t now_ns);
 // A whole trace, one line per event, each followed by '\n'.
 [[nodiscard]] std::string encodeTrace(const Trace& trace);
 
@@ -56,7 +65,7 @@ struct Trace {
 [[nodiscard]] Result<Decision> decodeDecision(std::string_view json);
 
 // Replays a trace through an engine built from `config` and returns every round's result in
-// order (one RoundResult per snapshot). EINVAL if the config is invalid.
+// order (one RoundResult per snapshot and per admission). EINVAL if the config is invalid.
 [[nodiscard]] Result<std::vector<RoundResult>> replayTrace(const Trace& trace,
                                                            const Config& config);
 
