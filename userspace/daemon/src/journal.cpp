@@ -226,6 +226,23 @@ Result<Journal> decodeJournal(std::string_view text) {
   return out;
 }
 
+namespace {
+
+// The rename of a file is durable only once its directory is synced.
+Result<void> syncParentDir(const std::filesystem::path& p) {
+  const std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
+  UniqueFd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dfd) {
+    return COLOD_ERR(errno, "opening ", dir);
+  }
+  if (::fsync(dfd.get()) != 0) {
+    return COLOD_ERR(errno, "fsync ", dir);
+  }
+  return {};
+}
+
+}  // namespace
+
 Result<void> writeJournal(const std::string& path,
                           const Journal& journal,
                           uint32_t max_entries,
@@ -268,12 +285,7 @@ Result<void> writeJournal(const std::string& path,
     return COLOD_ERR(errno, "renaming ", tmp, " to ", path);
   }
   if (sync == JournalSync::Now) {
-    const std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
-    UniqueFd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (dfd) {
-      // The rename is durable only once the directory is synced.
-      (void)::fsync(dfd.get());
-    }
+    return syncParentDir(p);
   }
   return {};
 }
@@ -288,16 +300,7 @@ Result<void> syncJournal(const std::string& path) {
       return COLOD_ERR(errno, "fsync ", path);
     }
   }
-  const std::filesystem::path p(path);
-  const std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
-  UniqueFd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!dfd) {
-    return COLOD_ERR(errno, "opening ", dir);
-  }
-  if (::fsync(dfd.get()) != 0) {
-    return COLOD_ERR(errno, "fsync ", dir);
-  }
-  return {};
+  return syncParentDir(std::filesystem::path(path));
 }
 
 Result<Journal> readJournal(const std::string& path) {
