@@ -544,6 +544,12 @@ std::vector<Antagonist> EngineState::rankCpu(Tracked& victim,
   std::vector<Antagonist> kept;
   for (size_t i = 0; i < top; ++i) {
     BlameEvidence& e = *ranked[i].e;
+    if (ranked[i].score < kSecondaryShareOfTop * ranked[0].score) {
+      // Far behind the first: restricted later, on top, if the victim still waits behind it.
+      e.verdict = Verdict::Secondary;
+      e.top_score = ranked[0].score;
+      continue;
+    }
     e.verdict = Verdict::Blamed;
     Antagonist a;
     a.id = *ranked[i].id;
@@ -611,6 +617,12 @@ std::string EngineState::verdictText(const BlameEvidence& e) const {
       return "not ranked: the victim's wait is mostly behind itself or work colod does not "
              "control (" +
              evidenceText(e) + ")";
+    case Verdict::Secondary:
+      return "far behind the top antagonist: " + pct + " against its " +
+             std::to_string(static_cast<int>(e.top_score * 100)) +
+             "% (a BE is blamed with it from half of its evidence; if the victim still waits " +
+             "behind this one once the top one is restricted, a rung on top restricts it): " +
+             evidenceText(e);
     case Verdict::NotTop:
       return "not among the top " + std::to_string(ac.max_antagonists) + ": " + pct + " (" +
              evidenceText(e) + ")";

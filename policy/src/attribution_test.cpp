@@ -160,6 +160,27 @@ TEST_F(AttributionTest, NoStaleVerdictWhenTheWaitIsBehindUncontrolledWork) {
   EXPECT_NE(s_.verdictText(web().blame.at("near")).find("not ranked"), std::string::npos);
 }
 
+// blame.sh cache t2 (session 17): the antagonist had 71 % of the evidence, a light BE 28 %, and
+// both were moved. A BE is blamed beside the top antagonist only with half of its score; two
+// BE alike are blamed together.
+TEST_F(AttributionTest, ABeFarBehindTheTopAntagonistIsNotBlamedBesideIt) {
+  std::vector<Finding> findings;
+  round({{"near", 10, 14'000'000}, {"far", 4, 5'000'000}}, 0, 0);
+  auto ranked = s_.rank(web(), false, findings);
+  ASSERT_EQ(ranked.size(), 1u) << s_.verdictText(web().blame.at("far"));
+  EXPECT_EQ(ranked[0].id, "near");
+  EXPECT_EQ(web().blame.at("far").verdict, Verdict::Secondary);
+  EXPECT_NE(s_.verdictText(web().blame.at("far")).find("far behind the top antagonist: 26%"),
+            std::string::npos)
+      << s_.verdictText(web().blame.at("far"));
+  round({{"near", 2, 1'000'000}, {"far", 8, 10'000'000}}, 0, 0);  // now alike
+  findings.clear();
+  ranked = s_.rank(web(), false, findings);
+  ASSERT_EQ(ranked.size(), 2u);
+  EXPECT_EQ(web().blame.at("far").verdict, Verdict::Blamed);
+  EXPECT_EQ(web().blame.at("near").verdict, Verdict::Blamed);
+}
+
 TEST_F(AttributionTest, UselessRungUntilTheEvidenceChanges) {
   round({{"near", 10, 6'000'000}, {"", 10, 4'000'000}}, 0, 10'000'000);
   UselessRung u;

@@ -44,6 +44,11 @@ inline constexpr double kBehindBlameFactor = 20;
 // wait is what holds the victim over its threshold: blame.sh light and cache capped a light BE
 // on top of the antagonist's placement with 6-10 % of the LS's wait behind it (session 17).
 inline constexpr double kOnTopMinShare = 0.25;
+// A BE is blamed beside the top antagonist only with at least this share of its score: the most
+// guilty first, the others on top if the victim still waits behind them (rungs on top count only
+// what happened under the rungs in force). blame.sh cache t2 (session 17) moved a light BE with
+// 28 % of the evidence beside the antagonist's 71 %; two hogs alike are blamed together.
+inline constexpr double kSecondaryShareOfTop = 0.5;
 // Tracked::peak_cpus decays by 1 / (this many blame windows) per round.
 inline constexpr int kPeakMemoryWindows = 3;
 // Rounds kept for the on-CPU rate (Tracked::rate): event rounds are >= 20 ms apart, so a 100 ms
@@ -69,6 +74,7 @@ enum class Verdict : uint8_t {
   OtherWait,    // not ranked: the victim's wait is mostly behind itself or uncontrolled work
   ThinSince,    // escalating on top of a rung: too little evidence since that rung was applied
   MinorSince,   // on top of a rung: behind too small a share of the victim's wait since it
+  Secondary,    // ranked, but under kSecondaryShareOfTop of the top antagonist's score
 };
 
 struct BlameEvidence {
@@ -89,6 +95,8 @@ struct BlameEvidence {
   double fresh_behind_ns = 0;
   // Its share of all the victim's wait since the last rung (set with Verdict::MinorSince).
   double fresh_share = 0;
+  // The top antagonist's score (set with Verdict::Secondary).
+  double top_score = 0;
   // Latest ranking: its share of the evidence and the verdict (for describe()).
   double score = 0;
   Verdict verdict = Verdict::Unranked;
