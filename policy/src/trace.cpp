@@ -284,6 +284,15 @@ Result<ContainerInfo> decodeInfo(const Reader& rd, const json& j) {
   return c;
 }
 
+// The "container" object of an upsert or admit line.
+Result<ContainerInfo> decodeContainerOf(const Reader& rd, const json& j) {
+  auto it = j.find("container");
+  if (it == j.end()) {
+    return rd.err("container", "missing");
+  }
+  return decodeInfo(rd, *it);
+}
+
 Result<std::optional<Psi>> decodePsi(const Reader& rd, const json& j, const char* key) {
   auto it = j.find(key);
   if (it == j.end()) {
@@ -529,11 +538,7 @@ Result<Trace> decodeTrace(std::string_view text) {
       }
       trace.header = std::move(h);
     } else if (type == "upsert") {
-      auto it = j.find("container");
-      if (it == j.end()) {
-        return rd.err("container", "missing");
-      }
-      auto info = decodeInfo(rd, *it);
+      auto info = decodeContainerOf(rd, j);
       if (!info) {
         return std::move(info).error();
       }
@@ -541,11 +546,7 @@ Result<Trace> decodeTrace(std::string_view text) {
     } else if (type == "admit") {
       TraceAdmit ad;
       COLOD_TRY_PLAIN(rd.num(j, "now_ns", ad.now_ns, true));
-      auto it = j.find("container");
-      if (it == j.end()) {
-        return rd.err("container", "missing");
-      }
-      auto info = decodeInfo(rd, *it);
+      auto info = decodeContainerOf(rd, j);
       if (!info) {
         return std::move(info).error();
       }
