@@ -85,6 +85,12 @@ func connectLevel(t *testing.T, rt *Runtime, o levelOpts, wantSynced bool) *leve
 	defer cancel()
 	if err := lp.client.Call(ctx, runtimeService, "RegisterPlugin",
 		&api.RegisterPluginRequest{PluginName: o.name, PluginIdx: o.idx}, &api.Empty{}); err != nil {
+		if !wantSynced {
+			// A plugin the runtime refuses (its Configure reply) may see the connection close
+			// before the reply to RegisterPlugin is written ("ttrpc: closed", CI session 17):
+			// the caller checks the refusal in the runtime's log.
+			return lp
+		}
 		t.Fatal(err)
 	}
 	if !wantSynced {
