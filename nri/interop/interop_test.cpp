@@ -325,12 +325,15 @@ TEST(InteropTest, PluginSlowerThanRequestTimeoutIsClosedAndReconnects) {
   // is a second, complete handshake on a new connection.
   ASSERT_TRUE(waitFor(
       [&] {
+        // The stub counts itself synchronized when it sends its reply; the peer logs the event
+        // when that reply arrives, a moment later, so wait for both.
         auto st = stub->stats();
-        return plugin.syncs.load() >= 2 && st.reconnects >= 1 && st.synchronized;
+        return plugin.syncs.load() >= 2 && st.reconnects >= 1 && st.synchronized &&
+               peer.countEvents(eventIs("plugin-synchronized")) >= 1U;
       },
       20s))
-      << "syncs " << plugin.syncs.load() << " reconnects " << stub->stats().reconnects;
-  EXPECT_GE(peer.countEvents(eventIs("plugin-synchronized")), 1U);
+      << "syncs " << plugin.syncs.load() << " reconnects " << stub->stats().reconnects
+      << " peer synchronized events " << peer.countEvents(eventIs("plugin-synchronized"));
   EXPECT_EQ(stub->registry().snapshot()->containers.size(), 4U);
   stub->stop();
 }
