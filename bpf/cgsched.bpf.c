@@ -26,6 +26,8 @@
 const volatile __u32 cg_mode = COLOD_CGMODE_V1CPU;
 /* 0 disables the wait-after-preemption bookkeeping (saves a task storage lookup per switch). */
 const volatile __u32 track_preempt_wait = 1;
+/* 0: no change marks in cg_dirty (the reader then copies out every slot at every snapshot). */
+const volatile __u32 mark_changes = 1;
 
 #include "common/cg_maps.bpf.h"
 
@@ -43,6 +45,11 @@ __u64 slots_used = 0;
  * nothing), cg_slots is what userspace read last, and the read side skips walking its buckets
  * (issue 17). New cgroups are rare next to switches, so the shared write costs nothing. */
 __u64 slots_gen = 0;
+
+/* Bumped after every pair inserted into `pairs`: while it stands still (and userspace deleted
+ * nothing), the pairs are the keys userspace read last, and between full reads it looks up only
+ * the pairs of victims preempted since (issue 17). */
+__u64 pairs_gen = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -244,9 +251,17 @@ static __always_inline struct colod_cg_sched *slot_entry(__u32 slot)
 	return bpf_map_lookup_elem(&cg_sched, &slot);
 }
 
-static __always_inline struct colod_cg_sched *cg_entry(__u64 id)
+/* After a write to a slot's cg_sched value: the reader copies it out at the next snapshot. The
+ * load keeps the store off the line while the mark is already set (once per snapshot). */
+static __always_inline void mark_changed(__u32 slot)
 {
-	return slot_entry(cg_slot(id));
+	__u64 *d;
+
+	if (!mark_changes)
+		return;
+	d = bpf_map_lookup_elem(&cg_dirty, &slot);
+	if (d && !*d)
+		*d = 1;
 }
 
 static __always_inline void count_pair(__u64 victim, __u64 aggressor)
@@ -261,7 +276,9 @@ static __always_inline void count_pair(__u64 victim, __u64 aggressor)
 		return;
 	}
 	err = bpf_map_update_elem(&pairs, &key, &one, BPF_NOEXIST);
-	if (err == -17) {
+	if (!err) {
+		__sync_fetch_and_add(&pairs_gen, 1);
+	} else if (err == -17) {
 		v = bpf_map_lookup_elem(&pairs, &key);
 		if (v)
 			__sync_fetch_and_add(v, 1);
@@ -504,6 +521,7 @@ static __always_inline int on_switch(struct task_struct *prev, struct task_struc
 				pe->oncpu_ns += sum - start;
 			if (invol)
 				pe->invol += 1;
+			mark_changed(prev_slot);
 		}
 	}
 	cs->task = (__u64)next;
@@ -616,6 +634,7 @@ static __always_inline int on_switch(struct task_struct *prev, struct task_struc
 	ne->hist[colod_ns_us_slot(wait)] += 1;
 	ne->count += 1;
 	ne->total_ns += wait;
+	mark_changed(next_slot);
 	return 0;
 }
 
@@ -688,16 +707,19 @@ static __always_inline int on_wakeup(struct task_struct *p, const bool btf)
 {
 	struct colod_cg_sched *e;
 	__u64 id, depth;
+	__u32 slot;
 
 	/* The rq the task was enqueued on, via its cfs_rq (see on_switch). */
 	depth = btf ? p->se.cfs_rq->rq->nr_running : BPF_CORE_READ(p, se.cfs_rq, rq, nr_running);
 	id = btf ? colod_cg_id_btf(p, cg_mode) : colod_cg_id_core(p, cg_mode);
-	e = cg_entry(id);
+	slot = cg_slot(id);
+	e = slot_entry(slot);
 	if (!e)
 		return 0;
 	e->wakeups += 1;
 	/* The woken task is already enqueued here, so nr_running counts it: depth >= 1. */
 	e->depth_sum += depth;
+	mark_changed(slot);
 	return 0;
 }
 

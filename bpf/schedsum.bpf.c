@@ -5,10 +5,11 @@
  * possible CPUs at every tick (47 KB at 255 CPUs, 94 KB at 512, however few are online), and
  * userspace holds and sums all of it. This iterator walks cg_slots (cgroup id -> slot), adds up
  * each live slot's per-CPU copies here and writes one 200-byte record per cgroup, whatever the
- * machine's size (issue 17). Histogram buckets are summed modulo 2^32 as userspace did.
+ * machine's size (issue 17), and only for the slots marked changed (cg_dirty) unless asked for
+ * all. Histogram buckets are summed modulo 2^32 as userspace did.
  *
  * Needs bpf_loop (5.17) and bpf_map_lookup_percpu_elem (5.19): on an older kernel this object
- * does not load, and the collector reads the maps from userspace as before. Its two maps are
+ * does not load, and the collector reads the maps from userspace as before. Its three maps are
  * the cgsched object's, reused by fd before load.
  */
 #include <vmlinux.h>
@@ -21,6 +22,11 @@
 /* Set by userspace before load: the kernel's possible CPUs (libbpf_num_possible_cpus()). A
  * lookup past the last one returns NULL and ends the loop early anyway. */
 const volatile __u32 possible_cpus = 1;
+
+/* Set by userspace before each walk (.bss): 0 sums every live slot, 1 only the slots whose
+ * cg_dirty mark is set. Either way a slot's mark is cleared before its copies are summed, so a
+ * write after the sum marks it again. */
+__u32 changed_only;
 
 static int add_cpu(__u32 cpu, void *data)
 {
@@ -52,9 +58,15 @@ int sum_slots(struct bpf_iter__bpf_map_elem *ctx)
 	struct colod_sched_sum r = {};
 	__u64 *id = ctx->key;
 	__u32 *slot = ctx->value;
+	__u64 *mark;
 
 	if (!id || !slot)
 		return 0; /* the end of the walk */
+	mark = bpf_map_lookup_elem(&cg_dirty, slot);
+	if (changed_only && (!mark || !*mark))
+		return 0; /* unchanged since the last walk */
+	if (mark)
+		*mark = 0;
 	r.id = *id;
 	r.slot = *slot;
 	bpf_loop(possible_cpus, add_cpu, &r, 0);

@@ -28,4 +28,20 @@ struct {
 	__type(value, __u32);
 } cg_slots SEC(".maps");
 
+/* Changed slots (issue 17): the switch and wakeup handlers set a slot's mark after writing its
+ * cg_sched value; the reader clears a mark before it copies that slot out and copies out only
+ * marked slots (all of them every few snapshots regardless, userspace's choice). So a tick's
+ * read grows with the cgroups that ran, not with the live ones x possible CPUs. Not per-CPU: one
+ * 8-byte mark per slot (array elements are 8-byte aligned), written only while clear, so a busy
+ * cgroup's switches load the line and store to it once per snapshot. Userspace mmaps it. A
+ * write that lands after the reader's copy is in a later copy (the values are cumulative): late
+ * by one snapshot, or until the next full read if the cgroup stops running. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, COLOD_DEFAULT_MAX_CGROUPS);
+	__type(key, __u32);
+	__type(value, __u64);
+} cg_dirty SEC(".maps");
+
 #endif /* COLOD_CG_MAPS_BPF_H */

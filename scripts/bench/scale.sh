@@ -5,13 +5,15 @@
 # hierarchy plus the unified one on hybrid hosts, or the cgroup2 tree), each with one process:
 # one in BUSY_EVERY (10) wakes every BUSY_PERIOD_US (20000) and works BUSY_SPIN_US (50), the
 # others wake every IDLE_PERIOD_US (1000000). colod-collect-scale then runs the collector at a
-# 100 ms interval for SCALE_SECONDS (10), three times: with the read side from before issue 17
+# 100 ms interval for SCALE_SECONDS (10), four times: with the read side from before issue 17
 # (--legacy: full-size map dumps into fresh buffers, files opened per read), then the current one
 # reading every cgroup's files at every tick (--files-every 1: the collector's own default),
 # then as the daemon runs it: files every kFilesEveryNTicks-th tick (10) except for the cgroups
 # the daemon names every tick (its victims and the containers it restricts), one in EVERY_TICK
-# (10) here (--every-tick-share).
-# Output per size: `scale-legacy:`, `scale-files1:`, the daemon-cadence probe's own line, and
+# (10) here (--every-tick-share), first copying out every live cgroup's cg_sched entry at every
+# tick (--every-slot, as before the change marks), then only the changed ones (the default).
+# Output per size: `scale-legacy:`, `scale-files1:`, `scale-every-slot:`, the daemon-cadence
+# probe's own line, and
 # `scale:` (that probe);
 # the last line is the largest size's
 #   scale: possible_cpus=<N> containers=<n> colod_rss_mib= bpf_map_mib= colod_cpu_pct=
@@ -92,6 +94,8 @@ for n in "${sizes[@]}"; do
   sleep 2
   old=$("$probe" --legacy --seconds "$secs" --max-cgroups "$max_cgroups" | grep '^probe:')
   f1=$("$probe" --files-every 1 --seconds "$secs" --max-cgroups "$max_cgroups" | grep '^probe:')
+  every=$("$probe" --files-every 10 --every-tick-share "$every_tick" --seconds "$secs" \
+          --max-cgroups "$max_cgroups" --every-slot | grep '^probe:')
   new=$("$probe" --files-every 10 --every-tick-share "$every_tick" --seconds "$secs" \
         --max-cgroups "$max_cgroups" | grep '^probe:')
   echo "scale-legacy: possible_cpus=$ncpu containers=$n colod_rss_mib=$(get rss_mib "$old")" \
@@ -102,6 +106,8 @@ for n in "${sizes[@]}"; do
        "reported_per_tick=$(get cgroups_reported_per_tick "$old") hwm_mib=$(get hwm_mib "$old")"
   echo "scale-files1: possible_cpus=$ncpu containers=$n colod_rss_mib=$(get rss_mib "$f1")" \
        "colod_cpu_pct=$(get cpu_pct "$f1") tick_p99_ms=$(get tick_p99_ms "$f1")"
+  echo "scale-every-slot: possible_cpus=$ncpu containers=$n colod_cpu_pct=$(get cpu_pct "$every")" \
+       "read_bytes_per_tick=$(get read_bytes_per_tick "$every") tick_p99_ms=$(get tick_p99_ms "$every")"
   echo "          $(sed 's/^probe: //' <<<"$new")"
   echo "scale: possible_cpus=$ncpu containers=$n colod_rss_mib=$(get rss_mib "$new")" \
        "bpf_map_mib=$(mib "$(get bpf_map_bytes "$new")") colod_cpu_pct=$(get cpu_pct "$new")" \

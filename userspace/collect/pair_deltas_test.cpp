@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <vector>
 
@@ -95,9 +96,8 @@ TEST(PairDeltas, ForgetsGoneAndDeadPairsAndPrunesTheDead) {
   s.add(3, 4, 9);
   apply(p, s, 2);
   std::vector<uint64_t> pruned;
-  p.forget(
-      2, [](const colod_pair_key& k) { return k.victim == 3; },
-      [&](const colod_pair_key& k) { pruned.push_back(k.victim); });
+  p.forget([](const colod_pair_key& k) { return k.victim == 3; },
+           [&](const colod_pair_key& k) { pruned.push_back(k.victim); });
   EXPECT_EQ(pruned, (std::vector<uint64_t>{3}));
   EXPECT_EQ(p.size(), 1u);
   ASSERT_EQ(p.deltas().size(), 1u) << "the dead pair's delta is dropped";
@@ -109,6 +109,58 @@ TEST(PairDeltas, ForgetsGoneAndDeadPairsAndPrunesTheDead) {
   EXPECT_EQ(p.positionalHits(), 0u);
   EXPECT_EQ(apply(p, t, 4), M{});
   EXPECT_EQ(p.positionalHits(), 1u);
+}
+
+// Between full reads the collector looks up only the pairs of preempted victims: those move,
+// the others stand, a pair unknown to the full reads is left for the next one, and forgetting
+// after such a lookup still tells gone pairs by the last full read.
+TEST(PairDeltas, SomePairsLookedUpBetweenFullReads) {
+  PairDeltas p;
+  Read r;
+  r.add(1, 2, 5);
+  r.add(1, 3, 7);
+  r.add(4, 2, 1);
+  apply(p, r, 1);
+  auto keys = [&](uint64_t victim) {
+    std::vector<std::pair<uint64_t, uint64_t>> out;
+    for (const auto& k : p.keysOf(victim)) {
+      out.emplace_back(k.victim, k.aggressor);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  EXPECT_EQ(keys(1), (std::vector<std::pair<uint64_t, uint64_t>>{{1, 2}, {1, 3}}));
+  EXPECT_EQ(keys(4), (std::vector<std::pair<uint64_t, uint64_t>>{{4, 2}}));
+  EXPECT_TRUE(keys(7).empty());
+
+  auto some = [&](std::vector<std::pair<colod_pair_key, uint64_t>> e, const PairKeySet& skip = {}) {
+    p.updateSome(e, skip);
+    M out;
+    for (const auto& [k, d] : p.deltas()) {
+      out[{k.victim, k.aggressor}] = d;
+    }
+    return out;
+  };
+  using K = colod_pair_key;
+  EXPECT_EQ(some({{K{1, 2}, 9}, {K{1, 3}, 7}}), (M{{{1, 2}, 4}}));
+  EXPECT_EQ(some({{K{8, 8}, 3}}), M{}) << "unknown to the full reads: left for the next";
+  EXPECT_EQ(some({{K{1, 2}, 12}}, PairKeySet{K{1, 2}}), M{}) << "deletion pending";
+  // The next full read takes the deltas from what the lookups saw.
+  Read s;
+  s.add(1, 2, 10);
+  s.add(1, 3, 8);
+  s.add(4, 2, 1);
+  s.add(8, 8, 3);
+  EXPECT_EQ(apply(p, s, 5), (M{{{1, 2}, 1}, {{1, 3}, 1}, {{8, 8}, 3}}));
+  EXPECT_EQ(keys(8), (std::vector<std::pair<uint64_t, uint64_t>>{{8, 8}})) << "index rebuilt";
+  // A lookup after the full read of tick 5, then a forget: (4,2) was in that read, so it stays.
+  EXPECT_EQ(some({{K{4, 2}, 2}}), (M{{{4, 2}, 1}}));
+  std::vector<uint64_t> pruned;
+  p.forget([](const colod_pair_key& k) { return k.victim == 8; },
+           [&](const colod_pair_key& k) { pruned.push_back(k.victim); });
+  EXPECT_EQ(pruned, std::vector<uint64_t>{8});
+  EXPECT_EQ(p.size(), 3u);
+  EXPECT_TRUE(keys(8).empty());
 }
 
 }  // namespace

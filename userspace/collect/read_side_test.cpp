@@ -47,6 +47,37 @@ TEST(MapGeneration, WalkOnlyWhenTheCounterMovedOrAfterAnInvalidate) {
 }
 
 // The summing iterator's output: whole 200-byte records, id -> {slot, sum}.
+TEST(ChangeMarks, TakesAndClearsOnlyTheSetMarks) {
+  std::vector<uint64_t> marks{0, 1, 0, 0, 1, 1, 0};
+  std::vector<uint32_t> out{99};
+  bpf::takeMarks(marks, out);
+  EXPECT_EQ(out, (std::vector<uint32_t>{99, 1, 4, 5})) << "appended, in slot order";
+  EXPECT_EQ(marks, std::vector<uint64_t>(7, 0));
+  out.clear();
+  bpf::takeMarks(marks, out);
+  EXPECT_TRUE(out.empty());
+  marks[6] = 1;
+  marks[0] = 1;
+  bpf::takeMarks(std::span<uint64_t>(marks).first(3), out);
+  EXPECT_EQ(out, std::vector<uint32_t>{0}) << "only within the span given";
+  EXPECT_EQ(marks[6], 1u);
+  bpf::clearMarks(marks);
+  EXPECT_EQ(marks, std::vector<uint64_t>(7, 0));
+}
+
+TEST(ChangeMarks, LookupsOnlyWhileCheaperThanOneWalk) {
+  // cg_sched on 2 CPUs (368 B a slot): a lookup each while under ~1 in 5 slots changed.
+  EXPECT_TRUE(bpf::lookupsCheaper(150, 1000, 368));
+  EXPECT_FALSE(bpf::lookupsCheaper(250, 1000, 368));
+  // At 192 CPUs (35 KB a slot) the copy dominates: lookups up to ~9 in 10.
+  EXPECT_TRUE(bpf::lookupsCheaper(850, 1000, 35328));
+  EXPECT_FALSE(bpf::lookupsCheaper(950, 1000, 35328));
+  // A hash walk visits every bucket: 16384 of them outweigh a few hundred lookups.
+  EXPECT_TRUE(bpf::lookupsCheaper(200, 1250, 8, 16384));
+  EXPECT_FALSE(bpf::lookupsCheaper(400, 1250, 8, 16384));
+  EXPECT_FALSE(bpf::lookupsCheaper(1, 0, 8)) << "nothing to walk";
+}
+
 TEST(SchedSums, ParsesWholeRecordsAndRefusesAPartialOne) {
   std::vector<uint8_t> bytes;
   for (uint32_t i = 0; i < 3; ++i) {

@@ -2,6 +2,7 @@
 #include "bpf_util.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <functional>
 #include <mutex>
 #include <string>
+#include <utility>
 
 #include "colod/base/unique_fd.h"
 
@@ -134,6 +136,84 @@ Result<std::size_t> MapReader::readByKeys(int fd, std::size_t max_entries) {
     ++count_;
   }
   return count_;
+}
+
+Result<MappedWords> MappedWords::map(int fd, std::size_t entries) {
+  MappedWords m;
+  if (entries == 0) {
+    return m;
+  }
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  const std::size_t bytes = (entries * sizeof(uint64_t) + page - 1) / page * page;
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    return COLOD_ERR(errno, "mapping a BPF array of ", entries, " words");
+  }
+  m.words_ = static_cast<uint64_t*>(p);
+  m.entries_ = entries;
+  m.bytes_ = bytes;
+  return m;
+}
+
+MappedWords::MappedWords(MappedWords&& o) noexcept
+    : words_(std::exchange(o.words_, nullptr)),
+      entries_(std::exchange(o.entries_, 0)),
+      bytes_(std::exchange(o.bytes_, 0)) {}
+
+MappedWords& MappedWords::operator=(MappedWords&& o) noexcept {
+  if (this != &o) {
+    reset();
+    words_ = std::exchange(o.words_, nullptr);
+    entries_ = std::exchange(o.entries_, 0);
+    bytes_ = std::exchange(o.bytes_, 0);
+  }
+  return *this;
+}
+
+MappedWords::~MappedWords() { reset(); }
+
+void MappedWords::reset() {
+  if (words_ != nullptr) {
+    ::munmap(words_, bytes_);
+  }
+  words_ = nullptr;
+  entries_ = 0;
+  bytes_ = 0;
+}
+
+void takeMarks(std::span<uint64_t> marks, std::vector<uint32_t>& out) {
+  for (std::size_t i = 0; i < marks.size(); ++i) {
+    // Clearing only a set mark: the BPF side never stores over one, so no store is lost.
+    if (__atomic_load_n(&marks[i], __ATOMIC_RELAXED) != 0) {
+      __atomic_store_n(&marks[i], 0, __ATOMIC_RELAXED);
+      out.push_back(static_cast<uint32_t>(i));
+    }
+  }
+  // The clears could otherwise still sit in this CPU's store buffer while the reads that follow
+  // run (x86 lets loads pass earlier stores): a BPF write in between would find its mark still
+  // set and not set it again, and the read would miss that write.
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
+void clearMarks(std::span<uint64_t> marks) {
+  for (uint64_t& m : marks) {
+    if (__atomic_load_n(&m, __ATOMIC_RELAXED) != 0) {
+      __atomic_store_n(&m, 0, __ATOMIC_RELAXED);
+    }
+  }
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
+bool lookupsCheaper(std::size_t lookups,
+                    std::size_t walk_entries,
+                    std::size_t value_bytes,
+                    std::size_t walk_buckets) {
+  const double lookup =
+      static_cast<double>(lookups) * static_cast<double>(kLookupCostBytes + value_bytes);
+  const double walk =
+      static_cast<double>(walk_entries) * static_cast<double>(kEntryCostBytes + value_bytes) +
+      static_cast<double>(walk_buckets) * static_cast<double>(kBucketCostBytes);
+  return lookup < walk;
 }
 
 Result<uint64_t> parseFdinfoMemlock(std::string_view fdinfo) {

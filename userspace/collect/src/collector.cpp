@@ -170,14 +170,9 @@ Result<Snapshot> Collector::Impl::snapshot() {
   if (auto r = watch->rebind(); !r) {
     ++stats.watch_write_errors;
   }
-  const int pairs_fd = bpf_map__fd(sched_skel->maps.pairs);
   auto sched = readSched();
   if (!sched) {
     return std::move(sched).error().wrap("reading cg_sched");
-  }
-  auto pairs_n = pairs_reader.read(pairs_fd, opts.max_pairs);
-  if (!pairs_n) {
-    return std::move(pairs_n).error().wrap("reading pairs");
   }
   std::size_t reclaim_n = 0;
   if (reclaim_skel) {
@@ -189,9 +184,34 @@ Result<Snapshot> Collector::Impl::snapshot() {
     reclaim_n = *r;
   }
 
+  // cur_sched: every live cgroup's entry now. After a read of the changed slots only, the others
+  // stand as the last snapshot left them, and prev_sched keeps only the read ones' old entries
+  // (their deltas are all this snapshot has).
+  SchedRead& read = *sched;
+  std::unordered_map<uint64_t, detail::SchedEntry> cur_sched;
+  if (read.all) {
+    cur_sched = std::move(read.entries);
+  } else {
+    std::unordered_map<uint64_t, detail::SchedEntry> before;
+    before.reserve(read.entries.size());
+    cur_sched = std::move(prev_sched);
+    for (const auto& [id, e] : read.entries) {
+      auto [it, inserted] = cur_sched.try_emplace(id, e);
+      if (!inserted) {
+        before.emplace(id, it->second);
+        it->second = e;
+      }
+    }
+    prev_sched = std::move(before);
+  }
+  // The cgroups read this snapshot: only they can have new ids or activity.
+  auto forEachRead = [&](const auto& fn) {
+    for (const auto& [id, e] : read.all ? cur_sched : read.entries) {
+      fn(id);
+    }
+  };
   // Entries whose deletion failed (and failed again just now) belong to dead cgroups: not
   // reported, and not unknown ids that would trigger a rescan.
-  std::unordered_map<uint64_t, detail::SchedEntry>& cur_sched = *sched;
   for (const auto& [id, slot] : undeleted_slots) {
     cur_sched.erase(id);
   }
@@ -207,7 +227,9 @@ Result<Snapshot> Collector::Impl::snapshot() {
     std::memcpy(&v, reclaim_reader.value(i), sizeof(v));
     cur_reclaim[id] = v;
   }
-  pairs.update(pairs_reader.key(0), pairs_reader.value(0), *pairs_n, undeleted_pairs, tick);
+  if (auto r = readPairs(read); !r) {
+    return std::move(r).error();
+  }
   if (auto r = readBehind(); !r) {
     return std::move(r).error();
   }
@@ -222,9 +244,9 @@ Result<Snapshot> Collector::Impl::snapshot() {
 
   // Resolve ids to paths; an unknown id means a new cgroup (rescan) or a dead one (prune).
   bool unknown = false;
-  for (const auto& [id, v] : cur_sched) {
-    unknown = unknown || (!paths.contains(id) && !wasRemoved(id));
-  }
+  forEachRead([&](uint64_t id) {
+    unknown = unknown || (cur_sched.contains(id) && !paths.contains(id) && !wasRemoved(id));
+  });
   for (const auto& [id, v] : cur_reclaim) {
     unknown = unknown || (!paths.contains(id) && !wasRemoved(id));
   }
@@ -290,7 +312,7 @@ Result<Snapshot> Collector::Impl::snapshot() {
     auto dead = [&](const colod_pair_key& k) {
       return !paths.contains(k.victim) || !paths.contains(k.aggressor);
     };
-    pairs.forget(tick, dead, [&](const colod_pair_key& k) { prunePair(k); });
+    pairs.forget(dead, [&](const colod_pair_key& k) { prunePair(k); });
     behind.forget(dead, [&](const colod_pair_key& k) { pruneBehind(k); });
   } else {
     for (const auto& [id, v] : cur_sched) {
@@ -308,11 +330,16 @@ Result<Snapshot> Collector::Impl::snapshot() {
     }
     return it->second;
   };
-  for (const auto& [id, cur] : cur_sched) {
+  forEachRead([&](uint64_t id) {
+    const auto c = cur_sched.find(id);
+    if (c == cur_sched.end()) {
+      return;  // pruned above, or a dead cgroup's entry awaiting its deletion
+    }
     const auto p = prev_sched.find(id);
-    const colod_cg_sched d = detail::schedDelta(cur, p == prev_sched.end() ? nullptr : &p->second);
+    const colod_cg_sched d =
+        detail::schedDelta(c->second, p == prev_sched.end() ? nullptr : &p->second);
     if (d.count == 0 && d.oncpu_ns == 0 && d.invol == 0 && d.wakeups == 0) {
-      continue;  // idle this interval
+      return;  // idle this interval
     }
     CgroupSample& s = sample(id);
     s.runq_hist = detail::toHist(d.hist);
@@ -329,7 +356,7 @@ Result<Snapshot> Collector::Impl::snapshot() {
     if (d.self_preempt > 0) {
       s.preempted_by.push_back(Aggressor{id, s.path, d.self_preempt});
     }
-  }
+  });
   for (const auto& [id, cur] : cur_reclaim) {
     const auto p = prev_reclaim.find(id);
     const colod_cg_reclaim d =
@@ -399,10 +426,9 @@ Result<Snapshot> Collector::Impl::snapshot() {
   stats.map_lock_skips = lock_skips;
   stats.map_deletes_pending = undeleted_slots.size() + undeleted_reclaim.size() +
                               undeleted_pairs.size() + undeleted_behind.size() + unreleased_slots;
-  stats.read_bytes_last_tick =
-      (sums ? sums->lastReadBytes() : slots_reader.lastReadBytes() + sched_reader.lastReadBytes()) +
-      pairs_reader.lastReadBytes() + (reclaim_skel ? reclaim_reader.lastReadBytes() : 0) +
-      behind_read_bytes;
+  stats.read_bytes_last_tick = sched_read_bytes + pairs_read_bytes +
+                               (reclaim_skel ? reclaim_reader.lastReadBytes() : 0) +
+                               behind_read_bytes;
   stats.read_buffer_bytes =
       (sums ? sums->bufferBytes() : slots_reader.bufferBytes() + sched_reader.bufferBytes()) +
       pairs_reader.bufferBytes() + reclaim_reader.bufferBytes() + behind_reader.bufferBytes();

@@ -56,6 +56,23 @@ class Collector::Impl {
   std::optional<detail::Watch> watch;
 
   std::unordered_map<uint64_t, detail::SchedEntry> prev_sched;
+  // What readSched() read: every live cgroup's entry (all), or only those of cgroups whose slot
+  // was marked changed, the rest standing as prev_sched holds them.
+  struct SchedRead {
+    std::unordered_map<uint64_t, detail::SchedEntry> entries;
+    bool all = true;
+  };
+  // cg_dirty's change marks, mapped (bpf/common/cg_maps.bpf.h); empty: every slot every time.
+  bpf::MappedWords dirty;
+  std::vector<uint32_t> changed_slots;  // reused: the marks taken by this snapshot
+  std::vector<uint64_t> slot_ids;       // slot -> cgroup id at the last full read (0: none)
+  std::vector<uint8_t> slot_value;      // reused: one slot's per-CPU copies
+  bpf::MapGeneration sums_slots_gen;    // cg_slots at the kernel sums' last full read
+  std::optional<uint64_t> last_full_sched_tick;
+  uint64_t sched_read_bytes = 0;  // what the last readSched() copied out
+  bpf::MapGeneration pairs_gen;   // the pairs' key set at the last full read
+  std::vector<std::pair<colod_pair_key, uint64_t>> pair_lookups;  // reused (readPairs)
+  uint64_t pairs_read_bytes = 0;  // what the last readPairs() copied out
   // cg_sched slots of cgroups pruned at the previous snapshot: zeroed and handed back to the
   // BPF side (free_slots) one interval later, when no program run can still be using them.
   std::vector<uint32_t> quarantined_slots;
@@ -105,7 +122,9 @@ class Collector::Impl {
   Result<void> rescan();
   void initReaders();
   [[nodiscard]] uint64_t sumMapBytes() const;
-  Result<std::unordered_map<uint64_t, detail::SchedEntry>> readSched();
+  Result<SchedRead> readSched();
+  // Only the slots marked changed, from userspace (slot_ids names them).
+  Result<SchedRead> readChangedSlots();
   // Reads a hash map through `reader` only when `gen` (its BPF generation counter in .bss)
   // moved or `seen` was invalidated; otherwise the last read stands. Returns the entry count.
   Result<std::size_t> readIfChanged(bpf::MapReader& reader,
@@ -119,6 +138,10 @@ class Collector::Impl {
   void pruneReclaim(uint64_t id);
   void prunePair(const colod_pair_key& key);
   void pruneBehind(const colod_pair_key& key);
+  // The pairs map into `pairs`: walked whole when the sched read was, or when a pair was added
+  // or deleted since the last walk; otherwise only the pairs of victims that `read` shows
+  // preempted by another cgroup since (prev_sched holds their previous entries).
+  Result<void> readPairs(const SchedRead& read);
   Result<void> readBehind();
   void retryDeletes();
   // cpu.stat, and the PSI files when `psi`.

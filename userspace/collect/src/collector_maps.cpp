@@ -26,6 +26,7 @@ Result<void> Collector::Impl::load(AttachKind kind) {
   // cg_pending counts each slot's preempted tasks: all four hold max_cgroups
   // (bpf/cgsched.bpf.c).
   (*s)->rodata->max_slots = opts.max_cgroups;
+  (*s)->rodata->mark_changes = opts.changed_only && !opts.legacy_reads ? 1 : 0;
   COLOD_TRY_VOID(bpf::check(bpf_map__set_max_entries((*s)->maps.cg_sched, opts.max_cgroups),
                             "sizing cg_sched"),
                  "sched");
@@ -40,6 +41,9 @@ Result<void> Collector::Impl::load(AttachKind kind) {
                  "sched");
   COLOD_TRY_VOID(bpf::check(bpf_map__set_max_entries((*s)->maps.cg_watch, opts.max_cgroups),
                             "sizing cg_watch"),
+                 "sched");
+  COLOD_TRY_VOID(bpf::check(bpf_map__set_max_entries((*s)->maps.cg_dirty, opts.max_cgroups),
+                            "sizing cg_dirty"),
                  "sched");
   COLOD_TRY_VOID(
       bpf::check(bpf_map__set_max_entries((*s)->maps.pairs, opts.max_pairs), "sizing pairs"),
@@ -96,7 +100,7 @@ Result<void> Collector::Impl::load(AttachKind kind) {
   if (opts.kernel_sums && !opts.legacy_reads) {
     auto k =
         detail::KernelSums::open(bpf_map__fd((*s)->maps.cg_slots), bpf_map__fd((*s)->maps.cg_sched),
-                                 static_cast<uint32_t>(ncpu));
+                                 bpf_map__fd((*s)->maps.cg_dirty), static_cast<uint32_t>(ncpu));
     if (k) {
       sums.emplace(std::move(k).value());
       read_note = "collector: cg_sched summed over " + std::to_string(ncpu) +
@@ -111,6 +115,12 @@ Result<void> Collector::Impl::load(AttachKind kind) {
   } else {
     read_note = "collector: cg_sched read per possible CPU from userspace (kernel sums off)";
   }
+  auto marks = bpf::MappedWords::map(bpf_map__fd((*s)->maps.cg_dirty), opts.max_cgroups);
+  if (!marks) {
+    return std::move(marks).error().wrap("cg_dirty");
+  }
+  dirty = std::move(marks).value();
+  last_full_sched_tick.reset();
   sched_skel = SchedSkel(s->release(), &cgsched__destroy);
   reclaim_skel = std::move(r);
   watch.emplace(std::move(w).value());
@@ -148,12 +158,34 @@ uint64_t Collector::Impl::sumMapBytes() const {
 }
 
 // Per-cgroup scheduler aggregates: ids and slots from cg_slots, values from the slots of the
-// per-CPU array cg_sched, read in one pass up to the highest slot ever handed out.
-Result<std::unordered_map<uint64_t, detail::SchedEntry>> Collector::Impl::readSched() {
-  std::unordered_map<uint64_t, detail::SchedEntry> out;
+// per-CPU array cg_sched. Every live slot at a full read (in one pass up to the highest slot ever
+// handed out); otherwise only the slots the BPF side marked changed since the last read.
+Result<Collector::Impl::SchedRead> Collector::Impl::readSched() {
+  SchedRead r;
+  // Loaded before any walk: a slot handed out after it moves the counter past it.
+  const uint64_t g = __atomic_load_n(&sched_skel->bss->slots_gen, __ATOMIC_ACQUIRE);
+  // Every slot at first, when a cgroup got or lost a slot (a new one must be read whatever its
+  // mark, and slot_ids must name it), and every full_read_every_n_ticks snapshots, which bounds
+  // how late a write that raced a mark's clear can be (bpf/common/cg_maps.bpf.h).
+  const bool marks = opts.changed_only && !opts.legacy_reads && !dirty.words().empty();
+  const bool periodic =
+      !last_full_sched_tick ||
+      tick - *last_full_sched_tick >= std::max<uint32_t>(opts.full_read_every_n_ticks, 1);
+  auto fullRead = [&] {
+    last_full_sched_tick = tick;
+    ++stats.sched_full_reads;
+  };
   if (sums) {
-    if (auto n = sums->read(out); n) {
-      return out;
+    const bool all = !marks || periodic || sums_slots_gen.due(g);
+    if (auto n = sums->read(r.entries, all); n) {
+      r.all = all;
+      if (all) {
+        sums_slots_gen.walked(g);
+        fullRead();
+      }
+      sched_read_bytes = sums->lastReadBytes();
+      stats.sched_entries_read = *n;
+      return r;
     } else {
       // Not expected once loaded; the userspace read gives the same sums, so carry on with it.
       read_note =
@@ -162,24 +194,40 @@ Result<std::unordered_map<uint64_t, detail::SchedEntry>> Collector::Impl::readSc
           n.error().message() + ")";
       ++stats.kernel_sum_errors;
       sums.reset();
+      r.entries.clear();
     }
+  } else if (marks && !periodic && !slots_gen.due(g)) {
+    auto changed = readChangedSlots();
+    if (!changed || changed->all == false) {
+      return changed;
+    }
+    // Most slots changed: one batch read of all of them is cheaper than a lookup each.
   }
   auto n = readIfChanged(slots_reader, slots_gen, &sched_skel->bss->slots_gen,
                          bpf_map__fd(sched_skel->maps.cg_slots));
   if (!n) {
     return std::move(n).error().wrap("reading cg_slots");
   }
+  fullRead();
   const std::size_t slots = *n;
+  sched_read_bytes = slots_reader.lastReadBytes();
+  stats.sched_entries_read = 0;
   if (slots == 0) {
     sched_reader.clear();
-    return out;
+    slot_ids.clear();
+    return r;
   }
   const uint64_t used = __atomic_load_n(&sched_skel->bss->slots_used, __ATOMIC_ACQUIRE);
   const std::size_t top = static_cast<std::size_t>(std::min<uint64_t>(used, opts.max_cgroups));
+  if (marks) {
+    // Cleared before the values are read: a write this read misses marks its slot again.
+    bpf::clearMarks(dirty.words().first(std::min(top, dirty.words().size())));
+  }
   auto vals = sched_reader.read(bpf_map__fd(sched_skel->maps.cg_sched), top);
   if (!vals) {
     return std::move(vals).error();
   }
+  sched_read_bytes += sched_reader.lastReadBytes();
   slot_values.assign(top, nullptr);
   for (std::size_t i = 0; i < *vals; ++i) {
     uint32_t slot = 0;
@@ -188,7 +236,8 @@ Result<std::unordered_map<uint64_t, detail::SchedEntry>> Collector::Impl::readSc
       slot_values[slot] = sched_reader.value(i);
     }
   }
-  out.reserve(slots);
+  slot_ids.assign(top, 0);
+  r.entries.reserve(slots);
   for (std::size_t i = 0; i < slots; ++i) {
     uint64_t id = 0;
     uint32_t slot = 0;
@@ -196,10 +245,44 @@ Result<std::unordered_map<uint64_t, detail::SchedEntry>> Collector::Impl::readSc
     std::memcpy(&slot, slots_reader.value(i), sizeof(slot));
     // A slot above `top` was handed out after slots_used was read: next snapshot.
     if (slot < top && slot_values[slot] != nullptr) {
-      out[id] = detail::SchedEntry{slot, detail::sumSchedPerCpu(slot_values[slot], ncpu)};
+      r.entries[id] = detail::SchedEntry{slot, detail::sumSchedPerCpu(slot_values[slot], ncpu)};
+      slot_ids[slot] = id;
     }
   }
-  return out;
+  stats.sched_entries_read = r.entries.size();
+  return r;
+}
+
+// The slots marked changed since the last read, each looked up on its own (one per-CPU copy
+// set each). Returns all == true, having read nothing, when one batch read of every live slot
+// costs less (bpf::lookupsCheaper): the caller reads them all instead.
+Result<Collector::Impl::SchedRead> Collector::Impl::readChangedSlots() {
+  SchedRead r;
+  r.all = false;
+  changed_slots.clear();
+  const std::size_t top = std::min(slot_ids.size(), dirty.words().size());
+  bpf::takeMarks(dirty.words().first(top), changed_slots);
+  const std::size_t stride = roundUp8(sizeof(colod_cg_sched)) * static_cast<std::size_t>(ncpu);
+  if (!bpf::lookupsCheaper(changed_slots.size(), prev_sched.size(), stride)) {
+    r.all = true;
+    return r;
+  }
+  slot_value.resize(stride);
+  const int fd = bpf_map__fd(sched_skel->maps.cg_sched);
+  r.entries.reserve(changed_slots.size());
+  for (const uint32_t slot : changed_slots) {
+    const uint64_t id = slot_ids[slot];
+    if (id == 0) {
+      continue;  // not handed out at the last full read: slots_gen moved, the next read is full
+    }
+    if (bpf_map_lookup_elem(fd, &slot, slot_value.data()) != 0) {
+      return COLOD_ERR(errno, "reading slot ", slot, " of cg_sched");
+    }
+    r.entries[id] = detail::SchedEntry{slot, detail::sumSchedPerCpu(slot_value.data(), ncpu)};
+  }
+  sched_read_bytes = r.entries.size() * (sizeof(uint32_t) + stride);
+  stats.sched_entries_read = r.entries.size();
+  return r;
 }
 
 Result<std::size_t> Collector::Impl::readIfChanged(bpf::MapReader& reader,
@@ -285,6 +368,7 @@ bool Collector::Impl::deleteKey(std::string_view map, int fd, const void* key) {
 void Collector::Impl::pruneSlot(uint64_t id, uint32_t slot, bool& released) {
   if (deleteKey("cg_slots", bpf_map__fd(sched_skel->maps.cg_slots), &id)) {
     slots_gen.invalidate();
+    sums_slots_gen.invalidate();
     undeleted_slots.erase(id);
     quarantined_slots.push_back(slot);
     released = true;
@@ -309,6 +393,7 @@ void Collector::Impl::pruneReclaim(uint64_t id) {
 
 void Collector::Impl::prunePair(const colod_pair_key& key) {
   if (deleteKey("pairs", bpf_map__fd(sched_skel->maps.pairs), &key)) {
+    pairs_gen.invalidate();
     undeleted_pairs.erase(key);
   } else if (undeleted_pairs.size() < opts.max_pairs) {
     undeleted_pairs.insert(key);
@@ -321,6 +406,52 @@ void Collector::Impl::pruneBehind(const colod_pair_key& key) {
   } else if (undeleted_behind.size() < COLOD_DEFAULT_MAX_BEHIND) {
     undeleted_behind.insert(key);
   }
+}
+
+Result<void> Collector::Impl::readPairs(const SchedRead& read) {
+  const int fd = bpf_map__fd(sched_skel->maps.pairs);
+  // Loaded before any read: a pair added after it moves the counter past it.
+  const uint64_t g = __atomic_load_n(&sched_skel->bss->pairs_gen, __ATOMIC_ACQUIRE);
+  if (!read.all && !pairs_gen.due(g)) {
+    // A victim's pairs move only with its involuntary switches by another cgroup's task: more
+    // of them than of its self-preemptions since the last read. A count that lands after this
+    // lookup is taken at the victim's next marked read, or at the next full one.
+    pair_lookups.clear();
+    for (const auto& [id, e] : read.entries) {
+      const auto p = prev_sched.find(id);
+      if (p != prev_sched.end() &&
+          e.sum.invol - p->second.sum.invol > e.sum.self_preempt - p->second.sum.self_preempt) {
+        for (const colod_pair_key& k : pairs.keysOf(id)) {
+          pair_lookups.emplace_back(k, 0);
+        }
+      }
+    }
+    // Many pairs moved: one batch walk is cheaper than a lookup each.
+    if (bpf::lookupsCheaper(pair_lookups.size(), pairs.size(), sizeof(uint64_t), opts.max_pairs)) {
+      std::size_t found = 0;
+      for (std::size_t i = 0; i < pair_lookups.size(); ++i) {
+        uint64_t v = 0;
+        if (bpf_map_lookup_elem(fd, &pair_lookups[i].first, &v) == 0) {
+          pair_lookups[found++] = {pair_lookups[i].first, v};
+        } else if (errno != ENOENT) {
+          return COLOD_ERR(errno, "looking up a pair in pairs");
+        }
+      }
+      stats.pair_lookups += pair_lookups.size();
+      pair_lookups.resize(found);
+      pairs.updateSome(pair_lookups, undeleted_pairs);
+      pairs_read_bytes = found * (sizeof(colod_pair_key) + sizeof(uint64_t));
+      return {};
+    }
+  }
+  auto n = pairs_reader.read(fd, opts.max_pairs);
+  if (!n) {
+    return std::move(n).error().wrap("reading pairs");
+  }
+  pairs_gen.walked(g);
+  pairs.update(pairs_reader.key(0), pairs_reader.value(0), *n, undeleted_pairs, tick);
+  pairs_read_bytes = pairs_reader.lastReadBytes();
+  return {};
 }
 
 // The behind map holds watched cgroups' entries only: read while a watch is set. Without one

@@ -16,6 +16,7 @@ void PairDeltas::update(const uint8_t* keys,
   deltas_.clear();
   next_.clear();
   hits_ = 0;
+  full_tick_ = tick;
   for (std::size_t i = 0; i < n; ++i) {
     colod_pair_key k{};
     uint64_t v = 0;
@@ -27,7 +28,9 @@ void PairDeltas::update(const uint8_t* keys,
         st = order_[i].second;
         ++hits_;
       } else {
-        st = &state_.try_emplace(k).first->second;
+        auto [it, inserted] = state_.try_emplace(k);
+        st = &it->second;
+        index_stale_ = index_stale_ || inserted;
       }
       const uint64_t d = st->seen == 0 ? v : sub(v, st->value);
       *st = State{v, tick};
@@ -40,12 +43,42 @@ void PairDeltas::update(const uint8_t* keys,
   std::swap(order_, next_);
 }
 
-void PairDeltas::forget(uint64_t tick,
-                        const std::function<bool(const colod_pair_key&)>& dead,
+void PairDeltas::updateSome(const std::vector<std::pair<colod_pair_key, uint64_t>>& entries,
+                            const PairKeySet& skip) {
+  deltas_.clear();
+  hits_ = 0;
+  for (const auto& [k, v] : entries) {
+    auto it = state_.find(k);
+    if (it == state_.end() || (!skip.empty() && skip.contains(k))) {
+      continue;
+    }
+    // `seen` stays the tick of the full read that had it: forget() tells gone pairs by it.
+    const uint64_t d = sub(v, it->second.value);
+    it->second.value = v;
+    if (d != 0) {
+      deltas_.emplace_back(k, d);
+    }
+  }
+}
+
+const std::vector<colod_pair_key>& PairDeltas::keysOf(uint64_t victim) {
+  if (index_stale_) {
+    by_victim_.clear();
+    for (const auto& [k, st] : state_) {
+      by_victim_[k.victim].push_back(k);
+    }
+    index_stale_ = false;
+  }
+  static const std::vector<colod_pair_key> kNone;
+  auto it = by_victim_.find(victim);
+  return it == by_victim_.end() ? kNone : it->second;
+}
+
+void PairDeltas::forget(const std::function<bool(const colod_pair_key&)>& dead,
                         const std::function<void(const colod_pair_key&)>& prune) {
   const std::size_t before = state_.size();
   for (auto it = state_.begin(); it != state_.end();) {
-    if (it->second.seen != tick) {
+    if (it->second.seen != full_tick_) {
       it = state_.erase(it);  // gone from the map
     } else if (dead(it->first)) {
       prune(it->first);
@@ -56,6 +89,7 @@ void PairDeltas::forget(uint64_t tick,
   }
   if (state_.size() != before) {
     order_.clear();
+    index_stale_ = true;
   }
   std::erase_if(deltas_, [&](const Delta& e) { return dead(e.first); });
 }

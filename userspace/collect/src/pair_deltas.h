@@ -49,12 +49,21 @@ class PairDeltas {
               const PairKeySet& skip,
               uint64_t tick);
 
-  // Forgets the pairs not in the read of `tick` (gone from the map) and those `dead` names
+  // A lookup of some pairs only (those of victims preempted since the last read, as
+  // Collector looks them up between full reads) at snapshot `tick`: their entries are updated
+  // and deltas() holds those that moved; the others stand. Keys not known from a full read are
+  // left out (a new pair moves the BPF side's pairs_gen, and the next read is a full one).
+  void updateSome(const std::vector<std::pair<colod_pair_key, uint64_t>>& entries,
+                  const PairKeySet& skip);
+
+  // The known pairs (from full reads) whose victim is `victim`, in no particular order.
+  [[nodiscard]] const std::vector<colod_pair_key>& keysOf(uint64_t victim);
+
+  // Forgets the pairs not in the last full read (gone from the map) and those `dead` names
   // (calling prune for each, which deletes it from the map), and drops dead ones from
   // deltas(). Only the collector deletes pairs, so a forgotten key cannot come back with an
   // old count.
-  void forget(uint64_t tick,
-              const std::function<bool(const colod_pair_key&)>& dead,
+  void forget(const std::function<bool(const colod_pair_key&)>& dead,
               const std::function<void(const colod_pair_key&)>& prune);
 
   [[nodiscard]] const std::vector<Delta>& deltas() const { return deltas_; }
@@ -74,6 +83,10 @@ class PairDeltas {
   std::vector<std::pair<colod_pair_key, State*>> next_;
   std::vector<Delta> deltas_;
   std::size_t hits_ = 0;
+  uint64_t full_tick_ = 0;  // tick of the last update()
+  // keysOf()'s index, rebuilt on demand after the key set changed.
+  std::unordered_map<uint64_t, std::vector<colod_pair_key>> by_victim_;
+  bool index_stale_ = true;
 };
 
 }  // namespace colod::collect::detail

@@ -26,7 +26,10 @@ KernelSums::KernelSums(KernelSums&&) noexcept = default;
 KernelSums& KernelSums::operator=(KernelSums&&) noexcept = default;
 KernelSums::~KernelSums() = default;
 
-Result<KernelSums> KernelSums::open(int cg_slots_fd, int cg_sched_fd, uint32_t possible_cpus) {
+Result<KernelSums> KernelSums::open(int cg_slots_fd,
+                                    int cg_sched_fd,
+                                    int cg_dirty_fd,
+                                    uint32_t possible_cpus) {
   // Some kernels refuse BPF iterators (seen: EPERM on a 6.18 host for any iter program); the
   // caller says so once, in plain words, and libbpf's warnings are kept to the debug log.
   const bpf::OptionalLoad quiet;
@@ -40,6 +43,9 @@ Result<KernelSums> KernelSums::open(int cg_slots_fd, int cg_sched_fd, uint32_t p
       "schedsum");
   COLOD_TRY_VOID(
       bpf::check(bpf_map__reuse_fd((*s)->maps.cg_sched, cg_sched_fd), "reusing cg_sched"),
+      "schedsum");
+  COLOD_TRY_VOID(
+      bpf::check(bpf_map__reuse_fd((*s)->maps.cg_dirty, cg_dirty_fd), "reusing cg_dirty"),
       "schedsum");
   COLOD_TRY_VOID(bpf::check(schedsum__load(s->get()), "loading the summing iterator"), "schedsum");
   auto owned = std::make_unique<Owned>();
@@ -58,7 +64,9 @@ Result<KernelSums> KernelSums::open(int cg_slots_fd, int cg_sched_fd, uint32_t p
   return KernelSums(std::move(owned));
 }
 
-Result<std::size_t> KernelSums::read(std::unordered_map<uint64_t, SchedEntry>& out) {
+Result<std::size_t> KernelSums::read(std::unordered_map<uint64_t, SchedEntry>& out, bool all) {
+  // Read by the iterator's program when the walk starts; one reader, so no race on it.
+  owned_->skel->bss->changed_only = all ? 0 : 1;
   UniqueFd fd(bpf_iter_create(bpf_link__fd(owned_->link.get())));
   if (!fd) {
     return COLOD_ERR(errno, "starting a walk of cg_slots");

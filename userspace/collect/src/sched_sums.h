@@ -23,14 +23,20 @@ class KernelSums {
   // Loads the iterator on the cgsched object's maps (by fd). An error when this kernel lacks
   // what it needs (bpf_loop, bpf_map_lookup_percpu_elem: 5.19) or refuses it: the caller then
   // reads the maps from userspace.
-  static Result<KernelSums> open(int cg_slots_fd, int cg_sched_fd, uint32_t possible_cpus);
+  // cg_dirty_fd: the change marks (bpf/common/cg_maps.bpf.h).
+  static Result<KernelSums> open(int cg_slots_fd,
+                                 int cg_sched_fd,
+                                 int cg_dirty_fd,
+                                 uint32_t possible_cpus);
 
   KernelSums(KernelSums&&) noexcept;
   KernelSums& operator=(KernelSums&&) noexcept;
   ~KernelSums();
 
-  // Every live cgroup's entry, summed, into out (cleared first): id -> {slot, sum}.
-  Result<std::size_t> read(std::unordered_map<uint64_t, SchedEntry>& out);
+  // Live cgroups' entries, summed, into out (cleared first): id -> {slot, sum}. all: every live
+  // cgroup; otherwise only those whose slot is marked changed. Either way the marks of the
+  // slots read are cleared.
+  Result<std::size_t> read(std::unordered_map<uint64_t, SchedEntry>& out, bool all = true);
 
   [[nodiscard]] std::size_t lastReadBytes() const { return last_bytes_; }
   [[nodiscard]] std::size_t bufferBytes() const { return buf_.capacity(); }

@@ -64,6 +64,7 @@ int main(int argc, char** argv) {
   uint32_t every_tick_share = 0;
   bool legacy = false;
   bool user_sums = false;
+  bool every_slot = false;
   std::string cgroup_root = "/sys/fs/cgroup";
   app.add_option("--seconds", seconds, "Measured window")->check(CLI::Range(1, 3600));
   app.add_option("--warmup-ticks", warmup_ticks, "Snapshots before the window")
@@ -80,6 +81,9 @@ int main(int argc, char** argv) {
                  "names its victims (0: none)")
       ->check(CLI::Range(0, 1000));
   app.add_flag("--legacy", legacy, "The pre-issue-17 read side (full-size dumps, no fd cache)");
+  app.add_flag("--every-slot", every_slot,
+               "Copy out every live cgroup's cg_sched entry at every tick, not only the changed "
+               "ones (changed_only off)");
   app.add_flag("--user-sums", user_sums,
                "Sum cg_sched's per-CPU copies in userspace, not in the kernel (kernel_sums off)");
   app.add_option("--cgroup-root", cgroup_root, "cgroupfs root");
@@ -97,6 +101,7 @@ int main(int argc, char** argv) {
   opts.files_every_n_ticks = files_every;
   opts.legacy_reads = legacy;
   opts.kernel_sums = !user_sums;
+  opts.changed_only = !every_slot;
   auto col = colod::collect::Collector::create(opts);
   if (!col) {
     std::fprintf(stderr, "colod-collect-scale: %s\n", col.error().message().c_str());
@@ -137,6 +142,7 @@ int main(int argc, char** argv) {
   uint64_t reported = 0;
   colod::collect::CollectorStats first{};
   colod::collect::CollectorStats last{};
+  uint64_t entries_read = 0;
   const double cpu0 = cpuSeconds();
   const auto t0 = std::chrono::steady_clock::now();
   const int ticks = seconds * 1000 / interval_ms;
@@ -152,6 +158,7 @@ int main(int argc, char** argv) {
     }
     ms.push_back(std::chrono::duration<double, std::milli>(b - a).count());
     read_bytes += s->stats.read_bytes_last_tick;
+    entries_read += s->stats.sched_entries_read;
     reported += s->cgroups.size();
     if (i == 0) {
       first = s->stats;
@@ -165,9 +172,11 @@ int main(int argc, char** argv) {
       "probe: read=%s sums=%s max_cgroups=%u slots=%u ticks=%d cgroups_reported_per_tick=%.0f "
       "tick_p50_ms=%.2f tick_p99_ms=%.2f tick_max_ms=%.2f read_bytes_per_tick=%.0f "
       "read_buffer_bytes=%llu bpf_map_bytes=%llu rss_mib=%.1f hwm_mib=%.1f cpu_pct=%.2f "
-      "file_opens_per_tick=%.1f files_open=%llu every_tick=%zu map_walks_skipped=%llu\n",
-      legacy ? "legacy" : "new", col->kernelSums() ? "kernel" : "user", max_cgroups, col->slots(),
-      ticks, static_cast<double>(reported) / n, percentile(ms, 0.5), percentile(ms, 0.99),
+      "file_opens_per_tick=%.1f files_open=%llu every_tick=%zu map_walks_skipped=%llu "
+      "sched_entries_read_per_tick=%.1f sched_full_reads=%llu\n",
+      legacy ? "legacy" : (every_slot ? "every-slot" : "new"),
+      col->kernelSums() ? "kernel" : "user", max_cgroups, col->slots(), ticks,
+      static_cast<double>(reported) / n, percentile(ms, 0.5), percentile(ms, 0.99),
       percentile(ms, 1.0), static_cast<double>(read_bytes) / n,
       static_cast<unsigned long long>(last.read_buffer_bytes),
       static_cast<unsigned long long>(last.bpf_map_bytes),
@@ -175,6 +184,8 @@ int main(int argc, char** argv) {
       static_cast<double>(statusKib("VmHWM:")) / 1024, cpu / wall * 100,
       static_cast<double>(last.cgroup_file_opens - first.cgroup_file_opens) / n,
       static_cast<unsigned long long>(last.cgroup_files_open), named,
-      static_cast<unsigned long long>(last.map_walks_skipped - first.map_walks_skipped));
+      static_cast<unsigned long long>(last.map_walks_skipped - first.map_walks_skipped),
+      static_cast<double>(entries_read) / n,
+      static_cast<unsigned long long>(last.sched_full_reads - first.sched_full_reads));
   return 0;
 }

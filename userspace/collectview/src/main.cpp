@@ -3,14 +3,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <thread>
-
-#include <CLI/CLI.hpp>
 
 #include "colod/collect/collector.h"
 #include "colod/collectview/view.h"
@@ -47,6 +46,7 @@ int main(int argc, char** argv) {
   bool raw_tp = false;
   bool wakeup_depth = false;
   bool no_reclaim = false;
+  bool every_slot = false;
   std::vector<std::string> watch_paths;
   int watch_threshold_us = 3000;
   std::string filter;
@@ -60,8 +60,12 @@ int main(int argc, char** argv) {
   app.add_option("--cgroup", filter, "Show only cgroups whose path contains this substring");
   app.add_option("--cgroup-root", cgroup_root, "cgroupfs root");
   app.add_flag("--raw-tp", raw_tp, "Use raw_tp attachment instead of tp_btf");
-  app.add_flag("--wakeup-depth", wakeup_depth, "Attach sched_wakeup for run-queue depth (~80 ns/wakeup)");
+  app.add_flag("--wakeup-depth", wakeup_depth,
+               "Attach sched_wakeup for run-queue depth (~80 ns/wakeup)");
   app.add_flag("--no-reclaim", no_reclaim, "Do not attach the vmscan reclaim programs");
+  app.add_flag("--every-slot", every_slot,
+               "No change marks: read every cgroup's scheduler counters at every snapshot "
+               "(compares the marks' cost in scripts/bench/bpf-overhead.sh)");
   app.add_option("--watch", watch_paths,
                  "Watch this cgroup (path under the id hierarchy) for wakeups: its run-queue "
                  "wait within 10 ms reaching --watch-threshold-us posts an event (counted on "
@@ -72,8 +76,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   if (::geteuid() != 0) {
-    std::fprintf(stderr,
-                 "colod-collect: must run as root: it loads BPF programs (try: sudo %s)\n",
+    std::fprintf(stderr, "colod-collect: must run as root: it loads BPF programs (try: sudo %s)\n",
                  argv[0]);
     return kExitCantRecover;
   }
@@ -82,6 +85,7 @@ int main(int argc, char** argv) {
   opts.force_raw_tp = raw_tp;
   opts.wakeup_depth = wakeup_depth;
   opts.reclaim = !no_reclaim;
+  opts.changed_only = !every_slot;
   opts.log = [verbose](int level, const std::string& msg) {
     if (level == 0 || verbose) {
       std::fprintf(stderr, "libbpf: %s\n", msg.c_str());

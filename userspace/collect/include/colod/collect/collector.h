@@ -158,6 +158,13 @@ struct CollectorStats {
   // Kernel memory of colod's BPF maps (sum of each map's fdinfo memlock; fixed after load).
   // Charged to colod's memory cgroup on current kernels, and not part of its RSS.
   uint64_t bpf_map_bytes = 0;
+  // cgroups whose cg_sched entry the last snapshot copied out: those whose slot the BPF side
+  // marked changed, or every live one at a full read (CollectorOptions::changed_only).
+  uint64_t sched_entries_read = 0;
+  uint64_t sched_full_reads = 0;  // snapshots that read every live slot; cumulative
+  // Pairs looked up one by one between full walks of the pairs map (those of the victims
+  // preempted since the last read); cumulative.
+  uint64_t pair_lookups = 0;
   uint64_t cgroup_file_opens = 0;  // cgroup control files opened (flat when all stay cached)
   uint64_t cgroup_files_open = 0;  // now: control files held open for re-reading
 };
@@ -223,6 +230,14 @@ struct CollectorOptions {
   // and read one record per live cgroup, instead of every possible CPU's copy of it. Falls back
   // to the userspace read where the kernel cannot (readNote() says why); off with legacy_reads.
   bool kernel_sums = true;
+  // Copy out only the cg_sched entries of cgroups that ran since the last snapshot (the BPF
+  // side marks each slot it writes, bpf/common/cg_maps.bpf.h), and every live one at the first
+  // snapshot, after a cgroup got or lost a slot, and every full_read_every_n_ticks-th snapshot
+  // (a write that raced a mark's clear is at most that late). Off: every live one every time,
+  // and the BPF side sets no marks (scale.sh's and bpf-overhead.sh's before/after); off with
+  // legacy_reads.
+  bool changed_only = true;
+  uint32_t full_read_every_n_ticks = 10;
   // Window of the wakeup watch's wait accumulator (setWatched).
   std::chrono::nanoseconds watch_window{std::chrono::milliseconds(10)};
   // Fault injection, for tests only (production leaves it empty): consulted before each map
