@@ -62,13 +62,15 @@ int sum_slots(struct bpf_iter__bpf_map_elem *ctx)
 
 	if (!id || !slot)
 		return 0; /* the end of the walk */
-	mark = bpf_map_lookup_elem(&cg_dirty, slot);
+	r.id = *id;
+	r.slot = *slot;
+	/* Keyed from the stack: the iterator's value buffer is not a map key pointer to older
+	 * verifiers (6.1 refused it). */
+	mark = bpf_map_lookup_elem(&cg_dirty, &r.slot);
 	if (changed_only && (!mark || !*mark))
 		return 0; /* unchanged since the last walk */
 	if (mark)
 		*mark = 0;
-	r.id = *id;
-	r.slot = *slot;
 	bpf_loop(possible_cpus, add_cpu, &r, 0);
 	bpf_seq_write(ctx->meta->seq, &r, sizeof(r));
 	return 0;
