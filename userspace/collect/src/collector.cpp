@@ -174,20 +174,32 @@ Result<Snapshot> Collector::Impl::snapshot() {
   if (!sched) {
     return std::move(sched).error().wrap("reading cg_sched");
   }
+  // The snapshot can fail only from here to the merge below, and a failed one leaves the last
+  // snapshot's state whole (a cgroup missing from it would report its whole cumulative count as
+  // one interval's). The marks this read took are gone, so the next read is a full one.
+  auto failed = [&](Error e) {
+    last_full_sched_tick.reset();
+    return e;
+  };
   std::size_t reclaim_n = 0;
   if (reclaim_skel) {
     auto r = readIfChanged(reclaim_reader, reclaim_gen, &reclaim_skel->bss->reclaim_gen,
                            bpf_map__fd(reclaim_skel->maps.cg_reclaim));
     if (!r) {
-      return std::move(r).error().wrap("reading cg_reclaim");
+      return failed(std::move(r).error().wrap("reading cg_reclaim"));
     }
     reclaim_n = *r;
   }
-
+  SchedRead& read = *sched;
+  if (auto r = readPairs(read); !r) {
+    return failed(std::move(r).error());
+  }
+  if (auto r = readBehind(); !r) {
+    return failed(std::move(r).error());
+  }
   // cur_sched: every live cgroup's entry now. After a read of the changed slots only, the others
   // stand as the last snapshot left them, and prev_sched keeps only the read ones' old entries
   // (their deltas are all this snapshot has).
-  SchedRead& read = *sched;
   std::unordered_map<uint64_t, detail::SchedEntry> cur_sched;
   if (read.all) {
     cur_sched = std::move(read.entries);
@@ -226,12 +238,6 @@ Result<Snapshot> Collector::Impl::snapshot() {
     colod_cg_reclaim v{};
     std::memcpy(&v, reclaim_reader.value(i), sizeof(v));
     cur_reclaim[id] = v;
-  }
-  if (auto r = readPairs(read); !r) {
-    return std::move(r).error();
-  }
-  if (auto r = readBehind(); !r) {
-    return std::move(r).error();
   }
 
   // Removed cgroups (kernfs ids are never reused): their paths go, and their state is pruned

@@ -140,7 +140,7 @@ class Collector::Impl {
   void pruneBehind(const colod_pair_key& key);
   // The pairs map into `pairs`: walked whole when the sched read was, or when a pair was added
   // or deleted since the last walk; otherwise only the pairs of victims that `read` shows
-  // preempted by another cgroup since (prev_sched holds their previous entries).
+  // preempted by another cgroup since (their previous entries from prev_sched, still whole).
   Result<void> readPairs(const SchedRead& read);
   Result<void> readBehind();
   void retryDeletes();
