@@ -22,20 +22,22 @@ struct Read {
   }
 };
 
-std::map<std::pair<uint64_t, uint64_t>, uint64_t> apply(PairDeltas& p,
-                                                        const Read& r,
-                                                        uint64_t tick,
-                                                        const PairKeySet& skip = {}) {
-  p.update(reinterpret_cast<const uint8_t*>(r.keys.data()),
-           reinterpret_cast<const uint8_t*>(r.values.data()), r.keys.size(), skip, tick);
-  std::map<std::pair<uint64_t, uint64_t>, uint64_t> out;
+using M = std::map<std::pair<uint64_t, uint64_t>, uint64_t>;
+
+// The last update's deltas, by (victim, aggressor).
+M deltasOf(const PairDeltas& p) {
+  M out;
   for (const auto& [k, d] : p.deltas()) {
     out[{k.victim, k.aggressor}] = d;
   }
   return out;
 }
 
-using M = std::map<std::pair<uint64_t, uint64_t>, uint64_t>;
+M apply(PairDeltas& p, const Read& r, uint64_t tick, const PairKeySet& skip = {}) {
+  p.update(reinterpret_cast<const uint8_t*>(r.keys.data()),
+           reinterpret_cast<const uint8_t*>(r.values.data()), r.keys.size(), skip, tick);
+  return deltasOf(p);
+}
 
 TEST(PairDeltas, MovedPairsOnlyFoundByPositionWhileTheOrderHolds) {
   static_assert(sizeof(colod_pair_key) == 16);
@@ -135,11 +137,7 @@ TEST(PairDeltas, SomePairsLookedUpBetweenFullReads) {
 
   auto some = [&](std::vector<std::pair<colod_pair_key, uint64_t>> e, const PairKeySet& skip = {}) {
     p.updateSome(e, skip);
-    M out;
-    for (const auto& [k, d] : p.deltas()) {
-      out[{k.victim, k.aggressor}] = d;
-    }
-    return out;
+    return deltasOf(p);
   };
   using K = colod_pair_key;
   EXPECT_EQ(some({{K{1, 2}, 9}, {K{1, 3}, 7}}), (M{{{1, 2}, 4}}));

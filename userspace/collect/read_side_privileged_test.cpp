@@ -46,6 +46,22 @@ class ReadSideTest : public CollectorTest {
     }
     return roots;
   }
+  // n cgroups, each with one process that ran once (so each holds a slot) and sleeps: with them
+  // around, looking up a few changed slots costs less than walking every live one
+  // (bpf::lookupsCheaper). The sleepers are declared last, so killed before their cgroups go.
+  struct IdleNeighbours {
+    std::vector<std::unique_ptr<TestCgroup>> cgroups;
+    std::vector<std::unique_ptr<Child>> sleepers;
+  };
+  [[nodiscard]] IdleNeighbours idleNeighbours(int n, const std::string& name) const {
+    IdleNeighbours idle;
+    for (int i = 0; i < n; ++i) {
+      idle.cgroups.push_back(std::make_unique<TestCgroup>(std::vector<std::string>{cpuRoot()},
+                                                          uniqueName(name + std::to_string(i))));
+      idle.sleepers.push_back(std::make_unique<Child>(*idle.cgroups.back(), -1, [] { ::pause(); }));
+    }
+    return idle;
+  }
 };
 
 TEST_F(MapReaderTest, HashReadsLiveEntriesIntoBuffersSizedByThem) {
@@ -606,15 +622,7 @@ TEST_F(ReadSideTest, OnlyCgroupsThatRanAreReadAndNoRunIsLost) {
   opts.full_read_every_n_ticks = 1000;  // only the first read and slot changes read every slot
   opts.read_files = false;
   MAKE_COLLECTOR_OR_SKIP(col, opts);
-  // Idle neighbours, each with a slot (their process ran once): lookups of the one changed slot
-  // are then cheaper than a walk of every live one (bpf::lookupsCheaper).
-  std::vector<std::unique_ptr<TestCgroup>> idle;
-  std::vector<std::unique_ptr<Child>> sleepers;
-  for (int i = 0; i < 30; ++i) {
-    idle.push_back(std::make_unique<TestCgroup>(std::vector<std::string>{cpuRoot()},
-                                                uniqueName("idle" + std::to_string(i))));
-    sleepers.push_back(std::make_unique<Child>(*idle.back(), -1, [] { ::pause(); }));
-  }
+  const IdleNeighbours idle = idleNeighbours(30, "idle");
   auto cg = std::make_unique<TestCgroup>(std::vector<std::string>{cpuRoot()}, uniqueName("marks"));
   const uint64_t id = ASSERT_OK(cgroup::cgroupId(cg->dirIn(cpuRoot())));
   std::this_thread::sleep_for(50ms);
@@ -670,7 +678,6 @@ TEST_F(ReadSideTest, OnlyCgroupsThatRanAreReadAndNoRunIsLost) {
   // child's exit is accounted to it: the collector's sum is a little under rusage's, not over.
   EXPECT_GE(static_cast<double>(oncpu_ns), 0.8 * static_cast<double>(used.count()));
   EXPECT_LE(static_cast<double>(oncpu_ns), 1.05 * static_cast<double>(used.count()) + 1e6);
-  sleepers.clear();  // killed and reaped before their cgroups go
 }
 
 // Two collectors see the same switches: one reading only the marked slots and the preempted
@@ -684,13 +691,7 @@ TEST_F(ReadSideTest, MarkedReadsReportWhatFullReadsDo) {
   marked.read_files = false;
   MAKE_COLLECTOR_OR_SKIP(full_col, every);
   MAKE_COLLECTOR_OR_SKIP(marked_col, marked);
-  std::vector<std::unique_ptr<TestCgroup>> idle;
-  std::vector<std::unique_ptr<Child>> sleepers;
-  for (int i = 0; i < 30; ++i) {
-    idle.push_back(std::make_unique<TestCgroup>(std::vector<std::string>{cpuRoot()},
-                                                uniqueName("quiet" + std::to_string(i))));
-    sleepers.push_back(std::make_unique<Child>(*idle.back(), -1, [] { ::pause(); }));
-  }
+  const IdleNeighbours idle = idleNeighbours(30, "quiet");
   TestCgroup v({cpuRoot()}, uniqueName("victim"));
   TestCgroup h({cpuRoot()}, uniqueName("hog"));
   const uint64_t v_id = ASSERT_OK(cgroup::cgroupId(v.dirIn(cpuRoot())));
@@ -770,7 +771,6 @@ TEST_F(ReadSideTest, MarkedReadsReportWhatFullReadsDo) {
     EXPECT_TRUE(near(f.by_hog, m.by_hog)) << f.by_hog << " vs " << m.by_hog;
   }
   EXPECT_GT(totals["full"][v_id].by_hog, 0u) << "the victim was never preempted by the hog";
-  sleepers.clear();
 }
 
 // The legacy read (benchmarks only) gives the same data as the default one.
