@@ -448,6 +448,7 @@ std::vector<Antagonist> EngineState::rankCpu(Tracked& victim,
   const double w_run = overlap > 0 ? 1.0 - w_wait : 0.0;
   const double norm = w_wait + w_run;
   const double min_wait_ns = static_cast<double>(ac.min_blame_wait_us) * 1000.0;
+  const double behind_min = behindMinimum(victim);
   struct Candidate {
     double score;
     const std::string* id;
@@ -475,7 +476,7 @@ std::vector<Antagonist> EngineState::rankCpu(Tracked& victim,
       score += w_run * e.overlap_ns / overlap;
     }
     e.score = norm > 0 ? score / norm : 0.0;
-    const double behind_min = kBehindBlameFactor * min_wait_ns;
+    e.behind_min_ns = behind_min;
     if (attributed && (e.preemptions < ac.min_blame_preemptions || e.wait_ns < min_wait_ns) &&
         e.behind_ns < behind_min) {
       e.verdict = Verdict::Thin;
@@ -533,7 +534,8 @@ std::vector<Antagonist> EngineState::rankCpu(Tracked& victim,
                             displayName(thin.e->be->info) + ": " + evidenceText(*thin.e) +
                             " (a BE is blamed with at least " + count(ac.min_blame_preemptions) +
                             " preemptions and " + std::to_string(ac.min_blame_wait_us) +
-                            " µs of the victim's wait); nothing restricted"});
+                            " µs of the victim's wait, or " + us(behind_min) +
+                            " waited behind it); nothing restricted"});
     return {};
   }
   const size_t top = std::min(ranked.size(), static_cast<size_t>(ac.max_antagonists));
@@ -570,6 +572,29 @@ std::vector<Antagonist> EngineState::rankCpu(Tracked& victim,
   return kept;
 }
 
+// A light BE's bursts put a woken request behind them now and then; a busy hog keeps the victim's
+// tasks queued. How deep they queue (this round's queue depth, or the detection window's mean
+// wait load if higher) says which: the deeper, the less waiting behind a BE it takes to blame
+// it without preemptions (colocation busy: the hog's harm is almost all waits behind it, and
+// 20 ms of them took most of colod's reaction). The LS of blame.sh's light and cache trials,
+// over its threshold behind their bursts, read 0.04-0.23 tasks deep at the decision.
+double EngineState::behindMinimum(const Tracked& victim) const {
+  const double base =
+      kBehindBlameFactor * static_cast<double>(config_.actions.min_blame_wait_us) * 1000.0;
+  double load = victim.queue_depth;
+  if (!victim.wait_ring.empty()) {
+    double sum = 0;
+    for (double w : victim.wait_ring) {
+      sum += w;
+    }
+    load = std::max(load, sum / static_cast<double>(victim.wait_ring.size()));
+  }
+  if (load <= kBehindHurtLoad) {
+    return base;
+  }
+  return base * std::max(kBehindHurtLoad / load, kBehindFloorShare);
+}
+
 std::string EngineState::evidenceText(const BlameEvidence& e) {
   return count(e.preemptions) + " preemptions, " + us(e.wait_ns) + " wait, " + us(e.behind_ns) +
          " waited behind it after wakeups, " + us(e.overlap_ns) +
@@ -587,12 +612,15 @@ std::string EngineState::verdictText(const BlameEvidence& e) const {
     case Verdict::Thin:
       return "not enough evidence: " + evidenceText(e) + " (needs " +
              count(ac.min_blame_preemptions) + " preemptions and " +
-             std::to_string(ac.min_blame_wait_us) + " µs of wait)";
+             std::to_string(ac.min_blame_wait_us) + " µs of wait, or " + us(e.behind_min_ns) +
+             " waited behind it)";
     case Verdict::ThinSince:
       return "not enough evidence since the last rung was applied: " + count(e.fresh_preemptions) +
-             " preemptions, " + us(e.fresh_wait_ns) + " wait under the rungs in force (needs " +
+             " preemptions, " + us(e.fresh_wait_ns) + " wait, " + us(e.fresh_behind_ns) +
+             " waited behind it under the rungs in force (needs " +
              count(ac.min_blame_preemptions) + " preemptions and " +
-             std::to_string(ac.min_blame_wait_us) + " µs of wait); before them: " + evidenceText(e);
+             std::to_string(ac.min_blame_wait_us) + " µs of wait, or " + us(e.behind_min_ns) +
+             " waited behind it); before them: " + evidenceText(e);
     case Verdict::MinorSince:
       return "behind too small a part of the victim's wait since the last rung was applied: " +
              std::to_string(static_cast<int>(std::lround(e.fresh_share * 100))) + "% (" +

@@ -128,6 +128,39 @@ TEST_F(AttributionTest, WaitsBehindARunnerCountInTheSplitAndAsEvidenceFromAMinim
   EXPECT_GT(blamed[0].wait_ns, 30'000'000U) << "the wait behind it is its wait";
 }
 
+// colocation.sh busy (session 19): the 20 ms of waits behind the hog its blame needed alone were
+// most of colod's reaction, while the LS's tasks queued 1.4 deep. The minimum falls as the
+// victim's queue deepens (this round, or the detection window's mean); a victim a light BE's
+// bursts delay now and then (blame.sh light/cache: 0.04-0.23 tasks deep) needs the whole 20 ms.
+TEST_F(AttributionTest, TheDeeperTheVictimQueuesTheLessWaitingBehindABeItTakes) {
+  Preemption hog{.aggressor_id = "near", .behind_waits = 6, .behind_ns = 8'000'000};
+  std::vector<Finding> findings;
+  web().wait_ring.assign(5, 0.2);
+  web().queue_depth = 0.2;
+  EXPECT_DOUBLE_EQ(s_.behindMinimum(web()), 20'000'000.0);
+  round({hog}, 0, 0);
+  EXPECT_TRUE(s_.rank(web(), false, findings).empty()) << "0.2 tasks deep: 20 ms needed";
+  EXPECT_EQ(web().blame.at("near").verdict, Verdict::Thin);
+  const std::string thin = s_.verdictText(web().blame.at("near"));
+  EXPECT_NE(thin.find("or 20000 µs waited behind it"), std::string::npos) << thin;
+
+  web().wait_ring.assign(5, 0.5);
+  EXPECT_DOUBLE_EQ(s_.behindMinimum(web()), 10'000'000.0);
+  findings.clear();
+  EXPECT_TRUE(s_.rank(web(), false, findings).empty()) << "0.5 deep: 10 ms, it has 8";
+
+  // The busy phase's first event round: 1.4 deep now, the window still shallow. 8 ms behind the
+  // hog is enough.
+  web().wait_ring.assign(5, 0.1);
+  web().queue_depth = 1.4;
+  EXPECT_DOUBLE_EQ(s_.behindMinimum(web()), 20'000'000.0 * kBehindFloorShare);
+  findings.clear();
+  const auto blamed = s_.rank(web(), false, findings);
+  ASSERT_EQ(blamed.size(), 1U) << s_.verdictText(web().blame.at("near"));
+  EXPECT_EQ(blamed[0].id, "near");
+  EXPECT_EQ(blamed[0].preemptions, 0U);
+}
+
 TEST_F(AttributionTest, MinimumEvidenceBeforeAnyoneIsBlamed) {
   std::vector<Finding> findings;
   round({{"near", 1, 15'000'000}}, 0, 10'000'000);

@@ -268,10 +268,11 @@ Result<Config> parseSectionNode(const Parser& p, const YAML::Node& root, const s
 
   if (const YAML::Node d = root["detection"]) {
     const std::string path = joinPath(pre, "detection");
-    COLOD_TRY_PLAIN(p.checkMap(
-        d, path,
-        {"window_intervals", "hit_intervals", "min_samples", "baseline_alpha", "victim_tiers",
-         "self_throttle_fraction", "self_wait_fraction", "wait_share", "wait_load_min"}));
+    COLOD_TRY_PLAIN(
+        p.checkMap(d, path,
+                   {"window_intervals", "hit_intervals", "min_samples", "baseline_alpha",
+                    "victim_tiers", "self_throttle_fraction", "self_wait_fraction", "wait_share",
+                    "wait_load_min", "severe_wait_load"}));
     auto win = [&](const YAML::Node& n, const std::string& k) { return p.i32(n, k, 1, 1000); };
     auto samples = [&](const YAML::Node& n, const std::string& k) {
       return p.u64(n, k, 1, 1'000'000);
@@ -289,6 +290,7 @@ Result<Config> parseSectionNode(const Parser& p, const YAML::Node& root, const s
     COLOD_FIELD(d, path, "wait_share", c.detection.wait_share, frac);
     auto load = [&](const YAML::Node& n, const std::string& k) { return p.dbl(n, k, 0.0, 1e6); };
     COLOD_FIELD(d, path, "wait_load_min", c.detection.wait_load_min, load);
+    COLOD_FIELD(d, path, "severe_wait_load", c.detection.severe_wait_load, load);
     if (c.detection.hit_intervals > c.detection.window_intervals) {
       return p.err(d["hit_intervals"] ? d["hit_intervals"] : d, joinPath(path, "hit_intervals"),
                    std::to_string(c.detection.hit_intervals),

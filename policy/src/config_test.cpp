@@ -38,6 +38,7 @@ detection:
   min_samples: 10
   baseline_alpha: 0.5
   victim_tiers: [ls, system]
+  severe_wait_load: 0.8
 thresholds:
   runq_p99_us: 1500
   psi_cpu_some_avg10: 20
@@ -62,6 +63,7 @@ levers:
   EXPECT_EQ(c.detection.min_samples, 10u);
   EXPECT_DOUBLE_EQ(c.detection.baseline_alpha, 0.5);
   EXPECT_EQ(c.detection.victim_tiers, (std::vector<Tier>{Tier::Ls, Tier::System}));
+  EXPECT_DOUBLE_EQ(c.detection.severe_wait_load, 0.8);
   EXPECT_EQ(c.thresholds.runq_p99_us, 1500u);
   EXPECT_DOUBLE_EQ(c.thresholds.psi_cpu_some_avg10, 20.0);
   ASSERT_EQ(c.tier_thresholds.count(Tier::System), 1u);

@@ -75,12 +75,15 @@ void EngineState::observe(Tracked& t, const ContainerSample* s, int64_t interval
   // of its tasks waited: a lower bound of the wait load). Works for always-runnable victims.
   t.wait_load = 0;
   t.wait_share = 0;
+  t.queue_depth = 0;
+  t.severe = false;
   if (interval_ns > 0) {
     double wait_ns = static_cast<double>(s->runq_wait_ns);
     if (wait_ns == 0 && s->psi_cpu_some) {
       wait_ns = static_cast<double>(s->psi_cpu_some->total_delta_us) * 1000.0;
     }
     t.wait_load = wait_ns / static_cast<double>(interval_ns);
+    t.queue_depth = wait_ns / static_cast<double>(std::max(interval_ns, kDepthSpanNs));
     const double runnable = wait_ns + static_cast<double>(s->oncpu_ns);
     t.wait_share = runnable > 0 ? wait_ns / runnable : 0.0;
   }
@@ -88,6 +91,7 @@ void EngineState::observe(Tracked& t, const ContainerSample* s, int64_t interval
   if (det.wait_share > 0 && t.wait_load > 0 && t.wait_load >= det.wait_load_min &&
       t.wait_share >= det.wait_share) {
     hit = true;
+    t.severe = det.severe_wait_load > 0 && t.queue_depth >= det.severe_wait_load;
   }
   if (th.psi_cpu_some_avg10 > 0 && s->psi_cpu_some &&
       s->psi_cpu_some->avg10 > th.psi_cpu_some_avg10) {
@@ -154,7 +158,11 @@ void EngineState::startEpisodes(std::vector<Decision>& out, std::vector<Finding>
     for (bool memory : {false, true}) {
       const int hits = memory ? v.mem_hits : v.cpu_hits;
       const bool hit = memory ? v.mem_hit : v.cpu_hit;
-      if (!hit || hits < config_.detection.hit_intervals) {
+      // A severe round (the LS's tasks a whole task deep in the run queue, on the wait signal)
+      // is enough alone: the K-of-N hits guard against a noisy p99, and a second hit costs an
+      // event round to a tick of reaction (colocation busy).
+      const bool severe = !memory && v.severe;
+      if (!hit || (hits < config_.detection.hit_intervals && !severe)) {
         continue;
       }
       if (ladder(memory).empty()) {

@@ -58,6 +58,42 @@ TEST_F(DetectionTest, WaitSignalSeesAnAlwaysRunnableVictim) {
   EXPECT_EQ(EngineState::cpuRule(v_, false), "runq_wait_over_threshold");
 }
 
+// A severe round: over threshold on the wait signal with the victim's tasks a whole task deep in
+// the run queue. The depth is the wait over at least 20 ms: an event round a millisecond after a
+// timer tick that credits one request's 3 ms wait is not a deep queue.
+TEST_F(DetectionTest, ASevereRoundIsAWholeTaskDeepOverAtLeastTwentyMilliseconds) {
+  auto busy = testing::lsSample("web", 60'000);
+  busy.runq_wait_ns = 28'000'000;  // a 20 ms event round, 1.4 tasks waiting
+  busy.oncpu_ns = 6'000'000;
+  s_.observe(v_, &busy, 20'000'000);
+  EXPECT_TRUE(v_.cpu_hit);
+  EXPECT_DOUBLE_EQ(v_.queue_depth, 1.4);
+  EXPECT_TRUE(v_.severe);
+
+  auto one = testing::lsSample("web", 3000);
+  one.runq_wait_ns = 3'000'000;
+  one.oncpu_ns = 500'000;
+  s_.observe(v_, &one, 2'000'000);
+  EXPECT_TRUE(v_.cpu_hit);
+  EXPECT_DOUBLE_EQ(v_.wait_load, 1.5) << "over the round's 2 ms";
+  EXPECT_DOUBLE_EQ(v_.queue_depth, 0.15) << "over 20 ms";
+  EXPECT_FALSE(v_.severe);
+
+  auto p99 = testing::lsSample("web", 60'000);  // over threshold on p99 alone
+  s_.observe(v_, &p99, testing::kIntervalNs);
+  EXPECT_TRUE(v_.cpu_hit);
+  EXPECT_FALSE(v_.severe) << "only the wait signal's depth is severe";
+
+  Config off;
+  off.detection.severe_wait_load = 0;
+  EngineState s(off);
+  Tracked v = v_;
+  s.resetWindow(v);
+  s.observe(v, &busy, 20'000'000);
+  EXPECT_TRUE(v.cpu_hit);
+  EXPECT_FALSE(v.severe) << "severe_wait_load 0 disables it";
+}
+
 TEST_F(DetectionTest, QuietIntervalsBuildTheBaselineThatLowersTheThreshold) {
   for (int i = 0; i < 20; ++i) {
     observe(testing::lsSample("web", 100));

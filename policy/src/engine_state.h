@@ -37,8 +37,20 @@ inline constexpr double kSaturatedFraction = 0.9;
 // The LS demand "fits" its weighted share of the node when it is at most this share of it.
 inline constexpr double kFitsShareFraction = 0.8;
 // Waits behind a BE alone (no preemptions) are enough evidence from this many times
-// min_blame_wait_us of them over the window (BlameEvidence::behind_ns).
+// min_blame_wait_us of them over the window (BlameEvidence::behind_ns) ...
 inline constexpr double kBehindBlameFactor = 20;
+// ... and from less the more the victim waits (behindMinimum()): the minimum is scaled by
+// kBehindHurtLoad / (its queue depth, or the detection window's mean wait load if higher),
+// down to kBehindFloorShare of it. A busy hog
+// puts an LS's tasks 1.35-1.54 deep in the run queue (colocation busy phases); the LS that
+// blame.sh's light and cache BE put behind their bursts now and then read 0.04-0.23 tasks deep
+// when they were blamed (session 18: a flat 5 ms minimum blamed them in 3 of 6 trials).
+inline constexpr double kBehindHurtLoad = 0.25;
+// A victim's queue depth (Tracked::queue_depth) is its wait over this span at least: a round can
+// follow the last by a millisecond (an event round right after a timer tick), and one request's
+// 3 ms wait credited in it would read 3 tasks deep.
+inline constexpr int64_t kDepthSpanNs = 20'000'000;
+inline constexpr double kBehindFloorShare = 0.25;
 // A rung on top restricts a BE behind at least this share of all the victim's attributed wait
 // under the rungs in force (behind BE, itself and uncontrolled work). Less, and the rest of the
 // wait is what holds the victim over its threshold: blame.sh light and cache capped a light BE
@@ -93,6 +105,8 @@ struct BlameEvidence {
   // behind it now and then: blame.sh light and cache, session 16).
   double behind_ns = 0;
   double fresh_behind_ns = 0;
+  // The minimum of behind_ns that was evidence alone at the latest ranking (behindMinimum()).
+  double behind_min_ns = 0;
   // Its share of all the victim's wait since the last rung (set with Verdict::MinorSince).
   double fresh_share = 0;
   // The top antagonist's score (set with Verdict::Secondary).
@@ -153,10 +167,12 @@ struct Tracked {
   bool mem_hit = false;
   uint64_t p99 = 0;
   uint64_t threshold = 0;
-  bool p99_hit = false;           // the hit came from p99 (else from the wait signal or PSI)
-  double wait_load = 0;           // average number of its tasks waiting this interval
-  double wait_share = 0;          // wait / (wait + on-CPU) this interval
-  std::vector<double> wait_ring;  // wait load of the last window_intervals intervals
+  bool p99_hit = false;    // the hit came from p99 (else from the wait signal or PSI)
+  double wait_load = 0;    // average number of its tasks waiting this interval
+  double wait_share = 0;   // wait / (wait + on-CPU) this interval
+  double queue_depth = 0;  // its wait over max(interval, kDepthSpanNs): tasks waiting
+  bool severe = false;     // over threshold on the wait signal >= severe_wait_load deep this round
+  std::vector<double> wait_ring;            // wait load of the last window_intervals intervals
   ContainerSample const* sample = nullptr;  // valid during evaluate() only
   // On-CPU rate in CPUs over the last rounds spanning at least one timer tick (cpusUsed()). The
   // BPF side credits CPU time when a task switches out, so one round's on-CPU may hold a slice
@@ -316,6 +332,8 @@ class EngineState {
                                std::vector<Finding>& findings,
                                bool on_top = false);
   std::vector<Antagonist> rankCpu(Tracked& victim, std::vector<Finding>& findings, bool on_top);
+  // The waits behind one BE that are evidence against it without preemptions, for this victim.
+  [[nodiscard]] double behindMinimum(const Tracked& victim) const;
   void accumulateEvidence(Tracked& v);
   [[nodiscard]] static std::string evidenceText(const BlameEvidence& e);
   [[nodiscard]] std::string verdictText(const BlameEvidence& e) const;

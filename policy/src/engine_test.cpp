@@ -67,6 +67,48 @@ TEST(EngineTest, EventRoundsDoNotShortenARungsVerification) {
   EXPECT_GE(ticks, v - 3) << "judged early: the event rounds counted as ticks";
 }
 
+// colocation.sh busy: a BE turning busy puts the LS's tasks 1.4 deep in the run queue at once,
+// waiting behind the hog (it rarely preempts). That round starts the episode alone, and the
+// waits behind the hog are evidence from a lower minimum at that depth: the BE is restricted in
+// the first event round, not an event round to a tick later.
+TEST(EngineTest, ASevereRoundEngagesAlone) {
+  auto busy = [](uint64_t behind_ns) {
+    auto ls = lsSample("web", 800);  // p99 under the threshold: the wait signal's round
+    ls.runq_wait_ns = 28'000'000;
+    ls.oncpu_ns = 6'000'000;
+    ls.preempted_by = {{.aggressor_id = "hog", .behind_waits = 10, .behind_ns = behind_ns}};
+    return std::vector<ContainerSample>{ls, beSample("hog", 38'000'000)};
+  };
+  Sim sim{Config{}};
+  sim.add(lsInfo("web"));
+  sim.add(sidecarInfo());
+  for (int i = 0; i < 5; ++i) {
+    (void)sim.step(quiet());
+  }
+  (void)sim.eventStep(busy(9'000'000), 20'000'000);
+  ASSERT_EQ(sim.decisions().size(), 1u) << "engaged on the first severe round";
+  const Decision& d = sim.decisions().front();
+  EXPECT_EQ(d.kind, DecisionKind::Engage);
+  EXPECT_EQ(d.target_id, "hog");
+  EXPECT_EQ(d.evidence.hits, 1);
+  EXPECT_EQ(d.rule, "runq_wait_over_threshold");
+
+  // The same round with the severe rule off waits for a second hit.
+  Config off;
+  off.detection.severe_wait_load = 0;
+  Sim k{off};
+  k.add(lsInfo("web"));
+  k.add(sidecarInfo());
+  for (int i = 0; i < 5; ++i) {
+    (void)k.step(quiet());
+  }
+  (void)k.eventStep(busy(9'000'000), 20'000'000);
+  EXPECT_TRUE(k.decisions().empty());
+  (void)k.eventStep(busy(9'000'000), 20'000'000);
+  ASSERT_EQ(k.decisions().size(), 1u);
+  EXPECT_EQ(k.decisions().front().evidence.hits, 2);
+}
+
 TEST(EngineTest, CreateRejectsInvalidConfig) {
   Config c;
   c.floors.be_min_cpu_shares = 0;

@@ -63,6 +63,12 @@ struct DetectionConfig {
   // >= wait_share, i.e. its tasks wait more than they run. wait_share 0 disables the signal.
   double wait_share = 0.5;
   double wait_load_min = 0.2;
+  // A round over threshold on the wait signal whose queue depth (its wait over at least 20 ms,
+  // in tasks: one request's wait credited in a round that followed the last by a millisecond is
+  // not a deep queue) is >= severe_wait_load starts an episode alone, without K of N hits: a BE
+  // turning busy puts the LS's tasks 1.4 deep at once, and a second hit is 20 ms (an event
+  // round) to a tick later. The blame's minimum evidence still applies. 0 disables.
+  double severe_wait_load = 1.0;
 
   friend bool operator==(const DetectionConfig&, const DetectionConfig&) = default;
 };
@@ -74,7 +80,7 @@ enum class AdmissionMode : uint8_t { Restrict, Off };
 struct ActionsConfig {
   std::vector<Lever> cpu_ladder = {Lever::CpuShares, Lever::Cpuset, Lever::CpuQuota};
   std::vector<Lever> memory_ladder = {Lever::MemoryLimit};
-  int verify_intervals = 10;          // V: intervals to wait before judging a rung
+  int verify_intervals = 10;  // V: intervals to wait before judging a rung
   // Improved if fewer than half of the V intervals were hits, or the mean p99 <= ratio * p99 at
   // the rung, or the mean wait load <= ratio * wait load before the rung (backlog drains slowly).
   double improve_ratio = 0.7;

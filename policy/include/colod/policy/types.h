@@ -34,8 +34,8 @@ struct Preemption {
   // Waits of the victim's tasks after a wakeup while the aggressor held the CPU (measured for
   // protected containers). They say what the victim waits behind (the wait split: BE, itself,
   // uncontrolled work), most of it when a busy hog holds the CPU. Against one BE they are blame
-  // only from a minimum (kBehindBlameFactor x min_blame_wait_us): a light BE's bursts put a woken
-  // request behind it now and then (blame.sh light).
+  // only from a minimum (20 x min_blame_wait_us, less as the victim queues deeper): a light BE's
+  // bursts put a woken request behind it now and then (blame.sh light).
   uint64_t behind_waits = 0;
   uint64_t behind_ns = 0;
 };
