@@ -5,6 +5,9 @@
 #   solo             LS alone
 #   floor            LS alone on the CPUs colod's cpuset split leaves it (floors.be_min_cpus
 #                    taken away), no BE: the best any cpuset/quota controller can give here
+#   split            LS on those CPUs, every BE pod placed on the others at creation by the
+#                    harness, no colod: the best a cpuset split gives while BE keeps running
+#                    (what BE on the other CPUs still costs the LS: shared core, cache, memory)
 #   nocolod          LS + BE arriving as new pods (the antagonist pod joins mid-phase)
 #   colod            the same with colod
 #   suppress         the same with Koordinator's CPU Suppress rule (scripts/bench/suppress)
@@ -28,7 +31,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/colocation/lib.sh"
 CB_TAG=colocation
 
-all_phases="solo floor nocolod colod suppress busy foreign-nocolod foreign-colod dynamic"
+all_phases="solo floor split nocolod colod suppress busy foreign-nocolod foreign-colod dynamic"
 rounds=5 duration=30 warmup=0 gap=3 inject_at= build=1 rss=1 rss_containers=1000
 phases=$all_phases
 out=/tmp/colod-colocation-$(date +%Y%m%d-%H%M%S)
@@ -130,6 +133,8 @@ all_cpus=0-$((ncpu - 1))
 # colod's cpuset rung gives BE the highest-numbered CPUs: LS keeps the others.
 floor_cpus=0
 ((ncpu - be_min_cpus > 1)) && floor_cpus=0-$((ncpu - be_min_cpus - 1))
+split_be_cpus=$((ncpu - be_min_cpus))
+((be_min_cpus > 1)) && split_be_cpus=$((ncpu - be_min_cpus))-$((ncpu - 1))
 step_secs=$((duration / 3))
 
 {
@@ -151,7 +156,10 @@ be_phase() {  # TAG: LS + BE pods from the start, the antagonist pod at --inject
 
 dynamic_phase() {  # TAG: BE pods; the probe alone as LS, 10 % -> 60 % -> 10 % of the node
   local tag=$1 i pct
-  cb_pods_start "$tag" $((duration + 2)) "${be_pods[@]}"
+  # The BE pods outlive the three steps: each step starts when the probe's worker takes its
+  # trigger, which a starved worker takes late, and a BE gone before the last step ends reads
+  # as CPU left unharvested (session 19: be_harvest 0.12 in the last step).
+  cb_pods_start "$tag" $((duration + 15)) "${be_pods[@]}"
   i=0
   cb_usage_sample "$tag@0"
   for pct in 10 60 10; do
@@ -177,7 +185,7 @@ run_phase() {  # TAG KIND
         { cb_log "$tag: colod-suppress unavailable, phase skipped"; return 0; }
       echo "$tag suppress-started $(cb_now_ns)" >>"$CB_RUN/triggers.txt"
       sleep 1 ;;
-    floor) cb_peer_cpus "$floor_cpus" "${ls_names[@]}" ;;
+    floor|split) cb_peer_cpus "$floor_cpus" "${ls_names[@]}" ;;
   esac
   cb_log "$tag: ${duration}s"
   local cpu0
@@ -187,6 +195,10 @@ run_phase() {  # TAG KIND
       cb_trigger "$tag" "$duration" "${ls_names[@]}"
       cb_wait_done "$tag" $((duration + 30)) "${ls_names[@]}" ;;
     nocolod|colod|suppress) be_phase "$tag" ;;
+    split)
+      export CB_BE_CPUS=$split_be_cpus
+      be_phase "$tag"
+      unset CB_BE_CPUS ;;
     busy)
       cb_trigger "$tag" "$duration" "${ls_names[@]}"
       sleep "$inject_at"
@@ -209,7 +221,7 @@ run_phase() {  # TAG KIND
     suppress)
       cb_stop_suppress
       echo "$tag suppress-stopped $(cb_now_ns)" >>"$CB_RUN/triggers.txt" ;;
-    floor) cb_peer_cpus "$all_cpus" "${ls_names[@]}" ;;
+    floor|split) cb_peer_cpus "$all_cpus" "${ls_names[@]}" ;;
   esac
   # Phase line, so progress is visible and a killed run still leaves data.
   python3 "$here/colocation/summarize.py" --phase "$tag" "$CB_RUN" || true

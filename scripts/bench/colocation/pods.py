@@ -6,7 +6,9 @@
       RUNDIR/scenario.json, alone in its pod of the same name): RunPodSandbox, the pod cgroup's
       cpu.shares = the container's request (kubelet's part), CreateContainer, StartContainer.
       "TAG NAME TS_NS" goes to RUNDIR/triggers.txt, TS taken before CreateContainer (an
-      admission placement at creation then shows as reaction 0).
+      admission placement at creation then shows as reaction 0). With CB_BE_CPUS set, each
+      container's cpuset is updated to it right after StartContainer (the split phase: BE
+      placed by the harness, as a static split would).
   pods.py stop RUNDIR NAME...               StopPodSandbox + RemovePodSandbox of each pod
   pods.py usage RUNDIR LABEL                one line "LABEL TS_NS NCPU name=ns ..." of every
       container's CPU time (cpuacct.usage on v1, cpu.stat usage_usec on v2) in RUNDIR/usage.txt
@@ -89,6 +91,9 @@ def start(run, tag, secs, names):
         ts = time.time_ns()
         peer.op(op="create", container=name)
         peer.op(op="start", container=name)
+        if os.environ.get("CB_BE_CPUS"):
+            # Right after StartContainer: the peer applies an update to running containers only.
+            peer.op(op="update", container=name, resources={"cpus": os.environ["CB_BE_CPUS"]})
         with open(os.path.join(run, "triggers.txt"), "a") as f:
             f.write(f"{tag} {name} {ts}\n")
 

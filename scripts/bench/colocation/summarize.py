@@ -20,7 +20,7 @@ import re
 import statistics
 import sys
 
-KINDS = ("solo", "floor", "nocolod", "colod", "suppress", "busy", "foreign-nocolod",
+KINDS = ("solo", "floor", "split", "nocolod", "colod", "suppress", "busy", "foreign-nocolod",
          "foreign-colod", "dynamic")
 LS_PROBE, LS_REDIS, ANTAGONIST, BUSY = "ls-probe", "ls-redis", "be-antagonist", "be-busy"
 # colod's writes: its CreateContainer adjustment (admission placement) and its UpdateContainers.
@@ -73,11 +73,18 @@ def be_ops(run, tag):
 
 
 def triggers(run):
+    """{tag: {name: ns}} from triggers.txt; a resident container's own start stamp
+    (TAG.NAME.start, written by worker.sh as its workload starts) replaces the harness's."""
     out = {}
     for line in (read(os.path.join(run, "triggers.txt")) or "").splitlines():
         parts = line.split()
         if len(parts) == 3 and parts[2].isdigit():
             out.setdefault(parts[0], {})[parts[1]] = int(parts[2])
+    for tag, names in out.items():
+        for name in names:
+            own = (read(os.path.join(run, f"{tag}.{name}.start")) or "").strip()
+            if own.isdigit():
+                names[name] = int(own)
     return out
 
 
@@ -419,6 +426,13 @@ def main(argv):
         print(f"nocolod/solo LS p99: {noc / solo:.1f}x")
     if solo and floor:
         print(f"floor/solo LS p99: {floor / solo:.2f}x")
+    split = g("split", "p99")
+    if split and floor:
+        # The static split with BE running on the other CPUs: what a cpuset lever leaves the LS
+        # when BE keeps its CPUs (the floor has no BE at all).
+        print(f"split: ls_p99_split_us={fmt(split)} be_ops_split={fmt(g('split', 'be_ops'))} "
+              f"split/floor={split / floor:.2f}x"
+              + (f" colod/split={col / split:.2f}x" if col is not None else ""))
     for name, ok, val in checks:
         print(f"target {name}: {'PASS' if ok else 'FAIL'} ({val})")
     # The previous result line, kept for docs/benchmarks.md's history (deploy docs tests read it);

@@ -150,10 +150,12 @@ class ProtectionTest(unittest.TestCase):
         self.tmp = tempfile.TemporaryDirectory()
         d = self.d = self.tmp.name
         s = 10**9
-        p99 = {"solo": [500, 520], "floor": [1000, 1100], "nocolod": [9_000_000, 8_000_000],
+        p99 = {"solo": [500, 520], "floor": [1000, 1100], "split": [1500, 1700],
+               "nocolod": [9_000_000, 8_000_000],
                "colod": [1150, 1250], "suppress": [3000, 2000], "busy": [1300, 1400],
                "foreign-nocolod": [40_000, 60_000], "foreign-colod": [30_000, 40_000]}
-        ops = {"nocolod": [1000, 1000], "colod": [800, 760], "suppress": [500, 700],
+        ops = {"split": [900, 700], "nocolod": [1000, 1000], "colod": [800, 760],
+               "suppress": [500, 700],
                "busy": [400, 400], "foreign-nocolod": [600, 600], "foreign-colod": [540, 600]}
         trig, log, usage = [], [], []
         for r in range(2):
@@ -224,6 +226,14 @@ class ProtectionTest(unittest.TestCase):
         arrive, _ = summarize.reactions(self.d)
         self.assertEqual(sorted(round(x) for x in arrive), [3, 3])
 
+    def test_the_workers_own_start_stamp_wins(self):
+        # r1's be-busy stamped its own start 10 ms after the harness's stamp: colod's write
+        # 12 ms after the harness's is 2 ms after the start.
+        t0 = 100 * 10**9 + 5 * 10**9
+        write(self.d, "r1-busy.be-busy.start", f"{t0 + 10 * 10**6}\n")
+        busy, _ = summarize.reactions(self.d, "busy")
+        self.assertEqual(sorted(round(x) for x in busy), [2, 18])
+
     def test_busy_reaction_split_at_the_first_late_request(self):
         hurt, from_hurt = summarize.busy_split(self.d)
         self.assertEqual([round(x) for x in hurt], [4, 8])
@@ -251,6 +261,9 @@ class ProtectionTest(unittest.TestCase):
                                "foreign_ls_ratio=0.70 foreign_be_ratio=0.95 be_harvest=0.91 "
                                "colod_rss_mib=30.0")
         self.assertIn("target ls_p99_colod_us <= 1.2 x floor: PASS (1.14x)", out)
+        # The static split with BE on the other CPU: LS p99 1600, BE 800 ops.
+        self.assertIn("split: ls_p99_split_us=1600 be_ops_split=800 split/floor=1.52x "
+                      "colod/split=0.75x", out)
         self.assertIn("target ls_p99_colod_us <= ls_p99_suppress_us: PASS", out)
         self.assertIn("target be_ops_colod >= be_ops_suppress: PASS (1.30x)", out)
         self.assertIn("target be_harvest >= 0.8: PASS (0.91)", out)

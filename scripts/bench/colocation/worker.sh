@@ -55,6 +55,10 @@ for _ in $(seq 1 10000); do
   case $cmd in
     run)
       out=$outdir/$tag.$name.out
+      # When the workload starts, stamped here: the harness's own stamp, taken by a shell
+      # starved beside the phase's load, was off by up to hundreds of ms (summarize.py prefers
+      # this one).
+      date +%s%N >"$outdir/$tag.$name.start"
       case $kind in
         probe)
           # shellcheck disable=SC2086  # extra: the phase's probe flags, e.g. "-w 100"
