@@ -581,14 +581,7 @@ std::vector<Antagonist> EngineState::rankCpu(Tracked& victim,
 double EngineState::behindMinimum(const Tracked& victim) const {
   const double base =
       kBehindBlameFactor * static_cast<double>(config_.actions.min_blame_wait_us) * 1000.0;
-  double load = victim.queue_depth;
-  if (!victim.wait_ring.empty()) {
-    double sum = 0;
-    for (double w : victim.wait_ring) {
-      sum += w;
-    }
-    load = std::max(load, sum / static_cast<double>(victim.wait_ring.size()));
-  }
+  const double load = std::max(victim.queue_depth, meanWindowWait(victim));
   if (load <= kBehindHurtLoad) {
     return base;
   }

@@ -558,7 +558,7 @@ Result<void> validateConfig(const Config& c, std::string_view file) {
       !(l.quota_step_fraction >= 0.01 && l.quota_step_fraction <= 0.9) ||
       !(c.floors.be_min_quota_node_fraction >= 0.0 && c.floors.be_min_quota_node_fraction <= 1.0) ||
       !(c.detection.wait_share >= 0.0 && c.detection.wait_share <= 1.0) ||
-      !(c.detection.wait_load_min >= 0.0) ||
+      !(c.detection.wait_load_min >= 0.0) || !(c.detection.severe_wait_load >= 0.0) ||
       !(l.memory_step_fraction > 0.0 && l.memory_step_fraction < 1.0)) {
     return bad("levers", "", "a lever setting is out of range (see policy/README.md)");
   }

@@ -131,16 +131,21 @@ void EngineState::observe(Tracked& t, const ContainerSample* s, int64_t interval
   }
 }
 
-// Mean wait load over the detection window: the victim's level before an action.
-double EngineState::windowWait(const Tracked& v) {
+double EngineState::meanWindowWait(const Tracked& v) {
   if (v.wait_ring.empty()) {
-    return v.wait_load;
+    return 0;
   }
   double sum = 0;
   for (double w : v.wait_ring) {
     sum += w;
   }
-  return std::max(v.wait_load, sum / static_cast<double>(v.wait_ring.size()));
+  return sum / static_cast<double>(v.wait_ring.size());
+}
+
+// Mean wait load over the detection window, or this round's if higher: the victim's level
+// before an action.
+double EngineState::windowWait(const Tracked& v) {
+  return std::max(v.wait_load, meanWindowWait(v));
 }
 
 std::string EngineState::cpuRule(const Tracked& v, bool memory) {

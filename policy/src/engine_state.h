@@ -41,16 +41,16 @@ inline constexpr double kFitsShareFraction = 0.8;
 inline constexpr double kBehindBlameFactor = 20;
 // ... and from less the more the victim waits (behindMinimum()): the minimum is scaled by
 // kBehindHurtLoad / (its queue depth, or the detection window's mean wait load if higher),
-// down to kBehindFloorShare of it. A busy hog
-// puts an LS's tasks 1.35-1.54 deep in the run queue (colocation busy phases); the LS that
-// blame.sh's light and cache BE put behind their bursts now and then read 0.04-0.23 tasks deep
-// when they were blamed (session 18: a flat 5 ms minimum blamed them in 3 of 6 trials).
+// down to kBehindFloorShare of it. A busy hog puts an LS's tasks 1.35-1.54 deep in the run queue
+// (colocation busy phases); the LS that blame.sh's light and cache BE put behind their bursts
+// now and then read 0.04-0.23 tasks deep when they were blamed (session 18: a flat 5 ms minimum
+// blamed them in 3 of 6 trials).
 inline constexpr double kBehindHurtLoad = 0.25;
+inline constexpr double kBehindFloorShare = 0.25;
 // A victim's queue depth (Tracked::queue_depth) is its wait over this span at least: a round can
 // follow the last by a millisecond (an event round right after a timer tick), and one request's
 // 3 ms wait credited in it would read 3 tasks deep.
 inline constexpr int64_t kDepthSpanNs = 20'000'000;
-inline constexpr double kBehindFloorShare = 0.25;
 // A rung on top restricts a BE behind at least this share of all the victim's attributed wait
 // under the rungs in force (behind BE, itself and uncontrolled work). Less, and the rest of the
 // wait is what holds the victim over its threshold: blame.sh light and cache capped a light BE
@@ -323,6 +323,8 @@ class EngineState {
   // detection.cpp
   void observe(Tracked& t, const ContainerSample* s, int64_t interval_ns);
   [[nodiscard]] static double windowWait(const Tracked& v);
+  // Mean wait load over the detection window (0 without one).
+  [[nodiscard]] static double meanWindowWait(const Tracked& v);
   [[nodiscard]] static std::string cpuRule(const Tracked& v, bool memory);
   void startEpisodes(std::vector<Decision>& out, std::vector<Finding>& findings);
   // attribution.cpp
