@@ -5,8 +5,8 @@
 #   solo             LS alone
 #   floor            LS alone on the CPUs colod's cpuset split leaves it (floors.be_min_cpus
 #                    taken away), no BE: the best any cpuset/quota controller can give here
-#   split            LS on those CPUs, every BE pod placed on the others at creation by the
-#                    harness, no colod: the best a cpuset split gives while BE keeps running
+#   split            LS on those CPUs, every BE pod placed on the others by the harness as it
+#                    starts, no colod: the best a cpuset split gives while BE keeps running
 #                    (what BE on the other CPUs still costs the LS: shared core, cache, memory)
 #   nocolod          LS + BE arriving as new pods (the antagonist pod joins mid-phase)
 #   colod            the same with colod
