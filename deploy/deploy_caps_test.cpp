@@ -4,13 +4,15 @@
 // the bounding set cut to the capabilities deploy/daemonset.yaml adds, no inheritable or ambient
 // capabilities (`drop: [ALL]` + `add`). With exactly those it must load its BPF programs, answer
 // /healthz and /readyz, synchronize with a runtime (colod-testpeer) in act mode, and export every
-// metric deploy/grafana/colod.json queries; without any one of them it must refuse to start.
+// metric deploy/grafana/colod.json queries, with its reaction path under SCHED_FIFO; without BPF
+// or PERFMON it must refuse to start, without SYS_NICE run under SCHED_OTHER and say so.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <linux/capability.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -342,6 +344,10 @@ TEST_F(DeployCaps, SynchronizesAndActsWithExactlyTheDaemonSetCapabilities) {
   if (ready) {
     EXPECT_NE(ready->find("synchroniz"), std::string::npos) << *ready;
     expectDropped(pid);
+    // The loop (the main thread) entered SCHED_FIFO before the drop and stays there.
+    EXPECT_EQ(::sched_getscheduler(pid), SCHED_FIFO) << readFile(log);
+    EXPECT_NE(readFile(log).find("reaction path under SCHED_FIFO 1"), std::string::npos)
+        << readFile(log);
   }
   EXPECT_EQ(stop(pid, std::chrono::seconds(15)), 0) << readFile(log);
   EXPECT_EQ(stop(peer, std::chrono::seconds(10)), 0) << readFile(peer_log);
@@ -409,9 +415,29 @@ TEST_F(DeployCaps, AChangedConfigMapReachesColodThroughTheRenderer) {
   EXPECT_EQ(stop(reloader, std::chrono::seconds(5)), 0);
 }
 
+// BPF and PERFMON: colod cannot load its programs without them and refuses to start. SYS_NICE:
+// colod runs, its reaction path under SCHED_OTHER, and its log says so.
 TEST_F(DeployCaps, EveryDaemonSetCapabilityIsNeeded) {
   for (const auto& name : daemonSetCapabilities()) {
     SCOPED_TRACE("without " + name);
+    if (name == "SYS_NICE") {
+      const uint64_t keep = caps_ & ~bit(CAP_SYS_NICE);
+      const int port = freePort();
+      const std::string log = (dir_.path() / "colod-no-SYS_NICE.log").string();
+      const pid_t pid = startColod(
+          config("observe-only", (dir_.path() / "no-nri.sock").string(), port), keep, log);
+      ASSERT_GT(pid, 0);
+      const auto ready = waitFor200(pid, port, "/readyz", std::chrono::seconds(30));
+      EXPECT_TRUE(ready.has_value()) << readFile(log);
+      if (ready) {
+        EXPECT_EQ(::sched_getscheduler(pid), SCHED_OTHER);
+        EXPECT_NE(readFile(log).find("reaction path left under SCHED_OTHER"), std::string::npos)
+            << readFile(log);
+        EXPECT_NE(readFile(log).find("needs CAP_SYS_NICE"), std::string::npos) << readFile(log);
+      }
+      EXPECT_EQ(stop(pid, std::chrono::seconds(15)), 0) << readFile(log);
+      continue;
+    }
     const uint64_t keep = caps_ & ~bit(kCapNumbers.at(name));
     const int port = freePort();
     const std::string log = (dir_.path() / ("colod-no-" + name + ".log")).string();

@@ -294,6 +294,7 @@ Result<void> parseDaemon(std::string_view file, const YAML::Node& d, DaemonSetti
          return {};
        }},
       {"event_wait_threshold_us", u32(s.event_wait_threshold_us, 0, 1000000)},
+      {"realtime_priority", u32(s.realtime_priority, 0, 99)},
       {"max_cgroups", u32(s.max_cgroups, 64, 1U << 20)},
       {"bpf_map_budget_mib", u32(s.bpf_map_budget_mib, 0, 1U << 20)},
       {"decisions_kept", u32(s.decisions_kept, 16, 1U << 16)},
@@ -458,6 +459,7 @@ std::string restartOnlyChanges(const DaemonSettings& a, const DaemonSettings& b)
   check(a.decisions_kept != b.decisions_kept, "decisions_kept");
   check(a.max_batch != b.max_batch, "max_batch");
   check(a.drop_capabilities != b.drop_capabilities, "drop_capabilities");
+  check(a.realtime_priority != b.realtime_priority, "realtime_priority");
   return out;
 }
 

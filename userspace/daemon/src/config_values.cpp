@@ -71,6 +71,8 @@ const std::vector<DaemonKey>& daemonKeys() {
       {"event_wait_threshold_us",
        [](const auto& s) { return std::to_string(s.event_wait_threshold_us); }, nullptr},
       {"drop_capabilities", [](const auto& s) { return boolText(s.drop_capabilities); }, nullptr},
+      {"realtime_priority", [](const auto& s) { return std::to_string(s.realtime_priority); },
+       nullptr},
       {"max_batch", [](const auto& s) { return std::to_string(s.max_batch); }, nullptr},
       {"max_cgroups", [](const auto& s) { return std::to_string(s.max_cgroups); }, nullptr},
       {"bpf_map_budget_mib", [](const auto& s) { return std::to_string(s.bpf_map_budget_mib); },

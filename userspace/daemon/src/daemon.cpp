@@ -225,6 +225,11 @@ Result<void> Daemon::Impl::init() {
     log()->info("metrics on http://{}:{}/metrics", addr->host, http_->port());
   }
 
+  // From here on, the threads this one creates (the actuator, the NRI stub's) inherit its
+  // policy; the control and metrics servers' threads above stay SCHED_OTHER: a scrape or a
+  // `coloctl top` is not worth preempting an LS for.
+  enterReactionPriority(s);
+
   auto stub = nri::Stub::create(
       *this,
       {.socket_path = s.nri_socket,
@@ -327,6 +332,26 @@ Result<void> Daemon::Impl::init() {
   }
   publish();  // the loop has not started: safe to touch loop state here
   return {};
+}
+
+void Daemon::Impl::enterReactionPriority(const DaemonSettings& s) {
+  if (s.realtime_priority == 0) {
+    log()->info(
+        "reaction path under SCHED_OTHER (daemon.realtime_priority 0): colod waits "
+        "in the run queue like the work it restricts");
+    return;
+  }
+  const int prio = static_cast<int>(s.realtime_priority);
+  if (auto r = enterRealtime(prio, kRealtimeBudget, s.sys_root); !r) {
+    log()->warn("reaction path left under SCHED_OTHER, colod may react late on a busy node: {}",
+                r.error().message());
+    return;
+  }
+  realtime_priority_ = prio;
+  log()->info(
+      "reaction path under SCHED_FIFO {} (back to SCHED_OTHER if a thread runs {} ms "
+      "without blocking)",
+      prio, kRealtimeBudget.count());
 }
 
 metrics::ProbeResult Daemon::Impl::liveness() const {

@@ -52,6 +52,7 @@
 #include "colod/daemon/decision_log.h"
 #include "colod/daemon/journal.h"
 #include "colod/daemon/privileges.h"
+#include "colod/daemon/realtime.h"
 #include "colod/daemon/recorder.h"
 #include "colod/daemon/self_stats.h"
 #include "colod/daemon/view.h"
@@ -223,6 +224,8 @@ class Daemon::Impl final : public nri::Plugin,
   void drainPosted();
   Mode effectiveMode() const;
   [[nodiscard]] metrics::ProbeResult liveness() const;
+  // Puts this thread (and the threads it creates next) under SCHED_FIFO, or says why not.
+  void enterReactionPriority(const DaemonSettings& s);
   void setupInotify();
   void onInotify();
 
@@ -326,6 +329,8 @@ class Daemon::Impl final : public nri::Plugin,
   uint64_t watch_errors_ = 0;
   std::atomic<uint64_t> event_wakeups_{0};  // events read from the ring buffer
   std::atomic<uint64_t> event_rounds_{0};   // decision rounds run on them
+  int realtime_priority_ = 0;               // SCHED_FIFO priority entered at start (0: none)
+  uint64_t realtime_demotions_logged_ = 0;  // watchdog demotions already logged
 
   // The current containers, for the upserts that open a new recording (encoded when one starts,
   // not kept encoded: ~2 KB of JSON a container). Guarded by the recorders' lock.

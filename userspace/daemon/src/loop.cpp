@@ -173,6 +173,13 @@ void Daemon::Impl::tick(RoundReason reason) {
     }
     last_tick_ = t0;
   }
+  if (const uint64_t demoted = realtimeDemotions(); demoted != realtime_demotions_logged_) {
+    realtime_demotions_logged_ = demoted;
+    log()->warn(
+        "a thread of colod ran {} ms under SCHED_FIFO without blocking: the reaction "
+        "path is back under SCHED_OTHER until colod restarts",
+        kRealtimeBudget.count());
+  }
   refreshNriState();
   syncRegistry(reason);
   if (tick_no_ % 10 == 0) {
@@ -450,6 +457,8 @@ void Daemon::Impl::publish() {
   d.watched_cgroups = watched_.size();
   d.every_tick_cgroups = every_tick_.size();
   d.event_rounds = event_rounds_;
+  d.realtime_demotions = realtimeDemotions();
+  d.realtime_priority = d.realtime_demotions == 0 ? realtime_priority_ : 0;
   d.config_reloads = reloads_;
   d.config_reload_failures = reload_failures_;
   d.unresolved_containers = unresolved;

@@ -152,6 +152,14 @@ std::string formatColodMetrics(const MetricsView& view) {
       {"colod_event_rounds_total", MetricType::Counter,
        "Decision rounds run on a wakeup, between ticks (at most one per 20 ms).",
        static_cast<double>(d.event_rounds)},
+      {"colod_realtime_priority", MetricType::Gauge,
+       "SCHED_FIFO priority of colod's reaction path (loop, actuator, NRI); 0: SCHED_OTHER "
+       "(daemon.realtime_priority 0, refused at start, or demoted by the watchdog).",
+       static_cast<double>(d.realtime_priority)},
+      {"colod_realtime_demotions_total", MetricType::Counter,
+       "Times the watchdog moved colod's realtime threads back to SCHED_OTHER (a thread ran "
+       "200 ms without blocking).",
+       static_cast<double>(d.realtime_demotions)},
       {"colod_watched_cgroups", MetricType::Gauge,
        "Protected cgroups whose run-queue wait wakes colod between ticks.",
        static_cast<double>(d.watched_cgroups)},

@@ -63,6 +63,8 @@ struct DaemonMetrics {
   uint64_t tick_overruns = 0;
   uint64_t event_wakeups = 0;       // wakeup events from the BPF side (protected cgroups waiting)
   uint64_t event_rounds = 0;        // decision rounds run on them (rate-limited)
+  int realtime_priority = 0;        // SCHED_FIFO priority of the reaction path (0: SCHED_OTHER)
+  uint64_t realtime_demotions = 0;  // times the watchdog moved it back to SCHED_OTHER
   uint64_t watched_cgroups = 0;     // protected cgroups whose wait wakes colod between ticks
   uint64_t every_tick_cgroups = 0;  // cgroups whose files are read every tick (victims, restricted)
   uint64_t config_reloads = 0;
