@@ -555,9 +555,6 @@ TEST(BlameScenario, AnIdleBesRungIsGivenBackWhileTheVictimWaitsBehindSomethingEl
   EXPECT_TRUE(restricted(sim.engine(), "hog"));
 }
 
-// Issue 19, fourth case: a duty-cycled innocent (200 ms of every second) is idle at the moment
-// the quota rung is engaged. It ran all along: it does not "join" the restriction when its next
-// duty cycle comes (be_joined_restriction is for a BE that was not running at all).
 // Issue 19 / 15, the colocation benchmark's busy phases: a light-weight BE hog beside an unpinned
 // LS. The CPU weights promise the LS far more than it uses, so the cpuset split was given back as
 // soon as the LS was quiet; the hog, still saturating its CPU, hurt the LS again at once, and the
@@ -606,6 +603,56 @@ TEST(BlameScenario, ARelaxThatHurtTheVictimAgainIsNotRepeatedWhileTheBeSaturates
   EXPECT_TRUE(held) << "the hold says why";
 }
 
+// Session 19's dynamic phase (colocation bench): ls-probe's cpuset step was applied while
+// ls-redis's episode held be-cpu off the LS's CPUs. be-cpu had run within the blame window, so
+// the step took it as benign; ls-redis's episode then relaxed be-cpu back onto every CPU, beside
+// ls-probe, and nothing put it back (the quota rung followed, and BE kept 0.2 CPU for 20 s). A
+// hold made for another victim is shared by the new step: it lasts while either victim needs it.
+TEST(BlameScenario, AHoldMadeForAnotherVictimLastsWhileTheNewStepNeedsIt) {
+  Config config;
+  config.actions.cpu_ladder = {Lever::Cpuset};
+  Sim sim{config};
+  sim.add(lsInfo("redis"));
+  sim.add(lsInfo("probe"));
+  sim.add(beInfo("cpu"));
+  sim.add(beInfo("cache"));
+  for (int r = 0; r < 60 && !restricted(sim.engine(), "cpu", Lever::Cpuset); ++r) {
+    (void)sim.step({lsSample("redis", kHurtP99, {{"cpu", 40, 20'000'000}}),
+                    lsSample("probe", kQuietP99), beSample("cpu", 190'000'000),
+                    beSample("cache", 50'000'000)});
+  }
+  ASSERT_TRUE(restricted(sim.engine(), "cpu", Lever::Cpuset));
+  ASSERT_FALSE(restricted(sim.engine(), "cache")) << "it ran, and nobody blamed it";
+  // redis is quiet now; probe waits behind cache (cpu runs, held off the LS's CPUs).
+  for (int r = 0; r < 60 && !restricted(sim.engine(), "cache", Lever::Cpuset); ++r) {
+    (void)sim.step({lsSample("redis", kQuietP99),
+                    lsSample("probe", kHurtP99, {{"cache", 40, 20'000'000}}),
+                    beSample("cpu", 90'000'000), beSample("cache", 190'000'000)});
+  }
+  ASSERT_TRUE(restricted(sim.engine(), "cache", Lever::Cpuset));
+  const size_t before = sim.decisions().size();
+  // Both quiet, both BE busy: redis's episode relaxes first (its step is older). While probe's
+  // step holds cache, it holds cpu too.
+  bool cpu_released_alone = false;
+  for (int i = 0; i < 200; ++i) {
+    (void)sim.step({lsSample("redis", kQuietP99), lsSample("probe", kQuietP99),
+                    beSample("cpu", 90'000'000), beSample("cache", 90'000'000)});
+    if (restricted(sim.engine(), "cache", Lever::Cpuset) &&
+        !restricted(sim.engine(), "cpu", Lever::Cpuset)) {
+      cpu_released_alone = true;
+    }
+  }
+  EXPECT_FALSE(cpu_released_alone)
+      << "cpu went back beside probe while probe's cpuset step still held the other BE";
+  for (size_t i = before; i < sim.decisions().size(); ++i) {
+    const Decision& d = sim.decisions()[i];
+    EXPECT_NE(d.rule, "be_joined_restriction") << "a hold that never lapsed: " << formatDecision(d);
+  }
+}
+
+// Issue 19, fourth case: a duty-cycled innocent (200 ms of every second) is idle at the moment
+// the quota rung is engaged. It ran all along: it does not "join" the restriction when its next
+// duty cycle comes (be_joined_restriction is for a BE that was not running at all).
 TEST(BlameScenario, DutyCycleIsNotAStart) {
   Config config;
   config.actions.cpu_ladder = {Lever::CpuQuota};

@@ -465,6 +465,10 @@ class EngineState {
                 std::vector<Decision>& out,
                 std::vector<Finding>& findings,
                 bool replacing = false);
+  bool heldCpusetShared(const std::string& key,
+                        Step& step,
+                        const Tracked& t,
+                        const Tracked& victim);
   void extendSteps(const std::string& key,
                    Episode& ep,
                    std::vector<Decision>& out,

@@ -295,12 +295,19 @@ bool EngineState::escalate(Episode& ep,
       victim.exhausted_said = false;
       startFreshEvidence(victim);
       Step& applied = ep.steps.back();
-      // Who ran within the blame window is there already (a duty cycle is not a start).
+      // Who ran within the blame window is there already (a duty cycle is not a start). A BE
+      // that another episode's cpuset holds off the victim's CPUs is benign only while that
+      // hold lasts: this step shares the hold instead (session 19: relaxed by its owner, such a
+      // BE went back beside this victim, and the step, believing it benign, let it stay).
       const int64_t since = ticks_ - config_.actions.blame_window_intervals;
       for (const auto& [id, t] : tracked_) {
-        if (touchable(t) && t.last_ran_tick >= since) {
-          applied.running_at_apply.insert(id);
+        if (!touchable(t) || t.last_ran_tick < since) {
+          continue;
         }
+        if (applied.lever == Lever::Cpuset && heldCpusetShared(key, applied, t, victim)) {
+          continue;
+        }
+        applied.running_at_apply.insert(id);
       }
       applied.running_known = true;
       ep.phase = Phase::Verifying;
@@ -331,6 +338,44 @@ bool EngineState::escalate(Episode& ep,
     }
   }
   return false;
+}
+
+// Whether a cpuset restriction holds t (then t is not "running at apply" for `step`, a cpuset
+// step of episode `key`). A hold that keeps t off `victim`'s CPUs (the victim spans the node, or
+// the held CPUs are not its CPUs) is shared: the step owns it too, so t stays held while either
+// episode needs it. A hold that puts t on the victim's CPUs is not shared: released, t joins
+// the step (extendSteps).
+bool EngineState::heldCpusetShared(const std::string& key,
+                                   Step& step,
+                                   const Tracked& t,
+                                   const Tracked& victim) {
+  auto it = restrictions_.find(t.info.id);
+  if (it == restrictions_.end()) {
+    return false;
+  }
+  auto jt = it->second.find(Lever::Cpuset);
+  if (jt == it->second.end()) {
+    return false;
+  }
+  Restriction& r = jt->second;
+  if (r.owners.count(key) != 0) {
+    return true;  // a target of this step already
+  }
+  const bool victim_pinned = !victim.cpus.empty() && victim.cpus.size() < node_cpus_.size();
+  if (victim_pinned) {
+    auto held = parseCpuList(r.applied.cpuset_cpus.value_or(""));
+    if (!held || held->empty()) {
+      return true;  // unknown: not benign either
+    }
+    for (int c : *held) {
+      if (std::binary_search(victim.cpus.begin(), victim.cpus.end(), c)) {
+        return true;  // on the victim's CPUs: joins when released
+      }
+    }
+  }
+  r.owners.insert(key);
+  step.targets.push_back(t.info.id);
+  return true;
 }
 
 // A BE container that was not running when a cross-pod rung (cpuset, quota) was applied joins
