@@ -77,12 +77,12 @@ TEST(Deploy, NoHostPidOrSysPtraceWithoutAMeasuredNeedNextToThem) {
       << offenders.front();
 }
 
-TEST(Deploy, ColodContainerAddsBpfPerfmonAndSysNiceOnlyEachExplained) {
+TEST(Deploy, ColodContainerAddsBpfAndPerfmonOnlyEachExplained) {
   const std::string text = readFile(kRoot / "deploy/daemonset.yaml");
   const YAML::Node c = podContainer(pod(), "colod");
   ASSERT_TRUE(c) << "no container named colod";
   const YAML::Node sc = c["securityContext"];
-  EXPECT_EQ(daemonSetCapabilities(), (std::set<std::string>{"BPF", "PERFMON", "SYS_NICE"}));
+  EXPECT_EQ(daemonSetCapabilities(), (std::set<std::string>{"BPF", "PERFMON"}));
   ASSERT_TRUE(sc["capabilities"]["drop"].IsSequence());
   EXPECT_EQ(sc["capabilities"]["drop"][0].as<std::string>(), "ALL");
   EXPECT_FALSE(sc["privileged"].as<bool>());

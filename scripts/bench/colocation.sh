@@ -52,6 +52,10 @@ usage: $0 [options]
   --policy FILE      policy config for colod (format of policy/config/default.yaml; default that
                      file): for experiments, recorded in meta.txt
   --policy-set K=V   override one policy leaf key (repeatable), e.g. min_samples=3
+  --daemon-set K=V   add one daemon setting (repeatable), e.g. realtime_priority=1
+  --record-traces    record a policy trace of every colod run (TAG.trace) and print how
+                     regularly colod ran its rounds after the busy BE started
+                     (colocation/round_gaps.py)
   --node-shares N    cpu.shares of the simulated node's top cgroup vs other host work,
                      default $CB_NODE_SHARES
   --no-build         use the binaries already in \$COLOD_BUILD_DIR (default build-bench)
@@ -69,6 +73,8 @@ while (($#)); do
     --rss-containers) rss_containers=$2; shift 2 ;;
     --no-rss) rss=0; shift ;;
     --policy-set) COLOD_POLICY_SET="${COLOD_POLICY_SET:-} $2"; export COLOD_POLICY_SET; shift 2 ;;
+    --daemon-set) COLOD_DAEMON_SET="${COLOD_DAEMON_SET:-} $2"; export COLOD_DAEMON_SET; shift 2 ;;
+    --record-traces) CB_RECORD_TRACES=1; shift ;;
     --policy) COLOD_POLICY_FILE=$(realpath "$2"); export COLOD_POLICY_FILE; shift 2 ;;
     --no-build) build=0; shift ;;
     --node-shares) CB_NODE_SHARES=$2; shift 2 ;;
@@ -138,7 +144,7 @@ split_be_cpus=$((ncpu - be_min_cpus))
 step_secs=$((duration / 3))
 
 {
-  echo "command: $0 ${COLOD_POLICY_SET:+--policy-set '$COLOD_POLICY_SET' }--rounds $rounds --duration $duration --warmup $warmup --gap $gap --inject-at $inject_at --node-shares $CB_NODE_SHARES --phases '$phases'"
+  echo "command: $0 ${COLOD_POLICY_SET:+--policy-set '$COLOD_POLICY_SET' }${COLOD_DAEMON_SET:+--daemon-set '$COLOD_DAEMON_SET' }$( ((CB_RECORD_TRACES)) && echo '--record-traces ')--rounds $rounds --duration $duration --warmup $warmup --gap $gap --inject-at $inject_at --node-shares $CB_NODE_SHARES --phases '$phases'"
   echo "backend: peer; started $(date -u +%FT%TZ); host $(uname -r), $ncpu CPUs; floor LS CPUs $floor_cpus"
   echo "policy: ${COLOD_POLICY_FILE:-policy/config/default.yaml}${COLOD_POLICY_SET:+ with$COLOD_POLICY_SET}"
   echo "load before the run (1/5/15 min): $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -177,6 +183,7 @@ run_phase() {  # TAG KIND
   local tag=$1 kind=$2
   case $kind in
     colod|busy|foreign-colod|dynamic)
+      CB_TRACE_NAME=$tag
       cb_start_colod "$colod_config" "$CB_RUN/colod.log" || { cb_log "$tag: colod unavailable, phase skipped"; return 0; }
       echo "$tag colod-started $(cb_now_ns)" >>"$CB_RUN/triggers.txt"
       sleep 1 ;;  # colod's first intervals: baselines from LS alone
@@ -249,4 +256,8 @@ fi
 echo "load after the run (1/5/15 min): $(cut -d' ' -f1-3 /proc/loadavg)" >>"$CB_RUN/meta.txt"
 cb_cleanup
 trap - EXIT
+# Before the summary: its last line is the protection line.
+if ((CB_RECORD_TRACES)) && [[ " $phases " == *" busy "* ]]; then
+  python3 "$here/colocation/round_gaps.py" "$CB_RUN" | tee "$CB_RUN/rounds.txt" || true
+fi
 python3 "$here/colocation/summarize.py" "$CB_RUN" | tee "$CB_RUN/result.txt"

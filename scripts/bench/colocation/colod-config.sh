@@ -4,7 +4,8 @@
 # the peer's NRI socket RUNDIR/nri.sock, keeps its control socket and journal in RUNDIR, serves
 # metrics on a private loopback port; the policy section is policy/config/default.yaml as is, or
 # the file named by $COLOD_POLICY_FILE (same format) for experiments, with the overrides in
-# $COLOD_POLICY_SET ("key=value key=value": a leaf key that occurs once in the file).
+# $COLOD_POLICY_SET ("key=value key=value": a leaf key that occurs once in the file), and daemon
+# settings added from $COLOD_DAEMON_SET (same form, e.g. realtime_priority=0).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../../.." && pwd)
@@ -22,6 +23,13 @@ daemon:
   restore_on_stop: true
   log_format: text
   log_level: info
+YAML
+for kv in ${COLOD_DAEMON_SET:-}; do
+  key=${kv%%=*} value=${kv#*=}
+  [[ $key =~ ^[a-z0-9_]+$ && $kv == *=* ]] || { echo "colod-config: bad daemon override $kv" >&2; exit 1; }
+  echo "  $key: $value"
+done
+cat <<YAML
 policy:
 YAML
 policy=${COLOD_POLICY_FILE:-$root/policy/config/default.yaml}

@@ -151,10 +151,7 @@ cb_start_peer() {
   [[ -n $peer ]] || cb_die "colod-testpeer is not built"
   cb_scenario_json >"$CB_RUN/scenario.json"
   CB_PEER_PARENT=colobench-$$
-  # The runtime at the harness's nice -10: on a node containerd sits in system.slice beside
-  # kubepods (about a third of a contended node); at nice 0 beside the simulated node's top
-  # cgroup (--node-shares, 16384) it got 1/17 of a contended CPU.
-  nice -n -10 "$peer" --socket "$CB_RUN/nri.sock" --control "$CB_RUN/peer.ctl" --log "$CB_RUN/peer.log" \
+  "$peer" --socket "$CB_RUN/nri.sock" --control "$CB_RUN/peer.ctl" --log "$CB_RUN/peer.log" \
     --cgroup-parent "$CB_PEER_PARENT" --scenario "$CB_RUN/scenario.json" \
     >"$CB_RUN/peer.stdout" 2>&1 &
   CB_PEER_PID=$!
@@ -281,6 +278,33 @@ cb_wait_done() {  # TAG TIMEOUT_S NAMES...
   done
 }
 
+# Policy traces: with CB_RECORD_TRACES=1 every colod run is recorded (coloctl record) into
+# $CB_RUN/$CB_TRACE_NAME.trace, beside a .clock file (wall and monotonic ns taken together: the
+# trace's round times are colod's steady clock) for colocation/round_gaps.py.
+CB_RECORD_TRACES=${CB_RECORD_TRACES:-0}
+CB_TRACE_NAME=
+CB_RECORD_PID=
+
+cb_start_record() {  # CONTROL_SOCKET
+  local coloctl
+  coloctl=$(cb_bin coloctl)
+  [[ -n $coloctl && -n $CB_TRACE_NAME ]] || { cb_log "trace not recorded (no coloctl or name)"; return 0; }
+  python3 -c 'import time; print(time.time_ns(), time.monotonic_ns())' >"$CB_RUN/$CB_TRACE_NAME.trace.clock"
+  "$coloctl" --socket "$1" record --seconds 0 "$CB_RUN/$CB_TRACE_NAME.trace" \
+    >"$CB_RUN/$CB_TRACE_NAME.trace.log" 2>&1 &
+  CB_RECORD_PID=$!
+}
+
+cb_stop_record() {
+  [[ -n $CB_RECORD_PID ]] || return 0
+  kill -INT "$CB_RECORD_PID" 2>/dev/null || true
+  local i
+  for i in $(seq 1 50); do kill -0 "$CB_RECORD_PID" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$CB_RECORD_PID" 2>/dev/null || true
+  wait "$CB_RECORD_PID" 2>/dev/null || true
+  CB_RECORD_PID=
+}
+
 # Starts colod against the peer's NRI socket (act mode) and waits until the peer reports it
 # synchronized. Returns 1 if colod is not built or does not connect within 20 s.
 cb_start_colod() {  # CONFIG_FILE LOG_FILE [EXTRA COLOD ARGS...]
@@ -292,7 +316,12 @@ cb_start_colod() {  # CONFIG_FILE LOG_FILE [EXTRA COLOD ARGS...]
   CB_COLOD_PID=$!
   for i in $(seq 1 200); do
     kill -0 "$CB_COLOD_PID" 2>/dev/null || { CB_COLOD_PID=; tail -5 "$2" >&2; cb_log "colod exited"; return 1; }
-    (( $(cb_count '"event":"plugin-synchronized"' "$CB_RUN/peer.log") > synced0 )) && return 0
+    if (( $(cb_count '"event":"plugin-synchronized"' "$CB_RUN/peer.log") > synced0 )); then
+      if ((CB_RECORD_TRACES)); then
+        cb_start_record "$(sed -n 's/^ *control_socket: *//p' "$1" | head -1)"
+      fi
+      return 0
+    fi
     sleep 0.1
   done
   cb_log "colod did not synchronize with the peer within 20 s"
@@ -301,6 +330,7 @@ cb_start_colod() {  # CONFIG_FILE LOG_FILE [EXTRA COLOD ARGS...]
 }
 
 cb_stop_colod() {
+  cb_stop_record
   if [[ -n $CB_COLOD_PID ]] && kill -0 "$CB_COLOD_PID" 2>/dev/null; then
     kill -TERM "$CB_COLOD_PID"
     local i

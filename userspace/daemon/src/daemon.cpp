@@ -336,9 +336,7 @@ Result<void> Daemon::Impl::init() {
 
 void Daemon::Impl::enterReactionPriority(const DaemonSettings& s) {
   if (s.realtime_priority == 0) {
-    log()->info(
-        "reaction path under SCHED_OTHER (daemon.realtime_priority 0): colod waits "
-        "in the run queue like the work it restricts");
+    log()->debug("reaction path under SCHED_OTHER (daemon.realtime_priority 0)");
     return;
   }
   const int prio = static_cast<int>(s.realtime_priority);

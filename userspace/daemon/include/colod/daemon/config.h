@@ -60,9 +60,11 @@ struct DaemonSettings {
   // Drop every capability once the BPF programs are attached and the sockets bound.
   bool drop_capabilities = true;
   // SCHED_FIFO priority of colod's reaction path (the loop, the actuator, the NRI threads): a
-  // SCHED_OTHER colod waits behind the busy BE it must restrict. 0: stay SCHED_OTHER. Needs
-  // CAP_SYS_NICE at start (dropped with the rest); bounded by a watchdog (realtime.h).
-  uint32_t realtime_priority = 1;
+  // SCHED_OTHER colod waits behind the busy BE it must restrict. 0 (default): SCHED_OTHER; opt-in
+  // until the host stalls seen with it in the colocation benchmark are understood
+  // (deploy/README.md "Realtime"). Needs CAP_SYS_NICE at start (dropped with the rest); bounded
+  // by a watchdog (realtime.h).
+  uint32_t realtime_priority = 0;
   uint32_t max_batch = 64;      // container updates per UpdateContainers call
   uint32_t max_cgroups = 4096;  // collector map bound
   // Memory budget of the collector's per-cgroup BPF maps (MiB, 0: none). They are per-CPU and
