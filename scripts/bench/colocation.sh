@@ -73,7 +73,7 @@ while (($#)); do
     --rss-containers) rss_containers=$2; shift 2 ;;
     --no-rss) rss=0; shift ;;
     --policy-set) COLOD_POLICY_SET="${COLOD_POLICY_SET:-} $2"; export COLOD_POLICY_SET; shift 2 ;;
-    --daemon-set) COLOD_DAEMON_SET="${COLOD_DAEMON_SET:-} $2"; export COLOD_DAEMON_SET; shift 2 ;;
+    --daemon-set) COLOD_DAEMON_SET="${COLOD_DAEMON_SET:+$COLOD_DAEMON_SET }$2"; export COLOD_DAEMON_SET; shift 2 ;;
     --record-traces) CB_RECORD_TRACES=1; shift ;;
     --policy) COLOD_POLICY_FILE=$(realpath "$2"); export COLOD_POLICY_FILE; shift 2 ;;
     --no-build) build=0; shift ;;
