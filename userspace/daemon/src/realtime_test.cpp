@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <thread>
 
 #include "colod/testing/result_matchers.h"
@@ -18,7 +19,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-TEST(Realtime, RefusesPrioritiesOutsideFifosRange) {
+TEST(RealtimeArgs, RefusesPrioritiesOutsideFifosRange) {
   EXPECT_ERR(enterRealtime(0, kRealtimeBudget), EINVAL, "outside 1..99");
   EXPECT_ERR(enterRealtime(100, kRealtimeBudget), EINVAL, "outside 1..99");
   EXPECT_ERR(enterRealtime(1, 0ms), EINVAL, "budget");
@@ -62,18 +63,33 @@ bool realtimeAllowed(std::string* why) {
   return false;
 }
 
+// Each test runs in a forked child: SCHED_FIFO, RLIMIT_RTTIME and the SIGXCPU handler stay
+// there, and this process keeps its policy.
+class Realtime : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!realtimeAllowed(&why)) {
+      GTEST_SKIP() << why;
+    }
+  }
+
+  // body's return value is the child's exit status (its ChildFailure bits).
+  static int inChild(const std::function<int()>& body) {
+    const pid_t child = ::fork();
+    if (child == 0) {
+      ::_exit(body());
+    }
+    return child < 0 ? -1 : waitChild(child);
+  }
+};
+
 // A realtime thread that spins past the budget without blocking is moved back to SCHED_OTHER
 // by the watchdog, with every other realtime thread of the process, and the demotion counted.
 // A thread created before colod entered SCHED_FIFO keeps its policy; one created after inherits
 // it.
-TEST(Realtime, TheWatchdogDemotesEveryThreadWhenOneSpinsPastTheBudget) {
-  std::string why;
-  if (!realtimeAllowed(&why)) {
-    GTEST_SKIP() << why;
-  }
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
+TEST_F(Realtime, TheWatchdogDemotesEveryThreadWhenOneSpinsPastTheBudget) {
+  const int status = inChild([] {
     int fail = 0;
     std::atomic<int> earlier_policy{-1};
     std::atomic<bool> stop{false};
@@ -84,7 +100,7 @@ TEST(Realtime, TheWatchdogDemotesEveryThreadWhenOneSpinsPastTheBudget) {
       }
     });
     if (!enterRealtime(1, 20ms)) {
-      ::_exit(kEnterFailed);
+      return static_cast<int>(kEnterFailed);
     }
     if (currentRealtimePriority() != 1) {
       fail |= kNotRealtime;
@@ -114,25 +130,19 @@ TEST(Realtime, TheWatchdogDemotesEveryThreadWhenOneSpinsPastTheBudget) {
     }
     stop.store(true);
     earlier.join();
-    ::_exit(fail);
-  }
-  EXPECT_EQ(waitChild(child), 0) << "bits: 1 enter failed, 2 not realtime, 4 thread did not "
-                                    "inherit, 8 earlier thread changed, 16 not demoted, 32 not "
-                                    "counted; 137 killed at the hard limit";
+    return fail;
+  });
+  EXPECT_EQ(status, 0) << "bits: 1 enter failed, 2 not realtime, 4 thread did not "
+                          "inherit, 8 earlier thread changed, 16 not demoted, 32 not "
+                          "counted; 137 killed at the hard limit";
 }
 
 // colod's loop blocks between rounds: work that sleeps between short bursts never reaches the
 // budget, however long it goes on (the kernel restarts the count at every wakeup).
-TEST(Realtime, WorkThatBlocksBetweenBurstsStaysRealtime) {
-  std::string why;
-  if (!realtimeAllowed(&why)) {
-    GTEST_SKIP() << why;
-  }
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
+TEST_F(Realtime, WorkThatBlocksBetweenBurstsStaysRealtime) {
+  const int status = inChild([] {
     if (!enterRealtime(1, 20ms)) {
-      ::_exit(kEnterFailed);
+      return static_cast<int>(kEnterFailed);
     }
     // 300 ms of 5 ms bursts, 1 ms asleep after each: 15 times the budget in all.
     const auto end = std::chrono::steady_clock::now() + 300ms;
@@ -146,9 +156,9 @@ TEST(Realtime, WorkThatBlocksBetweenBurstsStaysRealtime) {
     if (currentRealtimePriority() != 1 || realtimeDemotions() != 0) {
       fail |= kQuietLoopDemoted;
     }
-    ::_exit(fail);
-  }
-  EXPECT_EQ(waitChild(child), 0) << "64: demoted although it blocked between bursts";
+    return fail;
+  });
+  EXPECT_EQ(status, 0) << "64: demoted although it blocked between bursts";
 }
 
 }  // namespace
