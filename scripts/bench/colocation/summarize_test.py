@@ -275,5 +275,46 @@ class ProtectionTest(unittest.TestCase):
         self.assertIn("LS p99 us per step (med) 700 1500 800", out)
 
 
+class RoundGapsTest(unittest.TestCase):
+    """round_gaps.py: colod's round times from a recorded trace, against the busy BE's start."""
+
+    def test_gaps_after_the_busy_start(self):
+        import json
+        import round_gaps
+        with tempfile.TemporaryDirectory() as d:
+            wall0, mono0 = 1_800_000_000_000_000_000, 50_000_000_000
+            write(d, "r1-busy.trace.clock", f"{wall0} {mono0}\n")
+            start = wall0 + 1_000_000_000  # the BE starts 1 s after the clock pair
+            write(d, "r1-busy.be-busy.start", f"{start}\n")
+            lines = [json.dumps({"type": "header", "version": 1})]
+            # Rounds at -30, -10, 10, 30, 100 and 600 ms from the start (colod's steady clock).
+            for ms in (-30, -10, 10, 30, 100, 600):
+                lines.append(json.dumps({"type": "snapshot", "containers": [],
+                                         "now_ns": mono0 + 1_000_000_000 + ms * 1_000_000}))
+            lines.append('{"type": "snap')  # cut by the recorder's stop
+            write(d, "r1-busy.trace", "\n".join(lines) + "\n")
+            write(d, "r2-busy.trace", lines[0] + "\n")  # no clock, no stamp: not counted
+            times = round_gaps.round_times_ms(os.path.join(d, "r1-busy.trace"),
+                                              os.path.join(d, "r1-busy.trace.clock"), start)
+            self.assertEqual([round(t) for t in times], [-30, -10, 10, 30, 100, 600])
+            # In the 500 ms window: -10 -> 10, 10 -> 30, 30 -> 100; 600 is past it.
+            self.assertEqual([round(g) for g in round_gaps.gaps_in_window(times, 500)],
+                             [20, 20, 70])
+            out = subprocess.run([sys.executable, os.path.join(HERE, "round_gaps.py"), d],
+                                 check=True, capture_output=True, text=True).stdout
+            self.assertIn("rounds: trace=r1-busy window_ms=500 n=3 gap_p50_ms=20.0 "
+                          "gap_p90_ms=70.0 gap_max_ms=70.0", out)
+            self.assertEqual(out.strip().splitlines()[-1],
+                             "rounds: all traces=1 window_ms=500 n=3 gap_p50_ms=20.0 "
+                             "gap_p90_ms=70.0 gap_max_ms=70.0")
+
+    def test_no_trace_is_an_error(self):
+        with tempfile.TemporaryDirectory() as d:
+            r = subprocess.run([sys.executable, os.path.join(HERE, "round_gaps.py"), d],
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 1)
+            self.assertIn("no trace with a be-busy start stamp", r.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()
