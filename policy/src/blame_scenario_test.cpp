@@ -616,34 +616,44 @@ TEST(BlameScenario, AHoldMadeForAnotherVictimLastsWhileTheNewStepNeedsIt) {
   sim.add(lsInfo("probe"));
   sim.add(beInfo("cpu"));
   sim.add(beInfo("cache"));
+  sim.add(beInfo("idle"));  // never runs: joins redis's cpuset step at once
   for (int r = 0; r < 60 && !restricted(sim.engine(), "cpu", Lever::Cpuset); ++r) {
     (void)sim.step({lsSample("redis", kHurtP99, {{"cpu", 40, 20'000'000}}),
                     lsSample("probe", kQuietP99), beSample("cpu", 190'000'000),
-                    beSample("cache", 50'000'000)});
+                    beSample("cache", 50'000'000), beSample("idle", 0)});
   }
   ASSERT_TRUE(restricted(sim.engine(), "cpu", Lever::Cpuset));
+  for (int r = 0; r < 3; ++r) {  // the idle BE joins a round or two later (cooldown, budget)
+    (void)sim.step({lsSample("redis", kQuietP99), lsSample("probe", kQuietP99),
+                    beSample("cpu", 90'000'000), beSample("cache", 50'000'000),
+                    beSample("idle", 0)});
+  }
+  ASSERT_TRUE(restricted(sim.engine(), "idle", Lever::Cpuset));
   ASSERT_FALSE(restricted(sim.engine(), "cache")) << "it ran, and nobody blamed it";
   // redis is quiet now; probe waits behind cache (cpu runs, held off the LS's CPUs).
   for (int r = 0; r < 60 && !restricted(sim.engine(), "cache", Lever::Cpuset); ++r) {
-    (void)sim.step({lsSample("redis", kQuietP99),
-                    lsSample("probe", kHurtP99, {{"cache", 40, 20'000'000}}),
-                    beSample("cpu", 90'000'000), beSample("cache", 190'000'000)});
+    (void)sim.step(
+        {lsSample("redis", kQuietP99), lsSample("probe", kHurtP99, {{"cache", 40, 20'000'000}}),
+         beSample("cpu", 90'000'000), beSample("cache", 190'000'000), beSample("idle", 0)});
   }
   ASSERT_TRUE(restricted(sim.engine(), "cache", Lever::Cpuset));
   const size_t before = sim.decisions().size();
   // Both quiet, both BE busy: redis's episode relaxes first (its step is older). While probe's
   // step holds cache, it holds cpu too.
   bool cpu_released_alone = false;
+  bool idle_released_alone = false;
   for (int i = 0; i < 200; ++i) {
     (void)sim.step({lsSample("redis", kQuietP99), lsSample("probe", kQuietP99),
-                    beSample("cpu", 90'000'000), beSample("cache", 90'000'000)});
-    if (restricted(sim.engine(), "cache", Lever::Cpuset) &&
-        !restricted(sim.engine(), "cpu", Lever::Cpuset)) {
-      cpu_released_alone = true;
+                    beSample("cpu", 90'000'000), beSample("cache", 90'000'000),
+                    beSample("idle", 0)});
+    if (restricted(sim.engine(), "cache", Lever::Cpuset)) {
+      cpu_released_alone |= !restricted(sim.engine(), "cpu", Lever::Cpuset);
+      idle_released_alone |= !restricted(sim.engine(), "idle", Lever::Cpuset);
     }
   }
   EXPECT_FALSE(cpu_released_alone)
       << "cpu went back beside probe while probe's cpuset step still held the other BE";
+  EXPECT_FALSE(idle_released_alone) << "the idle BE's hold lapsed, to be taken again";
   for (size_t i = before; i < sim.decisions().size(); ++i) {
     const Decision& d = sim.decisions()[i];
     EXPECT_NE(d.rule, "be_joined_restriction") << "a hold that never lapsed: " << formatDecision(d);

@@ -298,16 +298,19 @@ bool EngineState::escalate(Episode& ep,
       // Who ran within the blame window is there already (a duty cycle is not a start). A BE
       // that another episode's cpuset holds off the victim's CPUs is benign only while that
       // hold lasts: this step shares the hold instead (session 19: relaxed by its owner, such a
-      // BE went back beside this victim, and the step, believing it benign, let it stay).
+      // BE went back beside this victim, and the step, believing it benign, let it stay). An
+      // idle one too: released, it would join this step a round later (a flip for nothing).
       const int64_t since = ticks_ - config_.actions.blame_window_intervals;
       for (const auto& [id, t] : tracked_) {
-        if (!touchable(t) || t.last_ran_tick < since) {
+        if (!touchable(t)) {
           continue;
         }
         if (applied.lever == Lever::Cpuset && heldCpusetShared(key, applied, t, victim)) {
           continue;
         }
-        applied.running_at_apply.insert(id);
+        if (t.last_ran_tick >= since) {
+          applied.running_at_apply.insert(id);
+        }
       }
       applied.running_known = true;
       ep.phase = Phase::Verifying;
