@@ -45,6 +45,7 @@ daemon:
   bpf_map_budget_mib: 0
   decisions_kept: 32
   event_wait_threshold_us: 0
+  realtime_priority: 5
 policy:
   thresholds:
     runq_p99_us: 900
@@ -61,6 +62,8 @@ policy:
   EXPECT_EQ(d.metrics_listen, "");
   EXPECT_FALSE(d.restore_on_stop);
   EXPECT_EQ(d.event_wait_threshold_us, 0U) << "0 turns event-driven detection off";
+  EXPECT_EQ(d.realtime_priority, 5U);
+  EXPECT_EQ(DaemonSettings{}.realtime_priority, 0U) << "realtime is opt-in";
   EXPECT_EQ(d.reconcile, Reconcile::Reseed);
   EXPECT_EQ(d.log_format, LogFormat::Json);
   EXPECT_EQ(d.update_retries, 5U);
@@ -81,6 +84,8 @@ TEST(DaemonConfig, PreciseErrors) {
   EXPECT_ERR(parseConfig("daemon:\n  control_socket_mode: \"0666\"\n", "a.yaml"), EINVAL,
              "must not grant access to others");
   EXPECT_ERR(parseConfig("daemon:\n  plugin_idx: 5\n", "a.yaml"), EINVAL, "two digits");
+  EXPECT_ERR(parseConfig("daemon:\n  realtime_priority: 100\n", "a.yaml"), EINVAL,
+             R"(daemon\.realtime_priority: '100': out of range \[0, 99\])");
   EXPECT_ERR(parseConfig("daemon:\n  restore_on_stop: maybe\n", "a.yaml"), EINVAL,
              "expected true or false");
   EXPECT_ERR(parseConfig("daemon: [1, 2]\n", "a.yaml"), EINVAL, "daemon: .*expected a mapping");
@@ -107,6 +112,8 @@ TEST(DaemonConfig, RestartOnlyChanges) {
   b.control_socket = "/x";
   b.journal_path = "/y";
   EXPECT_EQ(restartOnlyChanges(a, b), "control_socket, journal_path");
+  b.realtime_priority = 1;  // the threads' policy is set once, at start
+  EXPECT_EQ(restartOnlyChanges(a, b), "control_socket, journal_path, realtime_priority");
 }
 
 TEST(DaemonConfig, PolicySectionForTraces) {
