@@ -5,7 +5,10 @@
 #include <dirent.h>
 #include <sys/resource.h>
 
+#include <fstream>
+#include <iterator>
 #include <map>
+#include <sstream>
 
 #include "bpf_util.h"
 #include "cgsched.h"
@@ -251,6 +254,54 @@ TEST_F(MapReaderTest, ArrayReadStopsAtTheGivenBound) {
   EXPECT_LE(r.capacity(), 256u);
 }
 
+// A range of a per-CPU array in one batch call from any index (the kernel starts after the key
+// it is given), a single index by one lookup, the same values by lookups where batches are
+// off, and an error past the end.
+TEST_F(MapReaderTest, ArrayRangesReadEveryCpuCopyFromAnyIndex) {
+  const int ncpu = libbpf_num_possible_cpus();
+  ASSERT_GT(ncpu, 0);
+  UniqueFd fd = createMap(BPF_MAP_TYPE_PERCPU_ARRAY, 4, 16, 64);
+  if (!fd && (errno == EPERM || errno == EACCES)) {
+    GTEST_SKIP() << "creating BPF maps not permitted";
+  }
+  ASSERT_TRUE(fd) << std::strerror(errno);
+  const auto cpus = static_cast<std::size_t>(ncpu);
+  std::vector<uint64_t> v(cpus * 2);
+  for (uint32_t k = 0; k < 64; ++k) {
+    for (std::size_t c = 0; c < cpus; ++c) {
+      v[c * 2] = 1000 + k;
+      v[c * 2 + 1] = c;
+    }
+    ASSERT_EQ(bpf_map_update_elem(fd.get(), &k, v.data(), BPF_ANY), 0);
+  }
+  const std::size_t stride = 16 * cpus;
+  std::vector<uint32_t> keys;
+  std::vector<uint8_t> values;
+  auto check = [&](bpf::IndexRun run, bool batch) {
+    bool ok = batch;
+    ASSERT_OK(bpf::readArrayRange(fd.get(), run, stride, keys, values, ok));
+    EXPECT_EQ(ok, batch) << "this kernel reads array ranges in one call";
+    for (uint32_t i = 0; i < run.count; ++i) {
+      for (std::size_t c = 0; c < cpus; ++c) {
+        uint64_t a = 0;
+        uint64_t b = 0;
+        std::memcpy(&a, values.data() + i * stride + c * 16, 8);
+        std::memcpy(&b, values.data() + i * stride + c * 16 + 8, 8);
+        ASSERT_EQ(a, 1000 + run.first + i) << "run at " << run.first;
+        ASSERT_EQ(b, c);
+      }
+    }
+  };
+  check({0, 5}, true);
+  check({7, 3}, true);
+  check({63, 1}, true);
+  check({40, 24}, true);
+  check({7, 3}, false);
+  bool ok = true;
+  EXPECT_ERR(bpf::readArrayRange(fd.get(), {60, 8}, stride, keys, values, ok), ENOENT, "60..67");
+  EXPECT_ERR(bpf::readArrayRange(fd.get(), {64, 1}, stride, keys, values, ok), ENOENT, "64");
+}
+
 TEST_F(MapReaderTest, LegacyModeAllocatesMaxEntries) {
   UniqueFd fd = createMap(BPF_MAP_TYPE_HASH, 8, 8, 4096);
   if (!fd && (errno == EPERM || errno == EACCES)) {
@@ -262,6 +313,43 @@ TEST_F(MapReaderTest, LegacyModeAllocatesMaxEntries) {
   bpf::MapReader r(8, 8, /*legacy=*/true);
   ASSERT_EQ(ASSERT_OK(r.read(fd.get(), 4096)), 1u);
   EXPECT_EQ(r.bufferBytes(), 4096u * 16);
+}
+
+// The kernel's control files come whole in one pread (kernfs single-record seq files): the
+// text equals what a plain stream read of the file gives, in one syscall a read.
+TEST_F(ReadSideTest, ControlFilesAreReadInOnePread) {
+  std::vector<std::string> roots{cpuRoot()};
+  if (!v2() && !hier_.unified.empty()) {
+    roots.push_back(hier_.unified);
+  }
+  TestCgroup cg(roots, uniqueName("onepread"));
+  const std::string dir = cg.dirIn(cpuRoot());
+  const uint64_t id = ASSERT_OK(cgroup::cgroupId(dir));
+  detail::CgroupFileCache cache(16);
+  std::vector<std::pair<detail::CgroupFile, std::string>> files{{detail::CgroupFile::CpuStat, dir}};
+  const std::string psi_root = v2() ? cpuRoot() : hier_.unified;
+  if (!psi_root.empty() && ::access((cg.dirIn(psi_root) + "/cpu.pressure").c_str(), R_OK) == 0) {
+    files.emplace_back(detail::CgroupFile::CpuPressure, cg.dirIn(psi_root));
+    files.emplace_back(detail::CgroupFile::MemoryPressure, cg.dirIn(psi_root));
+  }
+  for (const auto& [file, d] : files) {
+    const uint64_t before = cache.reads();
+    const std::string text(ASSERT_OK(cache.read(id, file, d, d == dir)));
+    EXPECT_EQ(cache.reads() - before, 1u) << detail::fileName(file);
+    std::ifstream in(d + "/" + detail::fileName(file));
+    const std::string whole((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // Counters may move between the two reads: the same lines, in the same order.
+    auto firstWords = [](const std::string& t) {
+      std::vector<std::string> w;
+      std::istringstream ss(t);
+      for (std::string line; std::getline(ss, line);) {
+        w.push_back(line.substr(0, line.find(' ')));
+      }
+      return w;
+    };
+    EXPECT_FALSE(text.empty()) << detail::fileName(file);
+    EXPECT_EQ(firstWords(text), firstWords(whole)) << detail::fileName(file);
+  }
 }
 
 // Real cgroups (v1 cpu hierarchy and the unified one, or the one v2 tree): files read and
@@ -748,6 +836,9 @@ TEST_F(ReadSideTest, MarkedReadsReportWhatFullReadsDo) {
       static_cast<unsigned long long>(end.stats.pair_lookups - start.stats.pair_lookups));
   EXPECT_GT(partial, 10u);
   EXPECT_GT(end.stats.pair_lookups, start.stats.pair_lookups) << "no pair was looked up";
+  if (!marked_col.kernelSums()) {  // the kernel's iterator reads marked slots itself
+    EXPECT_GT(end.stats.sched_read_calls, start.stats.sched_read_calls) << "no run was read";
+  }
   for (const uint64_t id : {v_id, h_id}) {
     const Totals& f = totals["full"][id];
     const Totals& m = totals["marked"][id];

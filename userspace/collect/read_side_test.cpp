@@ -78,6 +78,34 @@ TEST(ChangeMarks, LookupsOnlyWhileCheaperThanOneWalk) {
   EXPECT_FALSE(bpf::lookupsCheaper(1, 0, 8)) << "nothing to walk";
 }
 
+TEST(ChangeMarks, RunsBridgeGapsCheaperThanACall) {
+  std::vector<bpf::IndexRun> runs{{99, 9}};
+  // 2 CPUs (736 B a slot): a gap of up to 3 unchanged slots is read through.
+  const std::vector<uint32_t> slots{1, 2, 3, 7, 11, 12, 17, 30, 4000};
+  bpf::planRuns(slots, 736, runs);
+  EXPECT_EQ(runs, (std::vector<bpf::IndexRun>{{1, 12}, {17, 1}, {30, 1}, {4000, 1}}))
+      << "cleared first; 3->7 and 7->11 leave gaps of 3 (bridged), 12->17 one of 4 (not)";
+  // 192 CPUs (70 KB a slot): only adjacent slots share a call.
+  bpf::planRuns(slots, 70656, runs);
+  EXPECT_EQ(runs,
+            (std::vector<bpf::IndexRun>{{1, 3}, {7, 1}, {11, 2}, {17, 1}, {30, 1}, {4000, 1}}));
+  bpf::planRuns({}, 736, runs);
+  EXPECT_TRUE(runs.empty());
+  // One call of 3 costs less than 3 lookups, and a lookup each is what a run of 1 costs.
+  const std::vector<bpf::IndexRun> one{{0, 3}};
+  const std::vector<bpf::IndexRun> three{{0, 1}, {5, 1}, {9, 1}};
+  EXPECT_LT(bpf::runsCost(one, 736), bpf::runsCost(three, 736));
+  EXPECT_DOUBLE_EQ(bpf::runsCost(three, 736), 3.0 * (bpf::kLookupCostBytes + 736));
+  // 270 changed slots of 1000 in runs, against one walk of all 1000.
+  std::vector<uint32_t> spread;
+  for (uint32_t i = 0; i < 1000; i += 4) {
+    spread.push_back(i);
+  }
+  bpf::planRuns(spread, 736, runs);
+  EXPECT_EQ(runs.size(), 1u) << "every 4th slot: the gaps of 3 are bridged";
+  EXPECT_LT(bpf::runsCost(runs, 736), bpf::walkCost(1000, 736)) << "the same entries, one call";
+}
+
 TEST(SchedSums, ParsesWholeRecordsAndRefusesAPartialOne) {
   std::vector<uint8_t> bytes;
   for (uint32_t i = 0; i < 3; ++i) {
@@ -173,6 +201,28 @@ TEST_F(FileCacheTest, ReadsFilesLargerThanTheInitialBuffer) {
   CgroupFileCache cache(16);
   EXPECT_EQ(ASSERT_OK(cache.read(1, CgroupFile::CpuStat, dir("a"), false)), big);
   EXPECT_EQ(ASSERT_OK(cache.read(1, CgroupFile::CpuStat, dir("a"), false)), big);
+}
+
+// One pread a file whose text fits the buffer: a short read is the end (regular files here,
+// kernfs single-record files in read_side_privileged_test). A file that fills the buffer needs
+// the reads that fill it and one that comes back short.
+TEST_F(FileCacheTest, AShortReadIsTheEndOfTheFile) {
+  CgroupFileCache cache(16);
+  ASSERT_OK(cache.read(1, CgroupFile::CpuStat, dir("a"), false));
+  EXPECT_EQ(cache.reads(), 1u) << "a file smaller than the buffer: one pread";
+  ASSERT_OK(cache.read(1, CgroupFile::CpuStat, dir("a"), false));
+  EXPECT_EQ(cache.reads(), 2u) << "and again from the cached fd";
+  const std::string exact(4096, 'y');
+  put("b", "cpu.stat", exact);
+  EXPECT_EQ(ASSERT_OK(cache.read(2, CgroupFile::CpuStat, dir("b"), false)), exact);
+  EXPECT_EQ(cache.reads(), 4u) << "exactly the buffer: one that fills it, one that finds nothing";
+  const std::string big(10000, 'x');
+  put("c", "cpu.stat", big);
+  EXPECT_EQ(ASSERT_OK(cache.read(3, CgroupFile::CpuStat, dir("c"), false)), big);
+  EXPECT_EQ(cache.reads(), 6u) << "8192 (the buffer grew at the last file) + 1808 of 8192";
+  put("c", "cpu.stat", "short\n");
+  EXPECT_EQ(ASSERT_OK(cache.read(3, CgroupFile::CpuStat, dir("c"), false)), "short\n");
+  EXPECT_EQ(cache.reads(), 7u) << "the grown buffer is kept: one read";
 }
 
 TEST_F(FileCacheTest, RefusesAFileAbove64KiB) {

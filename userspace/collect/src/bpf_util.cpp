@@ -204,16 +204,99 @@ void clearMarks(std::span<uint64_t> marks) {
   __atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
 
+double walkCost(std::size_t walk_entries, std::size_t value_bytes, std::size_t walk_buckets) {
+  return static_cast<double>(walk_entries) * static_cast<double>(kEntryCostBytes + value_bytes) +
+         static_cast<double>(walk_buckets) * static_cast<double>(kBucketCostBytes);
+}
+
 bool lookupsCheaper(std::size_t lookups,
                     std::size_t walk_entries,
                     std::size_t value_bytes,
                     std::size_t walk_buckets) {
   const double lookup =
       static_cast<double>(lookups) * static_cast<double>(kLookupCostBytes + value_bytes);
-  const double walk =
-      static_cast<double>(walk_entries) * static_cast<double>(kEntryCostBytes + value_bytes) +
-      static_cast<double>(walk_buckets) * static_cast<double>(kBucketCostBytes);
-  return lookup < walk;
+  return lookup < walkCost(walk_entries, value_bytes, walk_buckets);
+}
+
+void planRuns(std::span<const uint32_t> sorted,
+              std::size_t value_bytes,
+              std::vector<IndexRun>& out) {
+  out.clear();
+  // A gap is bridged while reading it through costs less than a call of its own.
+  const std::size_t bridge = kLookupCostBytes / (kEntryCostBytes + value_bytes);
+  for (const uint32_t i : sorted) {
+    if (!out.empty()) {
+      IndexRun& last = out.back();
+      const uint64_t end = static_cast<uint64_t>(last.first) + last.count;
+      if (i >= end && i - end <= bridge) {
+        last.count = i - last.first + 1;
+        continue;
+      }
+    }
+    out.push_back(IndexRun{i, 1});
+  }
+}
+
+double runsCost(std::span<const IndexRun> runs, std::size_t value_bytes) {
+  double cost = 0;
+  for (const IndexRun& r : runs) {
+    // A run's first entry is a lookup's cost, the rest a walk's.
+    cost +=
+        static_cast<double>(kLookupCostBytes + value_bytes) + walkCost(r.count - 1, value_bytes);
+  }
+  return cost;
+}
+
+Result<void> readArrayRange(int fd,
+                            IndexRun run,
+                            std::size_t value_stride,
+                            std::vector<uint32_t>& keys,
+                            std::vector<uint8_t>& values,
+                            bool& batch_ok) {
+  if (values.size() < run.count * value_stride) {
+    values.resize(run.count * value_stride);
+  }
+  auto oneByOne = [&]() -> Result<void> {
+    for (uint32_t i = 0; i < run.count; ++i) {
+      const uint32_t key = run.first + i;
+      if (bpf_map_lookup_elem(fd, &key, values.data() + i * value_stride) != 0) {
+        return COLOD_ERR(errno, "reading array entry ", key);
+      }
+    }
+    return {};
+  };
+  if (run.count == 1 || !batch_ok) {
+    return oneByOne();
+  }
+  if (keys.size() < run.count) {
+    keys.resize(run.count);
+  }
+  // The batch starts after the key it is given (generic_map_lookup_batch): the index before
+  // `first`, none for index 0.
+  uint32_t before = run.first - 1;
+  uint32_t cursor = 0;
+  uint32_t n = run.count;
+  DECLARE_LIBBPF_OPTS(bpf_map_batch_opts, opts);
+  const int rc = bpf_map_lookup_batch(fd, run.first == 0 ? nullptr : &before, &cursor, keys.data(),
+                                      values.data(), &n, &opts);
+  const int err = rc < 0 ? -rc : 0;
+  if (err == EINVAL || err == ENOTSUP || err == EOPNOTSUPP || err == ENOTTY) {
+    batch_ok = false;
+    return oneByOne();
+  }
+  if (rc < 0 && err != ENOENT) {
+    return COLOD_ERR(err, "reading array entries ", run.first, "..", run.first + run.count - 1);
+  }
+  if (n != run.count) {
+    return COLOD_ERR(ENOENT, "array entries ", run.first, "..", run.first + run.count - 1,
+                     ": the kernel returned ", n);
+  }
+  for (uint32_t i = 0; i < n; ++i) {
+    if (keys[i] != run.first + i) {
+      return COLOD_ERR(EIO, "array batch read returned index ", keys[i], " for ", run.first + i);
+    }
+  }
+  return {};
 }
 
 Result<uint64_t> parseFdinfoMemlock(std::string_view fdinfo) {

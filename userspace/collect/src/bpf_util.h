@@ -184,6 +184,39 @@ inline constexpr std::size_t kBucketCostBytes = 32;
                                   std::size_t value_bytes,
                                   std::size_t walk_buckets = 0);
 
+// A run of consecutive array indices [first, first + count), read by one call.
+struct IndexRun {
+  uint32_t first = 0;
+  uint32_t count = 0;
+  bool operator==(const IndexRun&) const = default;
+};
+// Groups `sorted` (ascending, distinct) array indices into runs, one batch call each: a gap of
+// indices nobody asked for is read through (copied and dropped) when that costs less than one
+// more call, in lookupsCheaper's units. On 2 CPUs (736-byte per-CPU values) gaps of up to 3
+// are bridged; at 192 CPUs every changed index is its own run unless adjacent. Pure.
+void planRuns(std::span<const uint32_t> sorted,
+              std::size_t value_bytes,
+              std::vector<IndexRun>& out);
+// What reading `runs` costs, and what one walk of `walk_entries` entries of a map with
+// `walk_buckets` buckets costs, in lookupsCheaper's units. Pure.
+[[nodiscard]] double runsCost(std::span<const IndexRun> runs, std::size_t value_bytes);
+[[nodiscard]] double walkCost(std::size_t walk_entries,
+                              std::size_t value_bytes,
+                              std::size_t walk_buckets = 0);
+
+// Reads array entries [first, first + count) of the array map `fd` into `values` (count x
+// value_stride bytes; per-CPU maps: round_up(value_size, 8) x possible CPUs): one
+// BPF_MAP_LOOKUP_BATCH call from the index before `first`, or one lookup for a single entry.
+// Where the kernel has no batch support for arrays (before 5.6: EINVAL/ENOTSUPP) it falls back
+// to a lookup each and `batch_ok` is cleared so the caller stops asking. `keys` is scratch.
+// Errors: the kernel's errno (ENOENT: an index past max_entries).
+Result<void> readArrayRange(int fd,
+                            IndexRun run,
+                            std::size_t value_stride,
+                            std::vector<uint32_t>& keys,
+                            std::vector<uint8_t>& values,
+                            bool& batch_ok);
+
 // The kernel's account of a BPF map's memory from /proc/<pid>/fdinfo/<map fd> text: the
 // "memlock:" line (bytes; since 6.4 the map's actual usage, per-CPU values included). EINVAL if
 // the line is missing or malformed. Pure.

@@ -441,6 +441,7 @@ Result<Snapshot> Collector::Impl::snapshot() {
   stats.bpf_map_bytes = map_bytes;
   stats.cgroup_file_opens = files.opens();
   stats.cgroup_files_open = files.openFiles();
+  stats.cgroup_file_reads = files.reads();
   ++stats.snapshots;
   snap.stats = stats;
 

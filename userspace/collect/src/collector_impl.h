@@ -64,10 +64,13 @@ class Collector::Impl {
   };
   // cg_dirty's change marks, mapped (bpf/common/cg_maps.bpf.h); empty: every slot every time.
   bpf::MappedWords dirty;
-  std::vector<uint32_t> changed_slots;  // reused: the marks taken by this snapshot
-  std::vector<uint64_t> slot_ids;       // slot -> cgroup id at the last full read (0: none)
-  std::vector<uint8_t> slot_value;      // reused: one slot's per-CPU copies
-  bpf::MapGeneration sums_slots_gen;    // cg_slots at the kernel sums' last full read
+  std::vector<uint32_t> changed_slots;   // reused: the marks taken by this snapshot
+  std::vector<uint64_t> slot_ids;        // slot -> cgroup id at the last full read (0: none)
+  std::vector<uint8_t> slot_value;       // reused: one run of slots' per-CPU copies
+  std::vector<bpf::IndexRun> slot_runs;  // reused: the runs the changed slots are read in
+  std::vector<uint32_t> run_keys;        // reused: a batch read's keys
+  bool batch_reads = true;               // the kernel reads array ranges in one call
+  bpf::MapGeneration sums_slots_gen;     // cg_slots at the kernel sums' last full read
   std::optional<uint64_t> last_full_sched_tick;
   uint64_t sched_read_bytes = 0;  // what the last readSched() copied out
   bpf::MapGeneration pairs_gen;   // the pairs' key set at the last full read

@@ -253,9 +253,10 @@ Result<Collector::Impl::SchedRead> Collector::Impl::readSched() {
   return r;
 }
 
-// The slots marked changed since the last read, each looked up on its own (one per-CPU copy
-// set each). Returns all == true, having read nothing, when one batch read of every live slot
-// costs less (bpf::lookupsCheaper): the caller reads them all instead.
+// The slots marked changed since the last read, in runs of adjacent slots read by one batch
+// call each (a short gap of unchanged slots is read through and dropped: cheaper than another
+// syscall, bpf::planRuns). Returns all == true, having read nothing, when one batch read of
+// every live slot costs less: the caller reads them all instead.
 Result<Collector::Impl::SchedRead> Collector::Impl::readChangedSlots() {
   SchedRead r;
   r.all = false;
@@ -263,25 +264,33 @@ Result<Collector::Impl::SchedRead> Collector::Impl::readChangedSlots() {
   const std::size_t top = std::min(slot_ids.size(), dirty.words().size());
   bpf::takeMarks(dirty.words().first(top), changed_slots);
   const std::size_t stride = roundUp8(sizeof(colod_cg_sched)) * static_cast<std::size_t>(ncpu);
-  if (!bpf::lookupsCheaper(changed_slots.size(), prev_sched.size(), stride)) {
+  bpf::planRuns(changed_slots, stride, slot_runs);
+  if (bpf::runsCost(slot_runs, stride) >= bpf::walkCost(prev_sched.size(), stride)) {
     r.all = true;
     return r;
   }
-  slot_value.resize(stride);
   const int fd = bpf_map__fd(sched_skel->maps.cg_sched);
   r.entries.reserve(changed_slots.size());
-  for (const uint32_t slot : changed_slots) {
-    const uint64_t id = slot_ids[slot];
-    if (id == 0) {
-      continue;  // not handed out at the last full read: slots_gen moved, the next read is full
+  std::size_t next = 0;  // into changed_slots, which the runs cover in order
+  std::size_t copied = 0;
+  for (const bpf::IndexRun& run : slot_runs) {
+    if (auto ok = bpf::readArrayRange(fd, run, stride, run_keys, slot_value, batch_reads); !ok) {
+      return std::move(ok).error().wrap("cg_sched");
     }
-    if (bpf_map_lookup_elem(fd, &slot, slot_value.data()) != 0) {
-      return COLOD_ERR(errno, "reading slot ", slot, " of cg_sched");
+    copied += run.count;
+    for (; next < changed_slots.size() && changed_slots[next] < run.first + run.count; ++next) {
+      const uint32_t slot = changed_slots[next];
+      const uint64_t id = slot_ids[slot];
+      if (id == 0) {
+        continue;  // not handed out at the last full read: slots_gen moved, the next read is full
+      }
+      const uint8_t* v = slot_value.data() + static_cast<std::size_t>(slot - run.first) * stride;
+      r.entries[id] = detail::SchedEntry{slot, detail::sumSchedPerCpu(v, ncpu)};
     }
-    r.entries[id] = detail::SchedEntry{slot, detail::sumSchedPerCpu(slot_value.data(), ncpu)};
   }
-  sched_read_bytes = r.entries.size() * (sizeof(uint32_t) + stride);
+  sched_read_bytes = copied * (sizeof(uint32_t) + stride);
   stats.sched_entries_read = r.entries.size();
+  stats.sched_read_calls += slot_runs.size();
   return r;
 }
 

@@ -59,6 +59,8 @@ class CgroupFileCache {
   // Files opened (first read, reopen after a failure or after eviction), cumulative: flat in
   // a steady state when the cache holds every file read.
   [[nodiscard]] uint64_t opens() const { return opens_; }
+  // pread calls issued, cumulative: one a file read while its text fits the buffer.
+  [[nodiscard]] uint64_t reads() const { return reads_; }
 
  private:
   struct Key {
@@ -82,6 +84,7 @@ class CgroupFileCache {
 
   std::size_t max_open_;
   uint64_t opens_ = 0;
+  uint64_t reads_ = 0;
   uint64_t tick_ = 0;
   std::list<Entry> lru_;  // most recently read first
   std::unordered_map<Key, std::list<Entry>::iterator, KeyHash> index_;

@@ -173,7 +173,8 @@ int main(int argc, char** argv) {
       "tick_p50_ms=%.2f tick_p99_ms=%.2f tick_max_ms=%.2f read_bytes_per_tick=%.0f "
       "read_buffer_bytes=%llu bpf_map_bytes=%llu rss_mib=%.1f hwm_mib=%.1f cpu_pct=%.2f "
       "file_opens_per_tick=%.1f files_open=%llu every_tick=%zu map_walks_skipped=%llu "
-      "sched_entries_read_per_tick=%.1f sched_full_reads=%llu\n",
+      "sched_entries_read_per_tick=%.1f sched_full_reads=%llu sched_read_calls_per_tick=%.1f "
+      "file_reads_per_tick=%.1f pair_lookups_per_tick=%.1f\n",
       legacy ? "legacy" : (every_slot ? "every-slot" : "new"),
       col->kernelSums() ? "kernel" : "user", max_cgroups, col->slots(), ticks,
       static_cast<double>(reported) / n, percentile(ms, 0.5), percentile(ms, 0.99),
@@ -186,6 +187,9 @@ int main(int argc, char** argv) {
       static_cast<unsigned long long>(last.cgroup_files_open), named,
       static_cast<unsigned long long>(last.map_walks_skipped - first.map_walks_skipped),
       static_cast<double>(entries_read) / n,
-      static_cast<unsigned long long>(last.sched_full_reads - first.sched_full_reads));
+      static_cast<unsigned long long>(last.sched_full_reads - first.sched_full_reads),
+      static_cast<double>(last.sched_read_calls - first.sched_read_calls) / n,
+      static_cast<double>(last.cgroup_file_reads - first.cgroup_file_reads) / n,
+      static_cast<double>(last.pair_lookups - first.pair_lookups) / n);
   return 0;
 }

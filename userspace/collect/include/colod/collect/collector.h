@@ -162,11 +162,14 @@ struct CollectorStats {
   // marked changed, or every live one at a full read (CollectorOptions::changed_only).
   uint64_t sched_entries_read = 0;
   uint64_t sched_full_reads = 0;  // snapshots that read every live slot; cumulative
+  // Calls that read changed slots between full reads (one a run of adjacent slots); cumulative.
+  uint64_t sched_read_calls = 0;
   // Pairs looked up one by one between full walks of the pairs map (those of the victims
   // preempted since the last read); cumulative.
   uint64_t pair_lookups = 0;
   uint64_t cgroup_file_opens = 0;  // cgroup control files opened (flat when all stay cached)
   uint64_t cgroup_files_open = 0;  // now: control files held open for re-reading
+  uint64_t cgroup_file_reads = 0;  // pread calls on cgroup control files, cumulative
 };
 
 struct Snapshot {
