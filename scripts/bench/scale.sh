@@ -12,8 +12,11 @@
 # the daemon names every tick (its victims and the containers it restricts), one in EVERY_TICK
 # (10) here (--every-tick-share), first copying out every live cgroup's cg_sched entry at every
 # tick (--every-slot, as before the change marks), then only the changed ones (the default).
-# Output per size: `scale-legacy:`, `scale-files1:`, `scale-every-slot:`, the daemon-cadence
-# probe's own line, and
+# Then the daemon-cadence run again with a CFS quota (non-binding) on every bench cgroup: a named
+# cgroup without a quota cannot be throttled, so its cpu.stat waits for the cadence, and this run
+# shows the cost where every named container has a CPU limit (`scale-quota:`).
+# Output per size: `scale-legacy:`, `scale-files1:`, `scale-every-slot:`, `scale-quota:`, the
+# daemon-cadence probe's own line, and
 # `scale:` (that probe);
 # the last line is the largest size's
 #   scale: possible_cpus=<N> containers=<n> colod_rss_mib= bpf_map_mib= colod_cpu_pct=
@@ -73,6 +76,22 @@ echo "scale: host possible CPUs $possible ($ncpu), online $(nproc), max_cgroups=
      "busy 1 in $busy_every (${busy_spin}us every ${busy_period}us), ${secs}s per run," \
      "files every tick for 1 in $every_tick;" \
      "load $(cut -d' ' -f1-3 /proc/loadavg)"
+# quotas on|off: a 2-CPU CFS quota on every bench cgroup of the cpu hierarchy, or none
+# (quota_set: how many took it; 0 where the cgroup has no cpu.max, v2 without +cpu).
+quotas() {
+  quota_set=0
+  local d
+  for d in "${roots[0]}/$name"/cg*; do
+    if [[ -f $d/cpu.cfs_quota_us ]]; then
+      if [[ $1 == on ]]; then echo 200000 > "$d/cpu.cfs_quota_us"; else echo -1 > "$d/cpu.cfs_quota_us"; fi
+    elif [[ -f $d/cpu.max ]]; then
+      if [[ $1 == on ]]; then echo "200000 100000" > "$d/cpu.max"; else echo "max 100000" > "$d/cpu.max"; fi
+    else
+      continue
+    fi
+    quota_set=$((quota_set + 1))
+  done
+}
 get() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$2"; }
 mib() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
 have=0
@@ -98,6 +117,13 @@ for n in "${sizes[@]}"; do
           --max-cgroups "$max_cgroups" --every-slot | grep '^probe:')
   new=$("$probe" --files-every 10 --every-tick-share "$every_tick" --seconds "$secs" \
         --max-cgroups "$max_cgroups" | grep '^probe:')
+  # The same with a CFS quota (non-binding: 2 CPUs) on every bench cgroup, as on a node whose
+  # named containers all have CPU limits: theirs is the every-tick cpu.stat the collector skips
+  # for a cgroup without a quota (it cannot be throttled).
+  quotas on
+  quota=$("$probe" --files-every 10 --every-tick-share "$every_tick" --seconds "$secs" \
+          --max-cgroups "$max_cgroups" | grep '^probe:')
+  quotas off
   echo "scale-legacy: possible_cpus=$ncpu containers=$n colod_rss_mib=$(get rss_mib "$old")" \
        "bpf_map_mib=$(mib "$(get bpf_map_bytes "$old")") colod_cpu_pct=$(get cpu_pct "$old")" \
        "read_bytes_per_tick=$(get read_bytes_per_tick "$old") tick_p99_ms=$(get tick_p99_ms "$old")" \
@@ -108,6 +134,8 @@ for n in "${sizes[@]}"; do
        "colod_cpu_pct=$(get cpu_pct "$f1") tick_p99_ms=$(get tick_p99_ms "$f1")"
   echo "scale-every-slot: possible_cpus=$ncpu containers=$n colod_cpu_pct=$(get cpu_pct "$every")" \
        "read_bytes_per_tick=$(get read_bytes_per_tick "$every") tick_p99_ms=$(get tick_p99_ms "$every")"
+  echo "scale-quota: possible_cpus=$ncpu containers=$n quotas=$quota_set colod_cpu_pct=$(get cpu_pct "$quota")" \
+       "file_reads_per_tick=$(get file_reads_per_tick "$quota") tick_p99_ms=$(get tick_p99_ms "$quota")"
   echo "          $(sed 's/^probe: //' <<<"$new")"
   echo "scale: possible_cpus=$ncpu containers=$n colod_rss_mib=$(get rss_mib "$new")" \
        "bpf_map_mib=$(mib "$(get bpf_map_bytes "$new")") colod_cpu_pct=$(get cpu_pct "$new")" \

@@ -23,8 +23,9 @@ TEST(ParseU64OrMax, Max) {
 }
 
 TEST(ParseCpuStat, V1Verbatim) {
-  const auto s = ASSERT_OK(parseCpuStat("nr_periods 10\nnr_throttled 3\nthrottled_time 123456\n"
-                                        "nr_bursts 0\nburst_time 0\n"));
+  const auto s =
+      ASSERT_OK(parseCpuStat("nr_periods 10\nnr_throttled 3\nthrottled_time 123456\n"
+                             "nr_bursts 0\nburst_time 0\n"));
   EXPECT_EQ(s.nr_periods, 10u);
   EXPECT_EQ(s.nr_throttled, 3u);
   EXPECT_EQ(s.throttled_ns, 123456u);
@@ -54,8 +55,9 @@ TEST(ParseCpuStat, MalformedTruncatedEmpty) {
 }
 
 TEST(ParsePsi, SomeAndFull) {
-  const auto p = ASSERT_OK(parsePsi("some avg10=1.50 avg60=0.25 avg300=0.00 total=123456\n"
-                                    "full avg10=0.10 avg60=0.00 avg300=0.00 total=42\n"));
+  const auto p =
+      ASSERT_OK(parsePsi("some avg10=1.50 avg60=0.25 avg300=0.00 total=123456\n"
+                         "full avg10=0.10 avg60=0.00 avg300=0.00 total=42\n"));
   EXPECT_DOUBLE_EQ(p.some.avg10, 1.5);
   EXPECT_DOUBLE_EQ(p.some.avg60, 0.25);
   EXPECT_EQ(p.some.total_us, 123456u);
@@ -90,6 +92,15 @@ TEST(ParseCpuMax, Forms) {
   EXPECT_ERR(parseCpuMax("50000 0"), EINVAL, "period");
   EXPECT_ERR(parseCpuMax("x 100000"), EINVAL, "quota");
   EXPECT_ERR(parseCpuMax("1 2 3"), EINVAL, "cpu.max");
+}
+
+TEST(ParseCfsQuotaUs, UnlimitedOrMicroseconds) {
+  EXPECT_FALSE(ASSERT_OK(parseCfsQuotaUs("-1\n")).has_value());
+  EXPECT_EQ(ASSERT_OK(parseCfsQuotaUs("50000\n")), 50000u);
+  EXPECT_ERR(parseCfsQuotaUs(""), EINVAL, "cfs_quota_us");
+  EXPECT_ERR(parseCfsQuotaUs("-2"), EINVAL, "cfs_quota_us");
+  EXPECT_ERR(parseCfsQuotaUs("0"), EINVAL, "cfs_quota_us");
+  EXPECT_ERR(parseCfsQuotaUs("12 34"), EINVAL, "cfs_quota_us");
 }
 
 TEST(ParseKeyedU64, FindsKey) {

@@ -621,9 +621,12 @@ TEST_F(ReadSideTest, FullSlotMapIsCountedAsDrops) {
   EXPECT_LE(col.slots(), 2u);
 }
 
-// Issue 17: with files_every_n_ticks N, a cgroup named in setEveryTick() has its files read at
-// every snapshot, another only at about one in N (spread by id); both are busy throughout, so
-// both are reported at every snapshot. cpu.stat's throttling is reported from the second read.
+// Issue 17: with files_every_n_ticks N, a cgroup named in setEveryTick() that has a CFS quota
+// has its cpu.stat read at every snapshot; another, or a named one without a quota (it cannot be
+// throttled), only at about one in N (spread by id). All are busy throughout, so all are reported
+// at every snapshot. cpu.stat's throttling is reported from the second read. A quota set on the
+// named cgroup that had none is seen at its next cadence read, and its cpu.stat is read at every
+// snapshot from then on.
 TEST_F(ReadSideTest, FilesOfNamedCgroupsEveryTickOthersAtTheCadence) {
   constexpr uint32_t kEvery = 5;
   constexpr int kSnaps = 20;
@@ -635,46 +638,81 @@ TEST_F(ReadSideTest, FilesOfNamedCgroupsEveryTickOthersAtTheCadence) {
     roots.push_back(hier_.unified);  // where PSI is on a hybrid host
   }
   TestCgroup named(roots, uniqueName("every"));
+  TestCgroup unlimited(roots, uniqueName("noquota"));
   TestCgroup other(roots, uniqueName("cadence"));
+  // Two CPUs' worth: set, and never reached by a sleeper.
+  auto setQuota = [&](const TestCgroup& cg) {
+    const std::string d = cg.dirIn(cpuRoot());
+    std::ofstream(v2() ? d + "/cpu.max" : d + "/cpu.cfs_quota_us")
+        << (v2() ? "200000 100000" : "200000");
+  };
+  setQuota(named);
   const bool psi = !hier_.unified.empty() &&
                    ::access((named.dirIn(hier_.unified) + "/cpu.pressure").c_str(), R_OK) == 0;
   const uint64_t named_id = ASSERT_OK(cgroup::cgroupId(named.dirIn(cpuRoot())));
+  const uint64_t unlimited_id = ASSERT_OK(cgroup::cgroupId(unlimited.dirIn(cpuRoot())));
   const uint64_t other_id = ASSERT_OK(cgroup::cgroupId(other.dirIn(cpuRoot())));
-  col.setEveryTick({named_id});
+  col.setEveryTick({named_id, unlimited_id});
   Child a(named, -1, [] { sleeper(60000ms, 300us); });
   Child b(other, -1, [] { sleeper(60000ms, 300us); });
+  Child c(unlimited, -1, [] { sleeper(60000ms, 300us); });
   std::this_thread::sleep_for(50ms);
   ASSERT_OK(col.snapshot());
-  int named_reads = 0;
-  int named_psi = 0;
-  int other_reads = 0;
-  int both_reported = 0;
-  for (int i = 0; i < kSnaps; ++i) {
-    std::this_thread::sleep_for(30ms);
-    const Snapshot s = ASSERT_OK(col.snapshot());
-    const CgroupSample* x = find(s, named_id);
-    const CgroupSample* y = find(s, other_id);
-    if (x == nullptr || y == nullptr) {
-      continue;
+  struct Count {
+    int reported = 0;
+    int cpu_stat = 0;
+    int psi = 0;
+  };
+  auto run = [&](std::map<uint64_t, Count>& n) {
+    for (int i = 0; i < kSnaps; ++i) {
+      std::this_thread::sleep_for(30ms);
+      const Snapshot s = ASSERT_OK(col.snapshot());
+      for (const uint64_t id : {named_id, unlimited_id, other_id}) {
+        if (const CgroupSample* x = find(s, id); x != nullptr) {
+          ++n[id].reported;
+          n[id].cpu_stat += x->throttling.has_value() ? 1 : 0;
+          n[id].psi += x->cpu_pressure.has_value() ? 1 : 0;
+        }
+      }
     }
-    ++both_reported;
-    named_reads += x->throttling.has_value() ? 1 : 0;
-    named_psi += x->cpu_pressure.has_value() ? 1 : 0;
-    other_reads += y->throttling.has_value() ? 1 : 0;
-  }
+  };
+  std::map<uint64_t, Count> n;
+  const uint64_t skipped0 = col.snapshot().value().stats.cpu_stat_reads_skipped;
+  run(n);
+  const Count& x = n[named_id];
+  const Count& u = n[unlimited_id];
+  const Count& y = n[other_id];
   std::printf(
-      "of %d snapshots with both reported: named cpu.stat %d, named PSI %d, other %d (every %u)\n",
-      both_reported, named_reads, named_psi, other_reads, kEvery);
-  ASSERT_GE(both_reported, kSnaps / 2) << "the busy test cgroups were not reported";
+      "of %d/%d/%d snapshots reported: cpu.stat named %d, named without quota %d, other %d; "
+      "named PSI %d (every %u)\n",
+      x.reported, u.reported, y.reported, x.cpu_stat, u.cpu_stat, y.cpu_stat, x.psi, kEvery);
+  ASSERT_GE(std::min({x.reported, u.reported, y.reported}), kSnaps / 2)
+      << "the busy test cgroups were not reported";
   // The named cgroup's first read only primes the throttling delta.
-  EXPECT_GE(named_reads, both_reported - 1);
-  EXPECT_GE(other_reads, 1) << "the other cgroup's files were never read";
-  EXPECT_LE(other_reads, both_reported / static_cast<int>(kEvery) + 1);
+  EXPECT_GE(x.cpu_stat, x.reported - 1);
+  EXPECT_GE(y.cpu_stat, 1) << "the other cgroup's files were never read";
+  EXPECT_LE(y.cpu_stat, y.reported / static_cast<int>(kEvery) + 1);
+  EXPECT_GE(u.cpu_stat, 1) << "the named cgroup without a quota was never read";
+  EXPECT_LE(u.cpu_stat, u.reported / static_cast<int>(kEvery) + 1) << "no quota: at the cadence";
+  const Snapshot mid = ASSERT_OK(col.snapshot());
+  EXPECT_GE(mid.stats.cpu_stat_reads_skipped - skipped0,
+            static_cast<uint64_t>(u.reported - u.reported / static_cast<int>(kEvery) - 2));
   // PSI, even of the named cgroup, at the cadence only (the kernel updates it every 2 s).
-  EXPECT_LE(named_psi, both_reported / static_cast<int>(kEvery) + 1);
+  EXPECT_LE(x.psi, x.reported / static_cast<int>(kEvery) + 1);
   if (psi) {
-    EXPECT_GE(named_psi, 1) << "the named cgroup's PSI was never read";
+    EXPECT_GE(x.psi, 1) << "the named cgroup's PSI was never read";
   }
+  // A quota set now is read at the cgroup's next cadence read (one in kEvery snapshots that
+  // report it); every snapshot reads cpu.stat after that.
+  setQuota(unlimited);
+  for (uint32_t i = 0; i <= kEvery; ++i) {
+    ASSERT_OK(col.snapshot());
+  }
+  std::map<uint64_t, Count> later;
+  run(later);
+  EXPECT_GE(later[unlimited_id].cpu_stat,
+            later[unlimited_id].reported - static_cast<int>(kEvery) - 1)
+      << "a quota set later was not seen";
 }
 
 TEST_F(ReadSideTest, BpfMapBytesReportedAndGrowWithMaxCgroups) {

@@ -189,6 +189,18 @@ Result<Psi> parsePsi(std::string_view text) {
   return out;
 }
 
+Result<std::optional<uint64_t>> parseCfsQuotaUs(std::string_view text) {
+  const std::string_view t = trim(text);
+  if (t == "-1") {
+    return std::optional<uint64_t>{};
+  }
+  uint64_t v = 0;
+  if (!toU64(t, v) || v == 0) {
+    return malformed("cpu.cfs_quota_us", text);
+  }
+  return std::optional<uint64_t>{v};
+}
+
 Result<CpuMax> parseCpuMax(std::string_view text) {
   std::string_view rest = text;
   const std::string_view quota = nextToken(rest);

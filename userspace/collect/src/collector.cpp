@@ -96,9 +96,35 @@ void Collector::Impl::readFiles(CgroupSample& s, bool psi) {
   // Throttling: cpu.stat of the cgroup that holds the cpu controller (v1 cpu hierarchy; v2).
   // Its directory's inode is the id, so a cgroup recreated at the same path is told apart.
   const std::string dir = cgroup::joinRel(id_root, s.path);
+  auto& prev = prev_files[s.id];
+  // A cgroup without a CFS quota is never throttled: a named one's cpu.stat is read every tick
+  // only while it has one (most BE and many LS containers have none), the quota itself at the
+  // cadence (psi). Its counters are cumulative, so a quota set in between is seen whole at the
+  // next read. Unknown (not read yet, or unreadable) counts as set. The others are read at the
+  // cadence only, whatever their quota.
+  const bool named = every_tick.contains(s.id);
+  if (named && (psi || !prev.quota)) {
+    const bool v2 = mode == CgroupMode::V2;
+    auto text = files.read(s.id, v2 ? detail::CgroupFile::CpuMax : detail::CgroupFile::CfsQuotaUs,
+                           dir, true);
+    std::optional<bool> quota;
+    if (text && v2) {
+      if (auto m = cgroup::parseCpuMax(*text); m) {
+        quota = m->quota_us.has_value();
+      }
+    } else if (text) {
+      if (auto q = cgroup::parseCfsQuotaUs(*text); q) {
+        quota = q->has_value();
+      }
+    }
+    prev.quota = quota.value_or(true);
+  }
+  if (!psi && prev.quota == false) {
+    ++stats.cpu_stat_reads_skipped;
+    return;  // not due for PSI either
+  }
   if (auto text = files.read(s.id, detail::CgroupFile::CpuStat, dir, true); text) {
     if (auto st = cgroup::parseCpuStat(*text); st && st->nr_throttled) {
-      auto& prev = prev_files[s.id];
       if (prev.have) {
         Throttling t;
         t.nr_periods = sub(st->nr_periods.value_or(0), prev.cpu_stat.nr_periods.value_or(0));

@@ -96,6 +96,9 @@ class Collector::Impl {
   struct FileState {
     cgroup::CpuStat cpu_stat;
     bool have = false;
+    // Whether a CFS quota is set, read at the files' cadence for the cgroups named every tick
+    // (unknown: treated as set).
+    std::optional<bool> quota;
   };
   std::unordered_map<uint64_t, FileState> prev_files;
   std::unordered_map<uint64_t, std::string> paths;  // live cgroups: id -> rel path

@@ -25,6 +25,10 @@ const char* fileName(CgroupFile file) {
       return "cpu.pressure";
     case CgroupFile::MemoryPressure:
       return "memory.pressure";
+    case CgroupFile::CfsQuotaUs:
+      return "cpu.cfs_quota_us";
+    case CgroupFile::CpuMax:
+      return "cpu.max";
   }
   return "?";
 }
@@ -127,7 +131,8 @@ Result<std::string_view> CgroupFileCache::read(uint64_t id,
 }
 
 void CgroupFileCache::erase(uint64_t id) {
-  for (const auto f : {CgroupFile::CpuStat, CgroupFile::CpuPressure, CgroupFile::MemoryPressure}) {
+  for (const auto f : {CgroupFile::CpuStat, CgroupFile::CpuPressure, CgroupFile::MemoryPressure,
+                       CgroupFile::CfsQuotaUs, CgroupFile::CpuMax}) {
     if (auto it = index_.find(Key{id, f}); it != index_.end()) {
       lru_.erase(it->second);
       index_.erase(it);

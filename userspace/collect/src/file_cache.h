@@ -18,7 +18,7 @@
 namespace colod::collect::detail {
 
 // The control files the collector reads per cgroup.
-enum class CgroupFile : uint8_t { CpuStat, CpuPressure, MemoryPressure };
+enum class CgroupFile : uint8_t { CpuStat, CpuPressure, MemoryPressure, CfsQuotaUs, CpuMax };
 const char* fileName(CgroupFile file);
 
 // A bounded cache of open control files keyed by (cgroup id, file). At most max_open fds are
@@ -70,7 +70,7 @@ class CgroupFileCache {
   };
   struct KeyHash {
     std::size_t operator()(const Key& k) const {
-      return std::hash<uint64_t>()(k.id * 4 + static_cast<uint64_t>(k.file));
+      return std::hash<uint64_t>()(k.id * 8 + static_cast<uint64_t>(k.file));
     }
   };
   struct Entry {

@@ -25,7 +25,7 @@ Result<std::optional<uint64_t>> parseU64OrMax(std::string_view text);
 // keys are ignored (the kernel adds keys over time). Error if a known key has a bad value or
 // the text has no "key value" line at all.
 struct CpuStat {
-  std::optional<uint64_t> usage_ns;      // v2 usage_usec * 1000
+  std::optional<uint64_t> usage_ns;  // v2 usage_usec * 1000
   std::optional<uint64_t> nr_periods;
   std::optional<uint64_t> nr_throttled;
   std::optional<uint64_t> throttled_ns;  // v1 throttled_time, v2 throttled_usec * 1000
@@ -52,6 +52,8 @@ struct CpuMax {
   uint64_t period_us = 100000;
 };
 Result<CpuMax> parseCpuMax(std::string_view text);
+// cpu.cfs_quota_us (v1): "-1" (unlimited, std::nullopt) or the quota in microseconds.
+Result<std::optional<uint64_t>> parseCfsQuotaUs(std::string_view text);
 
 // "key value" files (memory.stat, cpu.stat): the value for key, ENODATA if absent.
 Result<uint64_t> parseKeyedU64(std::string_view text, std::string_view key);

@@ -170,6 +170,8 @@ struct CollectorStats {
   uint64_t cgroup_file_opens = 0;  // cgroup control files opened (flat when all stay cached)
   uint64_t cgroup_files_open = 0;  // now: control files held open for re-reading
   uint64_t cgroup_file_reads = 0;  // pread calls on cgroup control files, cumulative
+  // Named cgroups' per-tick cpu.stat reads skipped because no CFS quota is set; cumulative.
+  uint64_t cpu_stat_reads_skipped = 0;
 };
 
 struct Snapshot {
