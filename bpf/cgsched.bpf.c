@@ -58,6 +58,33 @@ struct {
 	__type(value, __u64);
 } pairs SEC(".maps");
 
+/* The pairs whose victim userspace names (cg_named): the victims it protects and the containers
+ * it restricts, read at every snapshot, while `pairs` holds the rest and is read at a slower
+ * cadence (issue 17: at 1000 containers walking every pair at every tick was a third of the
+ * collector's time, for counts the policy reads only of its victims). A named pair that finds
+ * this map full is counted in `pairs` instead: late, never lost. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, COLOD_DEFAULT_MAX_NAMED_PAIRS);
+	__type(key, struct colod_pair_key);
+	__type(value, __u64);
+} named_pairs SEC(".maps");
+
+/* As pairs_gen, for named_pairs. */
+__u64 named_pairs_gen = 0;
+
+/* Per slot, nonzero when userspace names the cgroup (its pairs go to named_pairs). Written by
+ * userspace through its mapping, read here only on a cross-cgroup preemption. A slot handed to
+ * another cgroup before userspace cleared its mark sends that cgroup's pairs to named_pairs for
+ * a snapshot or two: read sooner, nothing lost. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, COLOD_DEFAULT_MAX_CGROUPS);
+	__type(key, __u32);
+	__type(value, __u64);
+} cg_named SEC(".maps");
+
 /* Waits of protected cgroups' tasks after a wakeup, by whom they waited behind (struct
  * colod_behind, cgsched.h). Written only for watched cgroups (watch_wait). */
 struct {
@@ -264,27 +291,42 @@ static __always_inline void mark_changed(__u32 slot)
 		*d = 1;
 }
 
-static __always_inline void count_pair(__u64 victim, __u64 aggressor)
+/* Adds one to the pair in `map` (bumping `gen` when it inserts it). False when the map had no
+ * room for a new pair. */
+static __always_inline bool count_in(void *map, __u64 *gen, struct colod_pair_key *key)
 {
-	struct colod_pair_key key = { .victim = victim, .aggressor = aggressor };
 	__u64 one = 1, *v;
 	long err;
 
-	v = bpf_map_lookup_elem(&pairs, &key);
+	v = bpf_map_lookup_elem(map, key);
 	if (v) {
 		__sync_fetch_and_add(v, 1);
-		return;
+		return true;
 	}
-	err = bpf_map_update_elem(&pairs, &key, &one, BPF_NOEXIST);
+	err = bpf_map_update_elem(map, key, &one, BPF_NOEXIST);
 	if (!err) {
-		__sync_fetch_and_add(&pairs_gen, 1);
-	} else if (err == -17) {
-		v = bpf_map_lookup_elem(&pairs, &key);
+		__sync_fetch_and_add(gen, 1);
+	} else if (err == -17 /* EEXIST: inserted meanwhile */) {
+		v = bpf_map_lookup_elem(map, key);
 		if (v)
 			__sync_fetch_and_add(v, 1);
-	} else if (err) {
+	} else if (err == -7 /* E2BIG */ || err == -12 /* ENOMEM */) {
+		return false;
+	} else {
 		count_drop(err == -16 /* EBUSY */ ? COLOD_DROP_BUSY : COLOD_DROP_PAIR);
 	}
+	return true;
+}
+
+static __always_inline void count_pair(__u64 victim, __u64 aggressor, __u32 victim_slot)
+{
+	struct colod_pair_key key = { .victim = victim, .aggressor = aggressor };
+	__u64 *named = bpf_map_lookup_elem(&cg_named, &victim_slot);
+
+	if (named && *named && count_in(&named_pairs, &named_pairs_gen, &key))
+		return;
+	if (!count_in(&pairs, &pairs_gen, &key))
+		count_drop(COLOD_DROP_PAIR);
 }
 
 /* The preemption mark of a task; created when `create` (the mark is zeroed then). */
@@ -595,7 +637,7 @@ static __always_inline int on_switch(struct task_struct *prev, struct task_struc
 			if (pe)
 				pe->self_preempt += 1;
 		} else {
-			count_pair(prev_id, next_id);
+			count_pair(prev_id, next_id, prev_slot);
 		}
 		if (track_preempt_wait && pe)
 			mark_preempted(prev, prev_slot, clock, btf);

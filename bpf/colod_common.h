@@ -29,6 +29,7 @@
 /* Default bounds; userspace overrides them with bpf_map__set_max_entries before load. */
 #define COLOD_DEFAULT_MAX_CGROUPS 4096
 #define COLOD_DEFAULT_MAX_PAIRS 16384
+#define COLOD_DEFAULT_MAX_NAMED_PAIRS 4096
 #define COLOD_DEFAULT_MAX_PIDS 32768
 
 #endif /* COLOD_COMMON_H */

@@ -15,8 +15,11 @@
 # Then the daemon-cadence run again with a CFS quota (non-binding) on every bench cgroup: a named
 # cgroup without a quota cannot be throttled, so its cpu.stat waits for the cadence, and this run
 # shows the cost where every named container has a CPU limit (`scale-quota:`).
-# Output per size: `scale-legacy:`, `scale-files1:`, `scale-every-slot:`, `scale-quota:`, the
-# daemon-cadence probe's own line, and
+# The daemon-cadence run's syscalls are counted with perf (if installed) and priced at the cost
+# of a null syscall measured at start (syscall-floor.c): `scale-floor:` syscalls_per_tick,
+# null_syscall_ns and syscall_floor_pct, the CPU those calls cost here doing nothing at all.
+# Output per size: `scale-legacy:`, `scale-files1:`, `scale-every-slot:`, `scale-quota:`,
+# `scale-floor:`, the daemon-cadence probe's own line, and
 # `scale:` (that probe);
 # the last line is the largest size's
 #   scale: possible_cpus=<N> containers=<n> colod_rss_mib= bpf_map_mib= colod_cpu_pct=
@@ -49,6 +52,8 @@ fi
 work=$(mktemp -d /tmp/colod-scale-XXXXXX)
 worker=$work/scale-worker
 cc -O2 -o "$worker" "$here/scale-worker.c"
+cc -O2 -o "$work/syscall-floor" "$here/syscall-floor.c"
+null_ns=$("$work/syscall-floor" | sed -n 's/^null_syscall_ns=//p')
 
 if [[ -f /sys/fs/cgroup/cgroup.controllers ]]; then
   roots=(/sys/fs/cgroup)                    # cgroup2 only
@@ -115,8 +120,21 @@ for n in "${sizes[@]}"; do
   f1=$("$probe" --files-every 1 --seconds "$secs" --max-cgroups "$max_cgroups" | grep '^probe:')
   every=$("$probe" --files-every 10 --every-tick-share "$every_tick" --seconds "$secs" \
           --max-cgroups "$max_cgroups" --every-slot | grep '^probe:')
-  new=$("$probe" --files-every 10 --every-tick-share "$every_tick" --seconds "$secs" \
-        --max-cgroups "$max_cgroups" | grep '^probe:')
+  # The daemon-cadence run, its syscalls counted (perf, the raw_syscalls tracepoint) over the
+  # middle of its window: with the cost of a null syscall they give the floor this host puts
+  # under any collector that reads the same files and maps one call each.
+  "$probe" --files-every 10 --every-tick-share "$every_tick" --seconds "$secs" \
+    --max-cgroups "$max_cgroups" > "$work/new.out" &
+  pp=$!
+  calls=""
+  count_s=$(( secs > 6 ? secs - 5 : 1 ))
+  if command -v perf > /dev/null; then
+    sleep 3
+    calls=$(perf stat -e raw_syscalls:sys_enter -x, -p "$pp" -- sleep "$count_s" 2>&1 |
+            awk -F, '/raw_syscalls:sys_enter/ { print ($1 ~ /^[0-9]+$/) ? $1 : "" }')
+  fi
+  wait "$pp"
+  new=$(grep '^probe:' "$work/new.out")
   # The same with a CFS quota (non-binding: 2 CPUs) on every bench cgroup, as on a node whose
   # named containers all have CPU limits: theirs is the every-tick cpu.stat the collector skips
   # for a cgroup without a quota (it cannot be throttled).
@@ -136,6 +154,13 @@ for n in "${sizes[@]}"; do
        "read_bytes_per_tick=$(get read_bytes_per_tick "$every") tick_p99_ms=$(get tick_p99_ms "$every")"
   echo "scale-quota: possible_cpus=$ncpu containers=$n quotas=$quota_set colod_cpu_pct=$(get cpu_pct "$quota")" \
        "file_reads_per_tick=$(get file_reads_per_tick "$quota") tick_p99_ms=$(get tick_p99_ms "$quota")"
+  if [[ -n "$calls" ]]; then
+    awk -v c="$calls" -v s="$count_s" -v ns="$null_ns" -v n="$n" -v p="$ncpu" 'BEGIN {
+      per_tick = c / (s * 10); pct = c / s * ns / 1e7
+      printf "scale-floor: possible_cpus=%d containers=%d syscalls_per_tick=%.0f null_syscall_ns=%d syscall_floor_pct=%.2f\n", p, n, per_tick, ns, pct }'
+  else
+    echo "scale-floor: not measured (perf not found: apt install linux-perf)"
+  fi
   echo "          $(sed 's/^probe: //' <<<"$new")"
   echo "scale: possible_cpus=$ncpu containers=$n colod_rss_mib=$(get rss_mib "$new")" \
        "bpf_map_mib=$(mib "$(get bpf_map_bytes "$new")") colod_cpu_pct=$(get cpu_pct "$new")" \

@@ -822,6 +822,8 @@ TEST_F(ReadSideTest, MarkedReadsReportWhatFullReadsDo) {
   TestCgroup h({cpuRoot()}, uniqueName("hog"));
   const uint64_t v_id = ASSERT_OK(cgroup::cgroupId(v.dirIn(cpuRoot())));
   const uint64_t h_id = ASSERT_OK(cgroup::cgroupId(h.dirIn(cpuRoot())));
+  // Named: its pairs are in named_pairs, looked up between walks (the others' are walked).
+  marked_col.setEveryTick({v_id});
   struct Totals {
     uint64_t oncpu = 0, invol = 0, waits = 0, by_hog = 0;
   };
@@ -900,6 +902,87 @@ TEST_F(ReadSideTest, MarkedReadsReportWhatFullReadsDo) {
     EXPECT_TRUE(near(f.by_hog, m.by_hog)) << f.by_hog << " vs " << m.by_hog;
   }
   EXPECT_GT(totals["full"][v_id].by_hog, 0u) << "the victim was never preempted by the hog";
+}
+
+// Pairs of a victim named every tick (setEveryTick) are reported at every snapshot, those of
+// another victim at the files' cadence only (its map is read then); over the run both total
+// what a collector reading every pair at every tick counts.
+TEST_F(ReadSideTest, NamedVictimsPairsEveryTickOthersAtTheCadence) {
+  constexpr uint32_t kEvery = 5;
+  CollectorOptions every;
+  every.read_files = false;
+  CollectorOptions cadence;
+  cadence.read_files = false;
+  cadence.files_every_n_ticks = kEvery;
+  MAKE_COLLECTOR_OR_SKIP(ref, every);
+  MAKE_COLLECTOR_OR_SKIP(col, cadence);
+  TestCgroup named({cpuRoot()}, uniqueName("named"));
+  TestCgroup other({cpuRoot()}, uniqueName("unnamed"));
+  TestCgroup h({cpuRoot()}, uniqueName("hog"));
+  const uint64_t named_id = ASSERT_OK(cgroup::cgroupId(named.dirIn(cpuRoot())));
+  const uint64_t other_id = ASSERT_OK(cgroup::cgroupId(other.dirIn(cpuRoot())));
+  const uint64_t h_id = ASSERT_OK(cgroup::cgroupId(h.dirIn(cpuRoot())));
+  std::map<std::string, std::map<uint64_t, uint64_t>> by_hog;  // who -> victim -> count
+  std::map<uint64_t, int> snaps_with_hog;                      // of col
+  auto add = [&](const std::string& who, const Snapshot& s) {
+    for (const uint64_t id : {named_id, other_id}) {
+      const CgroupSample* c = find(s, id);
+      if (c == nullptr) {
+        continue;
+      }
+      for (const auto& a : c->preempted_by) {
+        if (a.cgroup_id == h_id) {
+          by_hog[who][id] += a.preemptions;
+          snaps_with_hog[id] += who == "col" ? 1 : 0;
+        }
+      }
+    }
+  };
+  auto both = [&] {
+    add("ref", ASSERT_OK(ref.snapshot()));
+    add("col", ASSERT_OK(col.snapshot()));
+  };
+  both();
+  col.setEveryTick({named_id});
+  both();  // the named victim's slot is marked from here on
+  by_hog.clear();
+  snaps_with_hog.clear();
+  int snaps = 0;
+  {
+    Child hog_child(h, kCpu, [] { hog(); });
+    Child a(named, kCpu, [] { sleeper(60000ms, 10000us); });
+    Child b(other, kCpu, [] { sleeper(60000ms, 10000us); });
+    for (; snaps < 40; ++snaps) {
+      std::this_thread::sleep_for(50ms);
+      both();
+    }
+  }
+  // The children are gone; the unnamed victim's map is read within kEvery more snapshots.
+  for (uint32_t i = 0; i <= kEvery; ++i) {
+    std::this_thread::sleep_for(20ms);
+    both();
+  }
+  std::printf(
+      "by the hog (every tick / cadence): named %llu / %llu in %d of %d snapshots, "
+      "unnamed %llu / %llu in %d\n",
+      static_cast<unsigned long long>(by_hog["ref"][named_id]),
+      static_cast<unsigned long long>(by_hog["col"][named_id]), snaps_with_hog[named_id], snaps,
+      static_cast<unsigned long long>(by_hog["ref"][other_id]),
+      static_cast<unsigned long long>(by_hog["col"][other_id]), snaps_with_hog[other_id]);
+  EXPECT_GE(snaps_with_hog[named_id], snaps * 3 / 4) << "the named victim's pairs every tick";
+  EXPECT_GE(snaps_with_hog[other_id], 1);
+  EXPECT_LE(snaps_with_hog[other_id],
+            (snaps + static_cast<int>(kEvery) + 1) / static_cast<int>(kEvery) + 1)
+      << "the unnamed victim's pairs at the cadence";
+  auto near = [](uint64_t a, uint64_t b) {
+    const auto d = static_cast<double>(a > b ? a - b : b - a);
+    return d <= 0.01 * static_cast<double>(std::max(a, b)) + 2;
+  };
+  for (const uint64_t id : {named_id, other_id}) {
+    EXPECT_GT(by_hog["ref"][id], 0u);
+    EXPECT_TRUE(near(by_hog["ref"][id], by_hog["col"][id]))
+        << by_hog["ref"][id] << " vs " << by_hog["col"][id] << " for " << id;
+  }
 }
 
 // The legacy read (benchmarks only) gives the same data as the default one.

@@ -344,7 +344,9 @@ Result<Snapshot> Collector::Impl::snapshot() {
     auto dead = [&](const colod_pair_key& k) {
       return !paths.contains(k.victim) || !paths.contains(k.aggressor);
     };
-    pairs.forget(dead, [&](const colod_pair_key& k) { prunePair(k); });
+    for (PairMap& m : pair_maps) {
+      m.deltas.forget(dead, [&](const colod_pair_key& k) { prunePair(m, k); });
+    }
     behind.forget(dead, [&](const colod_pair_key& k) { pruneBehind(k); });
   } else {
     for (const auto& [id, v] : cur_sched) {
@@ -402,11 +404,26 @@ Result<Snapshot> Collector::Impl::snapshot() {
     s.reclaim_pages = d.pages;
     s.reclaim_hist = detail::toHist(d.hist);
   }
-  for (const auto& [k, d] : pairs.deltas()) {
-    CgroupSample& s = sample(k.victim);
-    auto p = paths.find(k.aggressor);
-    s.preempted_by.push_back(
-        Aggressor{k.aggressor, p == paths.end() ? std::string() : p->second, d});
+  // The rest first: a victim named since its last read may have a pair in both maps, reported
+  // as one aggressor (searched for only then).
+  std::unordered_set<uint64_t> in_rest;
+  for (const std::size_t which : {kRestPairs, kNamedPairs}) {
+    for (const auto& [k, d] : pair_maps[which].deltas.deltas()) {
+      CgroupSample& s = sample(k.victim);
+      if (which == kRestPairs) {
+        in_rest.insert(k.victim);
+      } else if (in_rest.contains(k.victim)) {
+        auto same = std::find_if(s.preempted_by.begin(), s.preempted_by.end(),
+                                 [&](const Aggressor& a) { return a.cgroup_id == k.aggressor; });
+        if (same != s.preempted_by.end()) {
+          same->preemptions += d;
+          continue;
+        }
+      }
+      auto p = paths.find(k.aggressor);
+      s.preempted_by.push_back(
+          Aggressor{k.aggressor, p == paths.end() ? std::string() : p->second, d});
+    }
   }
   for (const auto& [k, d] : behind.deltas()) {
     if (!paths.contains(k.victim)) {
@@ -456,14 +473,16 @@ Result<Snapshot> Collector::Impl::snapshot() {
   }
   stats.map_drops = drops;
   stats.map_lock_skips = lock_skips;
-  stats.map_deletes_pending = undeleted_slots.size() + undeleted_reclaim.size() +
-                              undeleted_pairs.size() + undeleted_behind.size() + unreleased_slots;
+  stats.map_deletes_pending =
+      undeleted_slots.size() + undeleted_reclaim.size() + pair_maps[kRestPairs].undeleted.size() +
+      pair_maps[kNamedPairs].undeleted.size() + undeleted_behind.size() + unreleased_slots;
   stats.read_bytes_last_tick = sched_read_bytes + pairs_read_bytes +
                                (reclaim_skel ? reclaim_reader.lastReadBytes() : 0) +
                                behind_read_bytes;
   stats.read_buffer_bytes =
       (sums ? sums->bufferBytes() : slots_reader.bufferBytes() + sched_reader.bufferBytes()) +
-      pairs_reader.bufferBytes() + reclaim_reader.bufferBytes() + behind_reader.bufferBytes();
+      pair_maps[kRestPairs].reader.bufferBytes() + pair_maps[kNamedPairs].reader.bufferBytes() +
+      reclaim_reader.bufferBytes() + behind_reader.bufferBytes();
   stats.bpf_map_bytes = map_bytes;
   stats.cgroup_file_opens = files.opens();
   stats.cgroup_files_open = files.openFiles();
@@ -471,6 +490,7 @@ Result<Snapshot> Collector::Impl::snapshot() {
   ++stats.snapshots;
   snap.stats = stats;
 
+  syncNamedSlots(cur_sched);
   prev_sched = std::move(cur_sched);
   prev_reclaim = std::move(cur_reclaim);
   return snap;
@@ -479,8 +499,10 @@ Result<Snapshot> Collector::Impl::snapshot() {
 Result<Collector> Collector::create(const CollectorOptions& options) {
   auto impl = std::make_unique<Impl>();
   impl->opts = options;
-  if (impl->opts.max_cgroups == 0 || impl->opts.max_pairs == 0 || impl->opts.removal_queue == 0) {
-    return COLOD_ERR(EINVAL, "max_cgroups, max_pairs and removal_queue must be > 0");
+  if (impl->opts.max_cgroups == 0 || impl->opts.max_pairs == 0 || impl->opts.max_named_pairs == 0 ||
+      impl->opts.removal_queue == 0) {
+    return COLOD_ERR(EINVAL,
+                     "max_cgroups, max_pairs, max_named_pairs and removal_queue must be > 0");
   }
   if (impl->opts.watch_window.count() <= 0) {
     return COLOD_ERR(EINVAL, "watch_window must be > 0");

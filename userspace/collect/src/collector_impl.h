@@ -4,6 +4,7 @@
 // and cleaning up after vanished cgroups). Private to colod::collect.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -73,15 +74,31 @@ class Collector::Impl {
   bpf::MapGeneration sums_slots_gen;     // cg_slots at the kernel sums' last full read
   std::optional<uint64_t> last_full_sched_tick;
   uint64_t sched_read_bytes = 0;  // what the last readSched() copied out
-  bpf::MapGeneration pairs_gen;   // the pairs' key set at the last full read
+  // The two pairs maps (bpf/cgsched.bpf.c): `pairs`, read at the files' cadence, and
+  // `named_pairs`, the pairs of the cgroups named every tick (cg_named), read at every snapshot.
+  struct PairMap {
+    const char* name = "";
+    int fd = -1;
+    const __u64* bpf_gen = nullptr;  // its generation counter in the skeleton's .bss
+    uint32_t max_entries = 0;
+    bpf::MapGeneration gen;  // its key set at the last full read
+    detail::PairDeltas deltas;
+    detail::PairKeySet undeleted;  // deletions that failed, retried at every snapshot
+    bpf::MapReader reader{sizeof(colod_pair_key), sizeof(uint64_t)};
+  };
+  std::array<PairMap, 2> pair_maps;  // kRestPairs, kNamedPairs
+  static constexpr std::size_t kRestPairs = 0;
+  static constexpr std::size_t kNamedPairs = 1;
   std::vector<std::pair<colod_pair_key, uint64_t>> pair_lookups;  // reused (readPairs)
   uint64_t pairs_read_bytes = 0;  // what the last readPairs() copied out
+  // cg_named's marks, mapped: nonzero for the slots of the cgroups named every tick.
+  bpf::MappedWords named_marks;
+  std::vector<uint32_t> named_slots;  // the slots marked now
   // cg_sched slots of cgroups pruned at the previous snapshot: zeroed and handed back to the
   // BPF side (free_slots) one interval later, when no program run can still be using them.
   std::vector<uint32_t> quarantined_slots;
   std::size_t unreleased_slots = 0;  // of those, how many failed to go back last time
   std::unordered_map<uint64_t, colod_cg_reclaim> prev_reclaim;
-  detail::PairDeltas pairs;                      // pair_deltas.h
   detail::BehindDeltas behind;                   // behind_deltas.h
   std::vector<detail::BehindEntry> behind_read;  // reused buffer of the behind map's read
   uint64_t behind_read_bytes = 0;                // what the last snapshot's read copied
@@ -91,7 +108,6 @@ class Collector::Impl {
   // not reported and do not trigger rescans meanwhile.
   std::unordered_map<uint64_t, uint32_t> undeleted_slots;  // cg_slots id -> its slot
   std::unordered_set<uint64_t> undeleted_reclaim;          // cg_reclaim ids
-  detail::PairKeySet undeleted_pairs;
   detail::PairKeySet undeleted_behind;
   struct FileState {
     cgroup::CpuStat cpu_stat;
@@ -142,12 +158,17 @@ class Collector::Impl {
   bool deleteKey(std::string_view map, int fd, const void* key);
   void pruneSlot(uint64_t id, uint32_t slot, bool& released);
   void pruneReclaim(uint64_t id);
-  void prunePair(const colod_pair_key& key);
+  void prunePair(PairMap& m, const colod_pair_key& key);
   void pruneBehind(const colod_pair_key& key);
-  // The pairs map into `pairs`: walked whole when the sched read was, or when a pair was added
-  // or deleted since the last walk; otherwise only the pairs of victims that `read` shows
-  // preempted by another cgroup since (their previous entries from prev_sched, still whole).
+  // The pairs maps into their PairDeltas: named_pairs at every snapshot, walked whole when the
+  // sched read was, or when a pair was added or deleted since its last walk, otherwise only the
+  // pairs of victims that `read` shows preempted by another cgroup since (their previous entries
+  // from prev_sched, still whole); pairs walked whole when the files' cadence comes round.
   Result<void> readPairs(const SchedRead& read);
+  Result<void> readPairMap(PairMap& m, const SchedRead& read, bool whole);
+  // Marks in cg_named the slots of the cgroups named every tick (cur: id -> entry, every live
+  // one), and clears the marks of the others.
+  void syncNamedSlots(const std::unordered_map<uint64_t, detail::SchedEntry>& cur);
   Result<void> readBehind();
   void retryDeletes();
   // cpu.stat, and the PSI files when `psi`.

@@ -48,6 +48,12 @@ Result<void> Collector::Impl::load(AttachKind kind) {
   COLOD_TRY_VOID(
       bpf::check(bpf_map__set_max_entries((*s)->maps.pairs, opts.max_pairs), "sizing pairs"),
       "sched");
+  COLOD_TRY_VOID(bpf::check(bpf_map__set_max_entries((*s)->maps.named_pairs, opts.max_named_pairs),
+                            "sizing named_pairs"),
+                 "sched");
+  COLOD_TRY_VOID(bpf::check(bpf_map__set_max_entries((*s)->maps.cg_named, opts.max_cgroups),
+                            "sizing cg_named"),
+                 "sched");
   COLOD_TRY_VOID(
       bpf::check(bpf_map__set_max_entries((*s)->maps.gone, opts.removal_queue), "sizing gone"),
       "sched");
@@ -120,6 +126,20 @@ Result<void> Collector::Impl::load(AttachKind kind) {
     return std::move(marks).error().wrap("cg_dirty");
   }
   dirty = std::move(marks).value();
+  auto named = bpf::MappedWords::map(bpf_map__fd((*s)->maps.cg_named), opts.max_cgroups);
+  if (!named) {
+    return std::move(named).error().wrap("cg_named");
+  }
+  named_marks = std::move(named).value();
+  named_slots.clear();
+  pair_maps[kRestPairs].name = "pairs";
+  pair_maps[kRestPairs].fd = bpf_map__fd((*s)->maps.pairs);
+  pair_maps[kRestPairs].bpf_gen = &(*s)->bss->pairs_gen;
+  pair_maps[kRestPairs].max_entries = opts.max_pairs;
+  pair_maps[kNamedPairs].name = "named_pairs";
+  pair_maps[kNamedPairs].fd = bpf_map__fd((*s)->maps.named_pairs);
+  pair_maps[kNamedPairs].bpf_gen = &(*s)->bss->named_pairs_gen;
+  pair_maps[kNamedPairs].max_entries = opts.max_named_pairs;
   last_full_sched_tick.reset();
   sched_skel = SchedSkel(s->release(), &cgsched__destroy);
   reclaim_skel = std::move(r);
@@ -133,7 +153,9 @@ void Collector::Impl::initReaders() {
   const auto cpus = static_cast<std::size_t>(ncpu);
   slots_reader = bpf::MapReader(sizeof(uint64_t), sizeof(uint32_t), legacy);
   sched_reader = bpf::MapReader(sizeof(uint32_t), roundUp8(sizeof(colod_cg_sched)) * cpus, legacy);
-  pairs_reader = bpf::MapReader(sizeof(colod_pair_key), sizeof(uint64_t), legacy);
+  for (PairMap& m : pair_maps) {
+    m.reader = bpf::MapReader(sizeof(colod_pair_key), sizeof(uint64_t), legacy);
+  }
   behind_reader = bpf::MapReader(sizeof(colod_pair_key), sizeof(colod_behind), legacy);
   reclaim_reader = bpf::MapReader(sizeof(uint64_t), sizeof(colod_cg_reclaim), legacy);
 }
@@ -400,12 +422,12 @@ void Collector::Impl::pruneReclaim(uint64_t id) {
   }
 }
 
-void Collector::Impl::prunePair(const colod_pair_key& key) {
-  if (deleteKey("pairs", bpf_map__fd(sched_skel->maps.pairs), &key)) {
-    pairs_gen.invalidate();
-    undeleted_pairs.erase(key);
-  } else if (undeleted_pairs.size() < opts.max_pairs) {
-    undeleted_pairs.insert(key);
+void Collector::Impl::prunePair(PairMap& m, const colod_pair_key& key) {
+  if (deleteKey(m.name, m.fd, &key)) {
+    m.gen.invalidate();
+    m.undeleted.erase(key);
+  } else if (m.undeleted.size() < m.max_entries) {
+    m.undeleted.insert(key);
   }
 }
 
@@ -418,10 +440,23 @@ void Collector::Impl::pruneBehind(const colod_pair_key& key) {
 }
 
 Result<void> Collector::Impl::readPairs(const SchedRead& read) {
-  const int fd = bpf_map__fd(sched_skel->maps.pairs);
+  pairs_read_bytes = 0;
+  COLOD_TRY_VOID(readPairMap(pair_maps[kNamedPairs], read, read.all), "reading named_pairs");
+  // The rest at the files' cadence, walked whole: its deltas are the whole span since its last
+  // read (the counts are cumulative), and the victims that moved in it are not all in `read`.
+  const uint64_t every = std::max<uint32_t>(opts.files_every_n_ticks, 1);
+  if (tick % every == 0) {
+    COLOD_TRY_VOID(readPairMap(pair_maps[kRestPairs], read, true), "reading pairs");
+  } else {
+    pair_maps[kRestPairs].deltas.unread();
+  }
+  return {};
+}
+
+Result<void> Collector::Impl::readPairMap(PairMap& m, const SchedRead& read, bool whole) {
   // Loaded before any read: a pair added after it moves the counter past it.
-  const uint64_t g = __atomic_load_n(&sched_skel->bss->pairs_gen, __ATOMIC_ACQUIRE);
-  if (!read.all && !pairs_gen.due(g)) {
+  const uint64_t g = __atomic_load_n(m.bpf_gen, __ATOMIC_ACQUIRE);
+  if (!whole && !m.gen.due(g)) {
     // A victim's pairs move only with its involuntary switches by another cgroup's task: more
     // of them than of its self-preemptions since the last read. A count that lands after this
     // lookup is taken at the victim's next marked read, or at the next full one.
@@ -430,37 +465,63 @@ Result<void> Collector::Impl::readPairs(const SchedRead& read) {
       const auto p = prev_sched.find(id);
       if (p != prev_sched.end() &&
           e.sum.invol - p->second.sum.invol > e.sum.self_preempt - p->second.sum.self_preempt) {
-        for (const colod_pair_key& k : pairs.keysOf(id)) {
+        for (const colod_pair_key& k : m.deltas.keysOf(id)) {
           pair_lookups.emplace_back(k, 0);
         }
       }
     }
     // Many pairs moved: one batch walk is cheaper than a lookup each.
-    if (bpf::lookupsCheaper(pair_lookups.size(), pairs.size(), sizeof(uint64_t), opts.max_pairs)) {
+    if (bpf::lookupsCheaper(pair_lookups.size(), m.deltas.size(), sizeof(uint64_t),
+                            m.max_entries)) {
       std::size_t found = 0;
       for (std::size_t i = 0; i < pair_lookups.size(); ++i) {
         uint64_t v = 0;
-        if (bpf_map_lookup_elem(fd, &pair_lookups[i].first, &v) == 0) {
+        if (bpf_map_lookup_elem(m.fd, &pair_lookups[i].first, &v) == 0) {
           pair_lookups[found++] = {pair_lookups[i].first, v};
         } else if (errno != ENOENT) {
-          return COLOD_ERR(errno, "looking up a pair in pairs");
+          return COLOD_ERR(errno, "looking up a pair");
         }
       }
       stats.pair_lookups += pair_lookups.size();
       pair_lookups.resize(found);
-      pairs.updateSome(pair_lookups, undeleted_pairs);
-      pairs_read_bytes = found * (sizeof(colod_pair_key) + sizeof(uint64_t));
+      m.deltas.updateSome(pair_lookups, m.undeleted);
+      pairs_read_bytes += found * (sizeof(colod_pair_key) + sizeof(uint64_t));
       return {};
     }
   }
-  auto n = pairs_reader.read(fd, opts.max_pairs);
+  auto n = m.reader.read(m.fd, m.max_entries);
   if (!n) {
-    return std::move(n).error().wrap("reading pairs");
+    return std::move(n).error();
   }
-  pairs_gen.walked(g);
-  pairs.update(pairs_reader.key(0), pairs_reader.value(0), *n, undeleted_pairs, tick);
-  pairs_read_bytes = pairs_reader.lastReadBytes();
+  m.gen.walked(g);
+  m.deltas.update(m.reader.key(0), m.reader.value(0), *n, m.undeleted, tick);
+  pairs_read_bytes += m.reader.lastReadBytes();
   return {};
+}
+
+void Collector::Impl::syncNamedSlots(const std::unordered_map<uint64_t, detail::SchedEntry>& cur) {
+  const std::span<uint64_t> marks = named_marks.words();
+  std::vector<uint32_t> want;
+  want.reserve(every_tick.size());
+  for (const uint64_t id : every_tick) {
+    if (auto it = cur.find(id); it != cur.end() && it->second.slot < marks.size()) {
+      want.push_back(it->second.slot);
+    }
+  }
+  std::sort(want.begin(), want.end());
+  // Cleared first where no longer named, then set: a slot is never briefly unmarked while its
+  // cgroup stays named (its pairs would go to the map read at the cadence).
+  for (const uint32_t slot : named_slots) {
+    if (!std::binary_search(want.begin(), want.end(), slot)) {
+      __atomic_store_n(&marks[slot], 0, __ATOMIC_RELAXED);
+    }
+  }
+  for (const uint32_t slot : want) {
+    if (__atomic_load_n(&marks[slot], __ATOMIC_RELAXED) == 0) {
+      __atomic_store_n(&marks[slot], 1, __ATOMIC_RELAXED);
+    }
+  }
+  named_slots = std::move(want);
 }
 
 // The behind map holds watched cgroups' entries only: read while a watch is set. Without one
@@ -506,9 +567,10 @@ void Collector::Impl::retryDeletes() {
       pruneReclaim(id);
     }
   }
-  for (const auto& key :
-       std::vector<colod_pair_key>(undeleted_pairs.begin(), undeleted_pairs.end())) {
-    prunePair(key);
+  for (PairMap& m : pair_maps) {
+    for (const auto& key : std::vector<colod_pair_key>(m.undeleted.begin(), m.undeleted.end())) {
+      prunePair(m, key);
+    }
   }
   for (const auto& key :
        std::vector<colod_pair_key>(undeleted_behind.begin(), undeleted_behind.end())) {

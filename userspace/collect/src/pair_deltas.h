@@ -66,6 +66,9 @@ class PairDeltas {
   void forget(const std::function<bool(const colod_pair_key&)>& dead,
               const std::function<void(const colod_pair_key&)>& prune);
 
+  // Not read this snapshot: nothing moved as far as it knows (deltas() empty).
+  void unread() { deltas_.clear(); }
+
   [[nodiscard]] const std::vector<Delta>& deltas() const { return deltas_; }
   [[nodiscard]] std::size_t size() const { return state_.size(); }
   // Of the last update's entries, how many were found at their position (for tests).

@@ -125,6 +125,10 @@ struct Known {
   // The last interval, for coloctl top.
   collect::CgroupSample last;
   uint64_t last_round = 0;  // Impl::rounds_ of `last` (0: never sampled)
+  // Who preempted it, as last reported: a container not named every tick has its pairs read at
+  // every kFilesEveryNTicks-th round only, so coloctl top shows them until the next read.
+  std::vector<collect::Aggressor> aggressors;
+  uint64_t aggressors_round = 0;
 };
 
 inline std::string readSmallFile(const std::string& path) {

@@ -243,6 +243,10 @@ void Daemon::Impl::tick(RoundReason reason) {
       k.throttled_ns += cg.throttling->throttled_ns;
     }
     k.reclaim_ns += cg.reclaim_stall_ns;
+    if (!cg.preempted_by.empty()) {
+      k.aggressors = cg.preempted_by;
+      k.aggressors_round = rounds_;
+    }
     k.last = cg;
     k.last_round = rounds_;
     ps.containers.push_back(std::move(sample));
@@ -405,7 +409,9 @@ void Daemon::Impl::publish() {
     row.reclaim_ns = k.reclaim_ns;
     if (k.last_round != 0 && k.last_round == rounds_) {
       row.last = &k.last;
-      for (const auto& a : k.last.preempted_by) {
+    }
+    if (k.aggressors_round != 0 && rounds_ - k.aggressors_round < kFilesEveryNTicks) {
+      for (const auto& a : k.aggressors) {
         if (row.preempted_by.size() >= 3) {
           break;
         }

@@ -207,6 +207,10 @@ struct CollectorOptions {
   // slots are cut to what fits (map_budget.h), never below kMinSlots; sizingNote() says so.
   uint64_t map_budget_bytes = 0;
   uint32_t max_pairs = 16384;  // bound of the victim<-aggressor map
+  // Bound of the map of the pairs whose victim is named every tick (setEveryTick), read at every
+  // snapshot while the other is read every files_every_n_ticks-th; beyond it they go to the
+  // other, read late but not lost.
+  uint32_t max_named_pairs = 4096;
   // Ids of removed cgroups queued by the BPF side between two snapshots; beyond it every
   // tracked cgroup is checked with a stat() at the next snapshot (CollectorStats::removals_lost).
   uint32_t removal_queue = 1024;
