@@ -27,36 +27,20 @@ Result<void> Collector::Impl::load(AttachKind kind) {
   // (bpf/cgsched.bpf.c).
   (*s)->rodata->max_slots = opts.max_cgroups;
   (*s)->rodata->mark_changes = opts.changed_only && !opts.legacy_reads ? 1 : 0;
-  COLOD_TRY_VOID(bpf::check(bpf_map__set_max_entries((*s)->maps.cg_sched, opts.max_cgroups),
-                            "sizing cg_sched"),
-                 "sched");
-  COLOD_TRY_VOID(bpf::check(bpf_map__set_max_entries((*s)->maps.cg_slots, opts.max_cgroups),
-                            "sizing cg_slots"),
-                 "sched");
-  COLOD_TRY_VOID(bpf::check(bpf_map__set_max_entries((*s)->maps.free_slots, opts.max_cgroups),
-                            "sizing free_slots"),
-                 "sched");
-  COLOD_TRY_VOID(bpf::check(bpf_map__set_max_entries((*s)->maps.cg_pending, opts.max_cgroups),
-                            "sizing cg_pending"),
-                 "sched");
-  COLOD_TRY_VOID(bpf::check(bpf_map__set_max_entries((*s)->maps.cg_watch, opts.max_cgroups),
-                            "sizing cg_watch"),
-                 "sched");
-  COLOD_TRY_VOID(bpf::check(bpf_map__set_max_entries((*s)->maps.cg_dirty, opts.max_cgroups),
-                            "sizing cg_dirty"),
-                 "sched");
-  COLOD_TRY_VOID(
-      bpf::check(bpf_map__set_max_entries((*s)->maps.pairs, opts.max_pairs), "sizing pairs"),
-      "sched");
-  COLOD_TRY_VOID(bpf::check(bpf_map__set_max_entries((*s)->maps.named_pairs, opts.max_named_pairs),
-                            "sizing named_pairs"),
-                 "sched");
-  COLOD_TRY_VOID(bpf::check(bpf_map__set_max_entries((*s)->maps.cg_named, opts.max_cgroups),
-                            "sizing cg_named"),
-                 "sched");
-  COLOD_TRY_VOID(
-      bpf::check(bpf_map__set_max_entries((*s)->maps.gone, opts.removal_queue), "sizing gone"),
-      "sched");
+  // Every per-slot map (cg_named, cg_dirty, cg_watch included) holds max_cgroups; the pairs
+  // maps and the removal queue have their own bounds.
+  const std::pair<bpf_map*, uint32_t> sizes[] = {
+      {(*s)->maps.cg_sched, opts.max_cgroups},        {(*s)->maps.cg_slots, opts.max_cgroups},
+      {(*s)->maps.free_slots, opts.max_cgroups},      {(*s)->maps.cg_pending, opts.max_cgroups},
+      {(*s)->maps.cg_watch, opts.max_cgroups},        {(*s)->maps.cg_dirty, opts.max_cgroups},
+      {(*s)->maps.cg_named, opts.max_cgroups},        {(*s)->maps.pairs, opts.max_pairs},
+      {(*s)->maps.named_pairs, opts.max_named_pairs}, {(*s)->maps.gone, opts.removal_queue},
+  };
+  for (const auto& [map, entries] : sizes) {
+    if (const int rc = bpf_map__set_max_entries(map, entries); rc < 0) {
+      return COLOD_ERR(-rc, "sched: sizing ", bpf_map__name(map));
+    }
+  }
   (*s)->rodata->watch_window_ns = static_cast<uint64_t>(opts.watch_window.count());
   auto set = [](bpf_program* p, bool on) { bpf_program__set_autoload(p, on); };
   set((*s)->progs.handle_sched_switch, btf);
