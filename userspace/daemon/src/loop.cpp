@@ -410,7 +410,7 @@ void Daemon::Impl::publish() {
     if (k.last_round != 0 && k.last_round == rounds_) {
       row.last = &k.last;
     }
-    if (k.aggressors_round != 0 && rounds_ - k.aggressors_round < kFilesEveryNTicks) {
+    if (aggressorsCurrent(k.aggressors_round, rounds_, kFilesEveryNTicks)) {
       for (const auto& a : k.aggressors) {
         if (row.preempted_by.size() >= 3) {
           break;

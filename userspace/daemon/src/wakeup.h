@@ -78,4 +78,11 @@ struct WatchCandidate {
 [[nodiscard]] std::vector<uint64_t> everyTickCgroups(std::span<const WatchCandidate> known,
                                                      std::span<const policy::Tier> victim_tiers);
 
+// Whether aggressors reported at round `reported` (0: never) still stand at round `now` for
+// `coloctl top`: the pairs of a container not named every tick are read at every `every`-th
+// round only (the collector's second pairs map), so they stand until the next such read.
+[[nodiscard]] inline bool aggressorsCurrent(uint64_t reported, uint64_t now, uint32_t every) {
+  return reported != 0 && now >= reported && now - reported < every;
+}
+
 }  // namespace colod::daemon

@@ -83,6 +83,15 @@ TEST(FileCadence, VictimsAndRestrictedContainersAreReadEveryTick) {
 // An event round is a snapshot of its own (short) interval between two ticks: the engine
 // normalises by interval_ns, so a 15 ms round with the LS waiting counts as a victim interval,
 // and with the tick before it over threshold it reaches K = 2 of N there, one tick early.
+TEST(FileCadence, AggressorsStandUntilTheNextReadOfTheSlowerPairsMap) {
+  EXPECT_FALSE(aggressorsCurrent(0, 5, 10)) << "never reported";
+  EXPECT_TRUE(aggressorsCurrent(5, 5, 10)) << "this round's";
+  EXPECT_TRUE(aggressorsCurrent(5, 14, 10)) << "until the next read, 10 rounds on";
+  EXPECT_FALSE(aggressorsCurrent(5, 15, 10)) << "that read found none";
+  EXPECT_TRUE(aggressorsCurrent(7, 7, 1)) << "read every round: this round's only";
+  EXPECT_FALSE(aggressorsCurrent(7, 8, 1));
+}
+
 TEST(EventRound, EngineTakesAShortRoundBetweenTicksAndDecidesThere) {
   namespace pt = policy::testing;
   auto engine_r = policy::Engine::create(policy::Config{});
