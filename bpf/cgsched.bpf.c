@@ -72,6 +72,10 @@ struct {
 
 /* As pairs_gen, for named_pairs. */
 __u64 named_pairs_gen = 0;
+/* Set when named_pairs had no room for a new pair: from then on new named pairs go straight to
+ * `pairs` (a failed insert into a full hash on every such preemption would cost more than the
+ * count), until userspace finds room in it at a walk and clears it. */
+__u64 named_pairs_full = 0;
 
 /* Per slot, nonzero when userspace names the cgroup (its pairs go to named_pairs). Written by
  * userspace through its mapping, read here only on a cross-cgroup preemption. A slot handed to
@@ -291,9 +295,11 @@ static __always_inline void mark_changed(__u32 slot)
 		*d = 1;
 }
 
-/* Adds one to the pair in `map` (bumping `gen` when it inserts it). False when the map had no
- * room for a new pair. */
-static __always_inline bool count_in(void *map, __u64 *gen, struct colod_pair_key *key)
+/* Adds one to the pair in `map`, inserting it if `insert` (and bumping `gen` then). 0 when
+ * counted; otherwise why not: -2 (ENOENT) not there and not to be inserted, or the insert's
+ * error (E2BIG when full; kernels differ in what a full preallocated hash returns). */
+static __always_inline long count_in(void *map, __u64 *gen, struct colod_pair_key *key,
+				     const bool insert)
 {
 	__u64 one = 1, *v;
 	long err;
@@ -301,32 +307,41 @@ static __always_inline bool count_in(void *map, __u64 *gen, struct colod_pair_ke
 	v = bpf_map_lookup_elem(map, key);
 	if (v) {
 		__sync_fetch_and_add(v, 1);
-		return true;
+		return 0;
 	}
+	if (!insert)
+		return -2;
 	err = bpf_map_update_elem(map, key, &one, BPF_NOEXIST);
 	if (!err) {
 		__sync_fetch_and_add(gen, 1);
-	} else if (err == -17 /* EEXIST: inserted meanwhile */) {
-		v = bpf_map_lookup_elem(map, key);
-		if (v)
-			__sync_fetch_and_add(v, 1);
-	} else if (err == -7 /* E2BIG */ || err == -12 /* ENOMEM */) {
-		return false;
-	} else {
-		count_drop(err == -16 /* EBUSY */ ? COLOD_DROP_BUSY : COLOD_DROP_PAIR);
+		return 0;
 	}
-	return true;
+	if (err == -17 /* EEXIST: inserted meanwhile */) {
+		v = bpf_map_lookup_elem(map, key);
+		if (v) {
+			__sync_fetch_and_add(v, 1);
+			return 0;
+		}
+	}
+	return err;
 }
 
 static __always_inline void count_pair(__u64 victim, __u64 aggressor, __u32 victim_slot)
 {
 	struct colod_pair_key key = { .victim = victim, .aggressor = aggressor };
 	__u64 *named = bpf_map_lookup_elem(&cg_named, &victim_slot);
+	long err;
 
-	if (named && *named && count_in(&named_pairs, &named_pairs_gen, &key))
-		return;
-	if (!count_in(&pairs, &pairs_gen, &key))
-		count_drop(COLOD_DROP_PAIR);
+	if (named && *named) {
+		if (!count_in(&named_pairs, &named_pairs_gen, &key, !named_pairs_full))
+			return;
+		/* Whatever stopped it (most often a full map), the other map takes the count. */
+		if (!named_pairs_full)
+			named_pairs_full = 1;
+	}
+	err = count_in(&pairs, &pairs_gen, &key, true);
+	if (err)
+		count_drop(err == -16 /* EBUSY */ ? COLOD_DROP_BUSY : COLOD_DROP_PAIR);
 }
 
 /* The preemption mark of a task; created when `create` (the mark is zeroed then). */

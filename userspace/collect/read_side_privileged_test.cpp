@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// Privileged tests of the read side (issue 17): MapReader over real BPF maps, the control-file
-// cache over real cgroups that are removed while cached, and the BPF map memory report.
+// Privileged tests of the collector's read side (issue 17) over real cgroups: the control-file
+// cache (cgroups removed while cached, the quota-aware cadence), the map walks skipped or
+// limited to what changed, removals, drops, the BPF map memory report and the pairs' two maps.
+// The map readers alone, over maps made by the tests: map_reader_privileged_test.cpp.
 #include <bpf/bpf.h>
 #include <dirent.h>
 #include <sys/resource.h>
@@ -32,12 +34,6 @@ std::size_t openFdCount() {
   return n - 1;
 }
 
-// A map created for the test, closed at scope exit.
-UniqueFd createMap(bpf_map_type type, uint32_t key_size, uint32_t value_size, uint32_t max) {
-  return UniqueFd(bpf_map_create(type, "colod_test", key_size, value_size, max, nullptr));
-}
-
-class MapReaderTest : public CollectorTest {};
 class ReadSideTest : public CollectorTest {
  protected:
   // The cpu hierarchy, and on a hybrid host the unified one too: removing a cgroup there fires
@@ -66,254 +62,6 @@ class ReadSideTest : public CollectorTest {
     return idle;
   }
 };
-
-TEST_F(MapReaderTest, HashReadsLiveEntriesIntoBuffersSizedByThem) {
-  constexpr uint32_t kMax = 16384;
-  UniqueFd fd = createMap(BPF_MAP_TYPE_HASH, 8, 8, kMax);
-  if (!fd && (errno == EPERM || errno == EACCES)) {
-    GTEST_SKIP() << "creating BPF maps not permitted";
-  }
-  ASSERT_TRUE(fd) << std::strerror(errno);
-  bpf::MapReader r(8, 8);
-  EXPECT_EQ(ASSERT_OK(r.read(fd.get(), kMax)), 0u);
-  for (uint64_t k = 1; k <= 300; ++k) {
-    const uint64_t v = k * 10;
-    ASSERT_EQ(bpf_map_update_elem(fd.get(), &k, &v, BPF_ANY), 0);
-  }
-  ASSERT_EQ(ASSERT_OK(r.read(fd.get(), kMax)), 300u);
-  std::set<uint64_t> seen;
-  for (std::size_t i = 0; i < r.count(); ++i) {
-    uint64_t k = 0;
-    uint64_t v = 0;
-    std::memcpy(&k, r.key(i), 8);
-    std::memcpy(&v, r.value(i), 8);
-    EXPECT_EQ(v, k * 10);
-    seen.insert(k);
-  }
-  EXPECT_EQ(seen.size(), 300u);
-  EXPECT_EQ(r.lastReadBytes(), 300u * 16);
-  // Grown by doubling from 64: 512 entries, nowhere near max_entries.
-  EXPECT_GE(r.capacity(), 300u);
-  EXPECT_LE(r.capacity(), 600u);
-  const std::size_t grown = r.capacity();
-  // A steady state reads into the same buffers.
-  for (int i = 0; i < 5; ++i) {
-    ASSERT_EQ(ASSERT_OK(r.read(fd.get(), kMax)), 300u);
-  }
-  EXPECT_EQ(r.capacity(), grown);
-  // Most entries gone: the buffers shrink after kShrinkAfter reads, not before.
-  for (uint64_t k = 11; k <= 300; ++k) {
-    ASSERT_EQ(bpf_map_delete_elem(fd.get(), &k), 0);
-  }
-  for (uint32_t i = 0; i + 1 < bpf::MapReader::kShrinkAfter; ++i) {
-    ASSERT_EQ(ASSERT_OK(r.read(fd.get(), kMax)), 10u);
-  }
-  EXPECT_EQ(r.capacity(), grown);
-  ASSERT_EQ(ASSERT_OK(r.read(fd.get(), kMax)), 10u);
-  EXPECT_EQ(r.capacity(), bpf::MapReader::kMinCapacity);
-}
-
-TEST_F(MapReaderTest, PerCpuHashValuesForEveryPossibleCpu) {
-  const int ncpu = libbpf_num_possible_cpus();
-  ASSERT_GT(ncpu, 0);
-  UniqueFd fd = createMap(BPF_MAP_TYPE_PERCPU_HASH, 8, 16, 4096);
-  if (!fd && (errno == EPERM || errno == EACCES)) {
-    GTEST_SKIP() << "creating BPF maps not permitted";
-  }
-  ASSERT_TRUE(fd) << std::strerror(errno);
-  const auto cpus = static_cast<std::size_t>(ncpu);
-  std::vector<uint64_t> v(cpus * 2);
-  for (uint64_t k = 1; k <= 100; ++k) {
-    for (std::size_t c = 0; c < cpus; ++c) {
-      v[c * 2] = k;
-      v[c * 2 + 1] = c;
-    }
-    ASSERT_EQ(bpf_map_update_elem(fd.get(), &k, v.data(), BPF_ANY), 0);
-  }
-  bpf::MapReader r(8, 16 * cpus);
-  ASSERT_EQ(ASSERT_OK(r.read(fd.get(), 4096)), 100u);
-  for (std::size_t i = 0; i < r.count(); ++i) {
-    uint64_t k = 0;
-    std::memcpy(&k, r.key(i), 8);
-    for (std::size_t c = 0; c < cpus; ++c) {
-      uint64_t a = 0;
-      uint64_t b = 0;
-      std::memcpy(&a, r.value(i) + c * 16, 8);
-      std::memcpy(&b, r.value(i) + c * 16 + 8, 8);
-      ASSERT_EQ(a, k);
-      ASSERT_EQ(b, c);
-    }
-  }
-  EXPECT_EQ(r.lastReadBytes(), 100u * (8 + 16 * cpus));
-  EXPECT_LE(r.bufferBytes(), 128u * (8 + 16 * cpus));
-}
-
-// The kernel's sums (schedsum iterator) equal userspace's sums of every possible CPU's copy,
-// field by field, histogram buckets modulo 2^32 included; one record per live cgroup.
-TEST_F(MapReaderTest, KernelSumsEqualTheSumOfEveryCpuCopy) {
-  const int ncpu = libbpf_num_possible_cpus();
-  ASSERT_GT(ncpu, 0);
-  const auto cpus = static_cast<std::size_t>(ncpu);
-  constexpr uint32_t kSlots = 64;
-  UniqueFd sched = createMap(BPF_MAP_TYPE_PERCPU_ARRAY, 4, sizeof(colod_cg_sched), kSlots);
-  if (!sched && (errno == EPERM || errno == EACCES)) {
-    GTEST_SKIP() << "creating BPF maps not permitted";
-  }
-  ASSERT_TRUE(sched) << std::strerror(errno);
-  UniqueFd slots = createMap(BPF_MAP_TYPE_HASH, 8, 4, kSlots);
-  ASSERT_TRUE(slots) << std::strerror(errno);
-  LIBBPF_OPTS(bpf_map_create_opts, mmapable, .map_flags = BPF_F_MMAPABLE);
-  UniqueFd dirty(bpf_map_create(BPF_MAP_TYPE_ARRAY, "colod_test", 4, 8, kSlots, &mmapable));
-  ASSERT_TRUE(dirty) << std::strerror(errno);
-  auto marks = ASSERT_OK(bpf::MappedWords::map(dirty.get(), kSlots));
-  auto sums =
-      detail::KernelSums::open(slots.get(), sched.get(), dirty.get(), static_cast<uint32_t>(ncpu));
-  if (!sums && sums.error().errnoValue() == EPERM) {
-    // This host's kernel (6.18, see docs) refuses every BPF iterator program with EPERM, even
-    // a trivial one; the collector falls back to the userspace read. vm_collector runs it.
-    GTEST_SKIP() << "this kernel refuses BPF iterators: " << sums.error().message();
-  }
-  ASSERT_TRUE(sums) << sums.error().message();
-  // 20 live cgroups on scattered slots; each CPU's copy differs.
-  std::vector<colod_cg_sched> copies(cpus);
-  std::vector<uint8_t> raw(cpus * sizeof(colod_cg_sched));
-  std::unordered_map<uint64_t, colod_cg_sched> want;
-  for (uint32_t i = 0; i < 20; ++i) {
-    const uint32_t slot = (i * 13) % kSlots;
-    const uint64_t id = 5000 + i;
-    for (std::size_t c = 0; c < cpus; ++c) {
-      colod_cg_sched& v = copies[c];
-      v = {};
-      v.count = i * 100 + c;
-      v.total_ns = (i + 1) * 1'000'000'007ull + c;
-      v.oncpu_ns = (c + 1) * 3'000'000'000ull;
-      v.invol = c;
-      v.self_preempt = i;
-      for (uint32_t b = 0; b < COLOD_HIST_SLOTS; ++b) {
-        v.hist[b] = b == 5 ? 0xFFFFFFF0u + static_cast<uint32_t>(c) : b * (i + 1);
-      }
-      v.stale = 1;
-      v.preempt_wait_ns = c * 7;
-      v.preempt_waits = c * 3;
-      v.wakeups = i + c;
-      v.depth_sum = 2 * (i + c);
-      std::memcpy(raw.data() + c * sizeof(colod_cg_sched), &v, sizeof(v));
-    }
-    ASSERT_EQ(bpf_map_update_elem(sched.get(), &slot, copies.data(), BPF_ANY), 0);
-    ASSERT_EQ(bpf_map_update_elem(slots.get(), &id, &slot, BPF_ANY), 0);
-    want[id] = detail::sumSchedPerCpu(raw.data(), ncpu);
-  }
-  std::unordered_map<uint64_t, detail::SchedEntry> got;
-  ASSERT_EQ(ASSERT_OK(sums->read(got)), 20u);
-  EXPECT_EQ(sums->lastReadBytes(), 20u * sizeof(colod_sched_sum)) << "not x possible CPUs";
-  for (const auto& [id, w] : want) {
-    ASSERT_TRUE(got.contains(id)) << id;
-    const colod_cg_sched& g = got.at(id).sum;
-    EXPECT_EQ(got.at(id).slot, ((id - 5000) * 13) % kSlots);
-    EXPECT_EQ(std::memcmp(&g, &w, sizeof(g)), 0)
-        << "id " << id << ": count " << g.count << " vs " << w.count << ", hist[5] " << g.hist[5]
-        << " vs " << w.hist[5];
-  }
-  // A cgroup gone from cg_slots is gone from the next read.
-  const uint64_t gone = 5003;
-  ASSERT_EQ(bpf_map_delete_elem(slots.get(), &gone), 0);
-  ASSERT_EQ(ASSERT_OK(sums->read(got)), 19u);
-  EXPECT_FALSE(got.contains(gone));
-
-  // Only the slots marked changed (slot 13k holds id 5000 + k), and their marks cleared; a
-  // full read clears every live slot's mark.
-  for (const uint32_t slot : {uint32_t{13}, uint32_t{26}, uint32_t{52}}) {
-    marks.words()[slot] = 1;
-  }
-  ASSERT_EQ(ASSERT_OK(sums->read(got, /*all=*/false)), 3u);
-  EXPECT_EQ(sums->lastReadBytes(), 3u * sizeof(colod_sched_sum));
-  for (const uint64_t id : {uint64_t{5001}, uint64_t{5002}, uint64_t{5004}}) {
-    ASSERT_TRUE(got.contains(id)) << id;
-    EXPECT_EQ(std::memcmp(&got.at(id).sum, &want.at(id), sizeof(colod_cg_sched)), 0) << id;
-  }
-  for (uint32_t slot = 0; slot < kSlots; ++slot) {
-    EXPECT_EQ(marks.words()[slot], 0u) << "slot " << slot << " still marked";
-  }
-  EXPECT_EQ(ASSERT_OK(sums->read(got, /*all=*/false)), 0u) << "nothing changed since";
-  marks.words()[65 % kSlots] = 1;  // id 5005
-  ASSERT_EQ(ASSERT_OK(sums->read(got, /*all=*/true)), 19u);
-  EXPECT_EQ(marks.words()[65 % kSlots], 0u);
-}
-
-TEST_F(MapReaderTest, ArrayReadStopsAtTheGivenBound) {
-  UniqueFd fd = createMap(BPF_MAP_TYPE_ARRAY, 4, 8, 4096);
-  if (!fd && (errno == EPERM || errno == EACCES)) {
-    GTEST_SKIP() << "creating BPF maps not permitted";
-  }
-  ASSERT_TRUE(fd) << std::strerror(errno);
-  bpf::MapReader r(4, 8);
-  ASSERT_EQ(ASSERT_OK(r.read(fd.get(), 200)), 200u);
-  uint32_t last = 0;
-  std::memcpy(&last, r.key(199), 4);
-  EXPECT_EQ(last, 199u);
-  EXPECT_LE(r.capacity(), 256u);
-}
-
-// A range of a per-CPU array in one batch call from any index (the kernel starts after the key
-// it is given), a single index by one lookup, the same values by lookups where batches are
-// off, and an error past the end.
-TEST_F(MapReaderTest, ArrayRangesReadEveryCpuCopyFromAnyIndex) {
-  const int ncpu = libbpf_num_possible_cpus();
-  ASSERT_GT(ncpu, 0);
-  UniqueFd fd = createMap(BPF_MAP_TYPE_PERCPU_ARRAY, 4, 16, 64);
-  if (!fd && (errno == EPERM || errno == EACCES)) {
-    GTEST_SKIP() << "creating BPF maps not permitted";
-  }
-  ASSERT_TRUE(fd) << std::strerror(errno);
-  const auto cpus = static_cast<std::size_t>(ncpu);
-  std::vector<uint64_t> v(cpus * 2);
-  for (uint32_t k = 0; k < 64; ++k) {
-    for (std::size_t c = 0; c < cpus; ++c) {
-      v[c * 2] = 1000 + k;
-      v[c * 2 + 1] = c;
-    }
-    ASSERT_EQ(bpf_map_update_elem(fd.get(), &k, v.data(), BPF_ANY), 0);
-  }
-  const std::size_t stride = 16 * cpus;
-  std::vector<uint32_t> keys;
-  std::vector<uint8_t> values;
-  auto check = [&](bpf::IndexRun run, bool batch) {
-    bool ok = batch;
-    ASSERT_OK(bpf::readArrayRange(fd.get(), run, stride, keys, values, ok));
-    EXPECT_EQ(ok, batch) << "this kernel reads array ranges in one call";
-    for (uint32_t i = 0; i < run.count; ++i) {
-      for (std::size_t c = 0; c < cpus; ++c) {
-        uint64_t a = 0;
-        uint64_t b = 0;
-        std::memcpy(&a, values.data() + i * stride + c * 16, 8);
-        std::memcpy(&b, values.data() + i * stride + c * 16 + 8, 8);
-        ASSERT_EQ(a, 1000 + run.first + i) << "run at " << run.first;
-        ASSERT_EQ(b, c);
-      }
-    }
-  };
-  check({0, 5}, true);
-  check({7, 3}, true);
-  check({63, 1}, true);
-  check({40, 24}, true);
-  check({7, 3}, false);
-  bool ok = true;
-  EXPECT_ERR(bpf::readArrayRange(fd.get(), {60, 8}, stride, keys, values, ok), ENOENT, "60..67");
-  EXPECT_ERR(bpf::readArrayRange(fd.get(), {64, 1}, stride, keys, values, ok), ENOENT, "64");
-}
-
-TEST_F(MapReaderTest, LegacyModeAllocatesMaxEntries) {
-  UniqueFd fd = createMap(BPF_MAP_TYPE_HASH, 8, 8, 4096);
-  if (!fd && (errno == EPERM || errno == EACCES)) {
-    GTEST_SKIP() << "creating BPF maps not permitted";
-  }
-  ASSERT_TRUE(fd) << std::strerror(errno);
-  const uint64_t k = 7;
-  ASSERT_EQ(bpf_map_update_elem(fd.get(), &k, &k, BPF_ANY), 0);
-  bpf::MapReader r(8, 8, /*legacy=*/true);
-  ASSERT_EQ(ASSERT_OK(r.read(fd.get(), 4096)), 1u);
-  EXPECT_EQ(r.bufferBytes(), 4096u * 16);
-}
 
 // The kernel's control files come whole in one pread (kernfs single-record seq files): the
 // text equals what a plain stream read of the file gives, in one syscall a read.
@@ -988,6 +736,75 @@ TEST_F(ReadSideTest, NamedVictimsPairsEveryTickOthersAtTheCadence) {
     EXPECT_GT(by_hog["ref"][id], 0u);
     EXPECT_TRUE(near(by_hog["ref"][id], by_hog["col"][id]))
         << by_hog["ref"][id] << " vs " << by_hog["col"][id] << " for " << id;
+  }
+}
+
+// A named victim whose pairs do not fit its map: the overflow goes to the other map (read at
+// the cadence) and the BPF side stops trying the full one; nothing is lost against a collector
+// with room for every pair.
+TEST_F(ReadSideTest, NamedPairsBeyondTheirMapGoToTheOtherAndAreNotLost) {
+  constexpr uint32_t kEvery = 5;
+  CollectorOptions every;
+  every.read_files = false;
+  CollectorOptions small;
+  small.read_files = false;
+  small.files_every_n_ticks = kEvery;
+  small.max_named_pairs = 1;
+  MAKE_COLLECTOR_OR_SKIP(ref, every);
+  MAKE_COLLECTOR_OR_SKIP(col, small);
+  TestCgroup v({cpuRoot()}, uniqueName("victim"));
+  TestCgroup h1({cpuRoot()}, uniqueName("hog1"));
+  TestCgroup h2({cpuRoot()}, uniqueName("hog2"));
+  const uint64_t v_id = ASSERT_OK(cgroup::cgroupId(v.dirIn(cpuRoot())));
+  const uint64_t hog_ids[] = {ASSERT_OK(cgroup::cgroupId(h1.dirIn(cpuRoot()))),
+                              ASSERT_OK(cgroup::cgroupId(h2.dirIn(cpuRoot())))};
+  std::map<std::string, std::map<uint64_t, uint64_t>> by;  // who -> aggressor -> count
+  auto add = [&](const std::string& who, const Snapshot& s) {
+    if (const CgroupSample* c = find(s, v_id); c != nullptr) {
+      for (const auto& a : c->preempted_by) {
+        by[who][a.cgroup_id] += a.preemptions;
+      }
+    }
+  };
+  auto both = [&] {
+    add("ref", ASSERT_OK(ref.snapshot()));
+    add("col", ASSERT_OK(col.snapshot()));
+  };
+  both();
+  col.setEveryTick({v_id});
+  both();
+  by.clear();
+  bool full = false;
+  {
+    Child a(h1, kCpu, [] { hog(); });
+    Child b(h2, kCpu, [] { hog(); });
+    Child victim(v, kCpu, [] { sleeper(60000ms, 10000us); });
+    for (int i = 0; i < 30; ++i) {
+      std::this_thread::sleep_for(50ms);
+      add("ref", ASSERT_OK(ref.snapshot()));
+      const Snapshot s = ASSERT_OK(col.snapshot());
+      add("col", s);
+      full = full || s.stats.named_pairs_full;
+    }
+  }
+  for (uint32_t i = 0; i <= kEvery; ++i) {
+    std::this_thread::sleep_for(20ms);
+    both();
+  }
+  EXPECT_EQ(ASSERT_OK(col.snapshot()).stats.map_drops, 0u) << "a pair that did not fit was dropped";
+  std::printf("by hog1 %llu / %llu, by hog2 %llu / %llu (reference / named map of 1)\n",
+              static_cast<unsigned long long>(by["ref"][hog_ids[0]]),
+              static_cast<unsigned long long>(by["col"][hog_ids[0]]),
+              static_cast<unsigned long long>(by["ref"][hog_ids[1]]),
+              static_cast<unsigned long long>(by["col"][hog_ids[1]]));
+  EXPECT_TRUE(full) << "one slot for two pairs: the named map must have been full";
+  for (const uint64_t h : hog_ids) {
+    EXPECT_GT(by["ref"][h], 0u) << "the victim was never preempted by " << h;
+    const uint64_t a = by["ref"][h];
+    const uint64_t b = by["col"][h];
+    EXPECT_LE(static_cast<double>(a > b ? a - b : b - a),
+              0.01 * static_cast<double>(std::max(a, b)) + 2)
+        << a << " vs " << b;
   }
 }
 

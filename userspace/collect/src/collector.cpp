@@ -487,6 +487,8 @@ Result<Snapshot> Collector::Impl::snapshot() {
   stats.cgroup_file_opens = files.opens();
   stats.cgroup_files_open = files.openFiles();
   stats.cgroup_file_reads = files.reads();
+  stats.named_pairs_full =
+      __atomic_load_n(&sched_skel->bss->named_pairs_full, __ATOMIC_RELAXED) != 0;
   ++stats.snapshots;
   snap.stats = stats;
 

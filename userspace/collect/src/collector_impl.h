@@ -80,6 +80,7 @@ class Collector::Impl {
     const char* name = "";
     int fd = -1;
     const __u64* bpf_gen = nullptr;  // its generation counter in the skeleton's .bss
+    __u64* full = nullptr;           // named_pairs_full (.bss): cleared when a walk finds room
     uint32_t max_entries = 0;
     bpf::MapGeneration gen;  // its key set at the last full read
     detail::PairDeltas deltas;

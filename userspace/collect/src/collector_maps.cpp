@@ -123,6 +123,7 @@ Result<void> Collector::Impl::load(AttachKind kind) {
   pair_maps[kNamedPairs].name = "named_pairs";
   pair_maps[kNamedPairs].fd = bpf_map__fd((*s)->maps.named_pairs);
   pair_maps[kNamedPairs].bpf_gen = &(*s)->bss->named_pairs_gen;
+  pair_maps[kNamedPairs].full = &(*s)->bss->named_pairs_full;
   pair_maps[kNamedPairs].max_entries = opts.max_named_pairs;
   last_full_sched_tick.reset();
   sched_skel = SchedSkel(s->release(), &cgsched__destroy);
@@ -478,6 +479,9 @@ Result<void> Collector::Impl::readPairMap(PairMap& m, const SchedRead& read, boo
     return std::move(n).error();
   }
   m.gen.walked(g);
+  if (m.full != nullptr && *n < m.max_entries && __atomic_load_n(m.full, __ATOMIC_RELAXED) != 0) {
+    __atomic_store_n(m.full, 0, __ATOMIC_RELAXED);  // room again (a victim's cgroup went)
+  }
   m.deltas.update(m.reader.key(0), m.reader.value(0), *n, m.undeleted, tick);
   pairs_read_bytes += m.reader.lastReadBytes();
   return {};

@@ -167,6 +167,9 @@ struct CollectorStats {
   // Pairs looked up one by one between full walks of the pairs map (those of the victims
   // preempted since the last read); cumulative.
   uint64_t pair_lookups = 0;
+  // The named victims' pairs map is full now: their new pairs are counted in the other map,
+  // read at the slower cadence (CollectorOptions::max_named_pairs).
+  bool named_pairs_full = false;
   uint64_t cgroup_file_opens = 0;  // cgroup control files opened (flat when all stay cached)
   uint64_t cgroup_files_open = 0;  // now: control files held open for re-reading
   uint64_t cgroup_file_reads = 0;  // pread calls on cgroup control files, cumulative
