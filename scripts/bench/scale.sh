@@ -10,7 +10,8 @@
 # reading every cgroup's files at every tick (--files-every 1: the collector's own default),
 # then as the daemon runs it: files every kFilesEveryNTicks-th tick (10) except for the cgroups
 # the daemon names every tick (its victims and the containers it restricts), one in EVERY_TICK
-# (10) here (--every-tick-share), first copying out every live cgroup's cg_sched entry at every
+# (10) here (--every-tick-share), PSI files and CFS quotas every PRESSURE_EVERY-th (20: 2 s, the
+# kernel's PSI period; --pressure-every), first copying out every live cgroup's cg_sched entry at every
 # tick (--every-slot, as before the change marks), then only the changed ones (the default).
 # Then the daemon-cadence run again with a CFS quota (non-binding) on every bench cgroup: a named
 # cgroup without a quota cannot be throttled, so its cpu.stat waits for the cadence, and this run
@@ -27,6 +28,8 @@
 # colod_* are the collector process (colod-collect-scale): RSS at the end of the window, CPU as %
 # of one core over it; bpf_map_mib is the maps' kernel memory (fdinfo memlock), not in RSS.
 # Usage: sudo scripts/bench/scale.sh [size...]    (COLOD_SCALE_PROBE: the probe binary)
+# SCALE_HOLD=CMD: at each size run CMD (with SCALE_CONTAINERS set) instead of the probe runs,
+# the cgroups and their workers in place: for profiles and side-by-side runs of two builds.
 set -euo pipefail
 sizes=("$@")
 [[ ${#sizes[@]} -gt 0 ]] || sizes=(100 500 1000 2000)
@@ -37,6 +40,7 @@ busy_period=${BUSY_PERIOD_US:-20000}
 busy_spin=${BUSY_SPIN_US:-50}
 idle_period=${IDLE_PERIOD_US:-1000000}
 every_tick=${EVERY_TICK:-10}
+pressure_every=${PRESSURE_EVERY:-20}  # the daemon's: PSI and quotas every 2 s at 100 ms
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 [[ $(id -u) -eq 0 ]] || { echo "scale: must run as root" >&2; exit 3; }
@@ -116,14 +120,18 @@ for n in "${sizes[@]}"; do
     pids+=($!)
   done
   sleep 2
+  if [[ -n "${SCALE_HOLD:-}" ]]; then
+    SCALE_CONTAINERS=$n bash -c "$SCALE_HOLD"
+    continue
+  fi
   old=$("$probe" --legacy --seconds "$secs" --max-cgroups "$max_cgroups" | grep '^probe:')
   f1=$("$probe" --files-every 1 --seconds "$secs" --max-cgroups "$max_cgroups" | grep '^probe:')
-  every=$("$probe" --files-every 10 --every-tick-share "$every_tick" --seconds "$secs" \
+  every=$("$probe" --files-every 10 --every-tick-share "$every_tick" --pressure-every "$pressure_every" --seconds "$secs" \
           --max-cgroups "$max_cgroups" --every-slot | grep '^probe:')
   # The daemon-cadence run, its syscalls counted (perf, the raw_syscalls tracepoint) over the
   # middle of its window: with the cost of a null syscall they give the floor this host puts
   # under any collector that reads the same files and maps one call each.
-  "$probe" --files-every 10 --every-tick-share "$every_tick" --seconds "$secs" \
+  "$probe" --files-every 10 --every-tick-share "$every_tick" --pressure-every "$pressure_every" --seconds "$secs" \
     --max-cgroups "$max_cgroups" > "$work/new.out" &
   pp=$!
   calls=""
@@ -139,7 +147,7 @@ for n in "${sizes[@]}"; do
   # named containers all have CPU limits: theirs is the every-tick cpu.stat the collector skips
   # for a cgroup without a quota (it cannot be throttled).
   quotas on
-  quota=$("$probe" --files-every 10 --every-tick-share "$every_tick" --seconds "$secs" \
+  quota=$("$probe" --files-every 10 --every-tick-share "$every_tick" --pressure-every "$pressure_every" --seconds "$secs" \
           --max-cgroups "$max_cgroups" | grep '^probe:')
   quotas off
   echo "scale-legacy: possible_cpus=$ncpu containers=$n colod_rss_mib=$(get rss_mib "$old")" \

@@ -376,17 +376,20 @@ TEST_F(ReadSideTest, FullSlotMapIsCountedAsDrops) {
   EXPECT_LE(col.slots(), 2u);
 }
 
-// Issue 17: with files_every_n_ticks N, a cgroup named in setEveryTick() that has a CFS quota
-// has its cpu.stat read at every snapshot; another, or a named one without a quota (it cannot be
-// throttled), only at about one in N (spread by id). All are busy throughout, so all are reported
-// at every snapshot. cpu.stat's throttling is reported from the second read. A quota set on the
-// named cgroup that had none is seen at its next cadence read, and its cpu.stat is read at every
-// snapshot from then on.
+// Issue 17: with files_every_n_ticks N and pressure_every_n_ticks P, a cgroup named in
+// setEveryTick() that has a CFS quota has its cpu.stat read at every snapshot, another with a
+// quota at about one in N (spread by id); one without a quota (it cannot be throttled) has it
+// read once, for a baseline, named or not. PSI and the quota are read at about one in P, named
+// or not. All are busy throughout, so all are reported at every snapshot. cpu.stat's throttling
+// is reported from the second read. A quota set on the named cgroup that had none is seen at
+// its next pressure read, and its cpu.stat is read at every snapshot from then on.
 TEST_F(ReadSideTest, FilesOfNamedCgroupsEveryTickOthersAtTheCadence) {
-  constexpr uint32_t kEvery = 5;
-  constexpr int kSnaps = 20;
+  constexpr uint32_t kEvery = 3;
+  constexpr uint32_t kSlow = 6;
+  constexpr int kSnaps = 24;
   CollectorOptions opts;
   opts.files_every_n_ticks = kEvery;
+  opts.pressure_every_n_ticks = kSlow;
   MAKE_COLLECTOR_OR_SKIP(col, opts);
   std::vector<std::string> roots{cpuRoot()};
   if (!v2() && !hier_.unified.empty()) {
@@ -395,6 +398,7 @@ TEST_F(ReadSideTest, FilesOfNamedCgroupsEveryTickOthersAtTheCadence) {
   TestCgroup named(roots, uniqueName("every"));
   TestCgroup unlimited(roots, uniqueName("noquota"));
   TestCgroup other(roots, uniqueName("cadence"));
+  TestCgroup other_unlimited(roots, uniqueName("cadence-noquota"));
   // Two CPUs' worth: set, and never reached by a sleeper.
   auto setQuota = [&](const TestCgroup& cg) {
     const std::string d = cg.dirIn(cpuRoot());
@@ -402,15 +406,19 @@ TEST_F(ReadSideTest, FilesOfNamedCgroupsEveryTickOthersAtTheCadence) {
         << (v2() ? "200000 100000" : "200000");
   };
   setQuota(named);
+  setQuota(other);
   const bool psi = !hier_.unified.empty() &&
                    ::access((named.dirIn(hier_.unified) + "/cpu.pressure").c_str(), R_OK) == 0;
   const uint64_t named_id = ASSERT_OK(cgroup::cgroupId(named.dirIn(cpuRoot())));
   const uint64_t unlimited_id = ASSERT_OK(cgroup::cgroupId(unlimited.dirIn(cpuRoot())));
   const uint64_t other_id = ASSERT_OK(cgroup::cgroupId(other.dirIn(cpuRoot())));
+  const uint64_t other_unlimited_id = ASSERT_OK(cgroup::cgroupId(other_unlimited.dirIn(cpuRoot())));
+  const std::vector<uint64_t> ids{named_id, unlimited_id, other_id, other_unlimited_id};
   col.setEveryTick({named_id, unlimited_id});
   Child a(named, -1, [] { sleeper(60000ms, 300us); });
   Child b(other, -1, [] { sleeper(60000ms, 300us); });
   Child c(unlimited, -1, [] { sleeper(60000ms, 300us); });
+  Child d(other_unlimited, -1, [] { sleeper(60000ms, 300us); });
   std::this_thread::sleep_for(50ms);
   ASSERT_OK(col.snapshot());
   struct Count {
@@ -422,7 +430,7 @@ TEST_F(ReadSideTest, FilesOfNamedCgroupsEveryTickOthersAtTheCadence) {
     for (int i = 0; i < kSnaps; ++i) {
       std::this_thread::sleep_for(30ms);
       const Snapshot s = ASSERT_OK(col.snapshot());
-      for (const uint64_t id : {named_id, unlimited_id, other_id}) {
+      for (const uint64_t id : ids) {
         if (const CgroupSample* x = find(s, id); x != nullptr) {
           ++n[id].reported;
           n[id].cpu_stat += x->throttling.has_value() ? 1 : 0;
@@ -437,37 +445,47 @@ TEST_F(ReadSideTest, FilesOfNamedCgroupsEveryTickOthersAtTheCadence) {
   const Count& x = n[named_id];
   const Count& u = n[unlimited_id];
   const Count& y = n[other_id];
+  const Count& z = n[other_unlimited_id];
   std::printf(
-      "of %d/%d/%d snapshots reported: cpu.stat named %d, named without quota %d, other %d; "
-      "named PSI %d (every %u)\n",
-      x.reported, u.reported, y.reported, x.cpu_stat, u.cpu_stat, y.cpu_stat, x.psi, kEvery);
-  ASSERT_GE(std::min({x.reported, u.reported, y.reported}), kSnaps / 2)
+      "of %d/%d/%d/%d snapshots reported: cpu.stat named %d, named without quota %d, other %d, "
+      "other without quota %d; PSI %d/%d/%d/%d (every %u, pressure every %u)\n",
+      x.reported, u.reported, y.reported, z.reported, x.cpu_stat, u.cpu_stat, y.cpu_stat,
+      z.cpu_stat, x.psi, u.psi, y.psi, z.psi, kEvery, kSlow);
+  ASSERT_GE(std::min({x.reported, u.reported, y.reported, z.reported}), kSnaps / 2)
       << "the busy test cgroups were not reported";
   // The named cgroup's first read only primes the throttling delta.
   EXPECT_GE(x.cpu_stat, x.reported - 1);
   EXPECT_GE(y.cpu_stat, 1) << "the other cgroup's files were never read";
   EXPECT_LE(y.cpu_stat, y.reported / static_cast<int>(kEvery) + 1);
-  EXPECT_GE(u.cpu_stat, 1) << "the named cgroup without a quota was never read";
-  EXPECT_LE(u.cpu_stat, u.reported / static_cast<int>(kEvery) + 1) << "no quota: at the cadence";
+  EXPECT_EQ(u.cpu_stat, 0) << "no quota: nothing to report past the baseline";
+  EXPECT_EQ(z.cpu_stat, 0) << "no quota: nothing to report past the baseline";
   const Snapshot mid = ASSERT_OK(col.snapshot());
+  // The named one without a quota skips all but its baseline read, the other one all of its
+  // cadence reads.
   EXPECT_GE(mid.stats.cpu_stat_reads_skipped - skipped0,
-            static_cast<uint64_t>(u.reported - u.reported / static_cast<int>(kEvery) - 2));
-  // PSI, even of the named cgroup, at the cadence only (the kernel updates it every 2 s).
-  EXPECT_LE(x.psi, x.reported / static_cast<int>(kEvery) + 1);
-  if (psi) {
-    EXPECT_GE(x.psi, 1) << "the named cgroup's PSI was never read";
+            static_cast<uint64_t>(u.reported - 1 + z.reported / static_cast<int>(kEvery) - 1));
+  // PSI, even of the named cgroups, at the pressure cadence only (the kernel updates it every
+  // 2 s).
+  for (const Count* k : {&x, &u, &y, &z}) {
+    EXPECT_LE(k->psi, k->reported / static_cast<int>(kSlow) + 1);
+    if (psi) {
+      EXPECT_GE(k->psi, 1) << "PSI was never read";
+    }
   }
-  // A quota set now is read at the cgroup's next cadence read (one in kEvery snapshots that
+  // A quota set now is read at the cgroup's next pressure read (one in kSlow snapshots that
   // report it); every snapshot reads cpu.stat after that.
   setQuota(unlimited);
-  for (uint32_t i = 0; i <= kEvery; ++i) {
+  setQuota(other_unlimited);
+  for (uint32_t i = 0; i <= kSlow; ++i) {
+    std::this_thread::sleep_for(30ms);  // busy in each, so reported (files are read then only)
     ASSERT_OK(col.snapshot());
   }
   std::map<uint64_t, Count> later;
   run(later);
-  EXPECT_GE(later[unlimited_id].cpu_stat,
-            later[unlimited_id].reported - static_cast<int>(kEvery) - 1)
+  EXPECT_GE(later[unlimited_id].cpu_stat, later[unlimited_id].reported - 1)
       << "a quota set later was not seen";
+  EXPECT_GE(later[other_unlimited_id].cpu_stat, 1)
+      << "a quota set later on a cgroup read at the cadence was not seen";
 }
 
 TEST_F(ReadSideTest, BpfMapBytesReportedAndGrowWithMaxCgroups) {

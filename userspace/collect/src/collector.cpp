@@ -86,7 +86,7 @@ Result<void> Collector::Impl::rescan() {
   return {};
 }
 
-void Collector::Impl::readFiles(CgroupSample& s, bool psi) {
+void Collector::Impl::readFiles(CgroupSample& s, bool stat_due, bool slow_due) {
   auto note = [this](const Error& e) {
     const int err = e.errnoValue();
     if (err != ENOENT && err != ENODEV) {
@@ -97,13 +97,12 @@ void Collector::Impl::readFiles(CgroupSample& s, bool psi) {
   // Its directory's inode is the id, so a cgroup recreated at the same path is told apart.
   const std::string dir = cgroup::joinRel(id_root, s.path);
   auto& prev = prev_files[s.id];
-  // A cgroup without a CFS quota is never throttled: a named one's cpu.stat is read every tick
-  // only while it has one (most BE and many LS containers have none), the quota itself at the
-  // cadence (psi). Its counters are cumulative, so a quota set in between is seen whole at the
-  // next read. Unknown (not read yet, or unreadable) counts as set. The others are read at the
-  // cadence only, whatever their quota.
-  const bool named = every_tick.contains(s.id);
-  if (named && (psi || !prev.quota)) {
+  // A cgroup without a CFS quota is never throttled (most BE and many LS containers have
+  // none): its cpu.stat is read once, for a baseline, and then only while it has a quota. The
+  // quota itself is read at the slower cadence (and at first sight). Its counters are
+  // cumulative and stand still while no quota is set, so a quota set in between is seen whole
+  // at the next read after the quota's. Unknown (unreadable) counts as set.
+  if (slow_due || !prev.quota) {
     const bool v2 = mode == CgroupMode::V2;
     auto text = files.read(s.id, v2 ? detail::CgroupFile::CpuMax : detail::CgroupFile::CfsQuotaUs,
                            dir, true);
@@ -119,30 +118,31 @@ void Collector::Impl::readFiles(CgroupSample& s, bool psi) {
     }
     prev.quota = quota.value_or(true);
   }
-  if (!psi && prev.quota == false) {
+  if (stat_due && prev.quota == false && prev.have) {
     ++stats.cpu_stat_reads_skipped;
-    return;  // not due for PSI either
-  }
-  if (auto text = files.read(s.id, detail::CgroupFile::CpuStat, dir, true); text) {
-    if (auto st = cgroup::parseCpuStat(*text); st && st->nr_throttled) {
-      if (prev.have) {
-        Throttling t;
-        t.nr_periods = sub(st->nr_periods.value_or(0), prev.cpu_stat.nr_periods.value_or(0));
-        t.nr_throttled = sub(*st->nr_throttled, prev.cpu_stat.nr_throttled.value_or(0));
-        t.throttled_ns = sub(st->throttled_ns.value_or(0), prev.cpu_stat.throttled_ns.value_or(0));
-        s.throttling = t;
+  } else if (stat_due) {
+    if (auto text = files.read(s.id, detail::CgroupFile::CpuStat, dir, true); text) {
+      if (auto st = cgroup::parseCpuStat(*text); st && st->nr_throttled) {
+        if (prev.have) {
+          Throttling t;
+          t.nr_periods = sub(st->nr_periods.value_or(0), prev.cpu_stat.nr_periods.value_or(0));
+          t.nr_throttled = sub(*st->nr_throttled, prev.cpu_stat.nr_throttled.value_or(0));
+          t.throttled_ns =
+              sub(st->throttled_ns.value_or(0), prev.cpu_stat.throttled_ns.value_or(0));
+          s.throttling = t;
+        }
+        prev.cpu_stat = *st;
+        prev.have = true;
+      } else if (!st) {
+        note(st.error());
       }
-      prev.cpu_stat = *st;
-      prev.have = true;
-    } else if (!st) {
-      note(st.error());
+    } else {
+      note(text.error());
     }
-  } else {
-    note(text.error());
   }
   // PSI is charged in the unified hierarchy even when limits live in v1; the cgroup exists
   // there only if the runtime created it (same relative path, another inode on hybrid hosts).
-  if (!psi || hier.unified.empty()) {
+  if (!slow_due || hier.unified.empty()) {
     return;
   }
   const std::string udir = cgroup::joinRel(hier.unified, s.path);
@@ -230,14 +230,15 @@ Result<Snapshot> Collector::Impl::snapshot() {
   if (read.all) {
     cur_sched = std::move(read.entries);
   } else {
-    std::unordered_map<uint64_t, detail::SchedEntry> before;
+    detail::SchedMap before = sched_maps.take();
     before.reserve(read.entries.size());
     cur_sched = std::move(prev_sched);
     for (const auto& [id, e] : read.entries) {
-      auto [it, inserted] = cur_sched.try_emplace(id, e);
-      if (!inserted) {
-        before.emplace(id, it->second);
+      if (auto it = cur_sched.find(id); it != cur_sched.end()) {
+        sched_maps.put(before, id, it->second);
         it->second = e;
+      } else {
+        sched_maps.put(cur_sched, id, e);
       }
     }
     prev_sched = std::move(before);
@@ -437,14 +438,17 @@ Result<Snapshot> Collector::Impl::snapshot() {
   if (opts.read_files) {
     files.beginTick();
     const uint64_t every = std::max<uint32_t>(opts.files_every_n_ticks, 1);
+    const uint64_t slow = opts.pressure_every_n_ticks > 0 ? opts.pressure_every_n_ticks : every;
     for (auto& [id, s] : out) {
-      // The slower cadence is spread by id, so each tick reads about 1/every of the rest. A
-      // named cgroup has its cpu.stat read at every tick (its throttling is per interval) and
-      // its PSI at the cadence: the kernel recomputes the avg10/60/300 averages every 2 s, so
-      // reading them every 100 ms costs formatting and tells nothing new (issue 17).
-      const bool due = every == 1 || (tick + id) % every == 0;
-      if (!s.path.empty() && (due || every_tick.contains(id))) {
-        readFiles(s, due);
+      // The cadences are spread by id, so each tick reads about 1/every of the rest. A named
+      // cgroup has its cpu.stat read at every tick (its throttling is per interval) and its PSI
+      // at the slower cadence like any other: the kernel recomputes the avg10/60/300 averages
+      // every 2 s, so reading them every 100 ms costs formatting and tells nothing new
+      // (issue 17).
+      const bool stat_due = every == 1 || (tick + id) % every == 0 || every_tick.contains(id);
+      const bool slow_due = slow == 1 || (tick + id) % slow == 0;
+      if (!s.path.empty() && (stat_due || slow_due)) {
+        readFiles(s, stat_due, slow_due);
       }
     }
   }
@@ -493,6 +497,10 @@ Result<Snapshot> Collector::Impl::snapshot() {
   snap.stats = stats;
 
   syncNamedSlots(cur_sched);
+  sched_maps.give(std::move(prev_sched));
+  if (!read.all) {
+    sched_maps.give(std::move(read.entries));  // else it became cur_sched
+  }
   prev_sched = std::move(cur_sched);
   prev_reclaim = std::move(cur_reclaim);
   return snap;

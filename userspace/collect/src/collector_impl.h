@@ -30,6 +30,7 @@
 #include "pair_deltas.h"
 #include "reclaim.h"
 #include "reclaim.skel.h"
+#include "sched_map_pool.h"
 #include "sched_sums.h"
 #include "watch.h"
 
@@ -57,6 +58,7 @@ class Collector::Impl {
   std::optional<detail::Watch> watch;
 
   std::unordered_map<uint64_t, detail::SchedEntry> prev_sched;
+  detail::SchedMapPool sched_maps;  // the per-tick maps' buckets and nodes, reused
   // What readSched() read: every live cgroup's entry (all), or only those of cgroups whose slot
   // was marked changed, the rest standing as prev_sched holds them.
   struct SchedRead {
@@ -113,8 +115,8 @@ class Collector::Impl {
   struct FileState {
     cgroup::CpuStat cpu_stat;
     bool have = false;
-    // Whether a CFS quota is set, read at the files' cadence for the cgroups named every tick
-    // (unknown: treated as set).
+    // Whether a CFS quota is set, read at the pressure files' cadence (unknown: treated as
+    // set).
     std::optional<bool> quota;
   };
   std::unordered_map<uint64_t, FileState> prev_files;
@@ -173,7 +175,7 @@ class Collector::Impl {
   Result<void> readBehind();
   void retryDeletes();
   // cpu.stat, and the PSI files when `psi`.
-  void readFiles(CgroupSample& s, bool psi);
+  void readFiles(CgroupSample& s, bool stat_due, bool slow_due);
   // Takes the removed cgroups' ids off the BPF queue and forgets their paths. Returns the ids
   // whose path it forgot; `lost` is set when removals did not fit in the queue.
   std::vector<uint64_t> drainRemovals(bool& lost);

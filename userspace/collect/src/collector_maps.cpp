@@ -169,6 +169,7 @@ uint64_t Collector::Impl::sumMapBytes() const {
 // handed out); otherwise only the slots the BPF side marked changed since the last read.
 Result<Collector::Impl::SchedRead> Collector::Impl::readSched() {
   SchedRead r;
+  r.entries = sched_maps.take();
   // Loaded before any walk: a slot handed out after it moves the counter past it.
   const uint64_t g = __atomic_load_n(&sched_skel->bss->slots_gen, __ATOMIC_ACQUIRE);
   // Every slot at first, when a cgroup got or lost a slot (a new one must be read whatever its
@@ -252,7 +253,8 @@ Result<Collector::Impl::SchedRead> Collector::Impl::readSched() {
     std::memcpy(&slot, slots_reader.value(i), sizeof(slot));
     // A slot above `top` was handed out after slots_used was read: next snapshot.
     if (slot < top && slot_values[slot] != nullptr) {
-      r.entries[id] = detail::SchedEntry{slot, detail::sumSchedPerCpu(slot_values[slot], ncpu)};
+      sched_maps.put(r.entries, id,
+                     detail::SchedEntry{slot, detail::sumSchedPerCpu(slot_values[slot], ncpu)});
       slot_ids[slot] = id;
     }
   }
@@ -266,6 +268,7 @@ Result<Collector::Impl::SchedRead> Collector::Impl::readSched() {
 // every live slot costs less: the caller reads them all instead.
 Result<Collector::Impl::SchedRead> Collector::Impl::readChangedSlots() {
   SchedRead r;
+  r.entries = sched_maps.take();
   r.all = false;
   changed_slots.clear();
   const std::size_t top = std::min(slot_ids.size(), dirty.words().size());
@@ -292,7 +295,7 @@ Result<Collector::Impl::SchedRead> Collector::Impl::readChangedSlots() {
         continue;  // not handed out at the last full read: slots_gen moved, the next read is full
       }
       const uint8_t* v = slot_value.data() + static_cast<std::size_t>(slot - run.first) * stride;
-      r.entries[id] = detail::SchedEntry{slot, detail::sumSchedPerCpu(v, ncpu)};
+      sched_maps.put(r.entries, id, detail::SchedEntry{slot, detail::sumSchedPerCpu(v, ncpu)});
     }
   }
   sched_read_bytes = copied * (sizeof(uint32_t) + stride);

@@ -61,6 +61,7 @@ int main(int argc, char** argv) {
   uint32_t max_cgroups = 4096;
   uint32_t map_budget_mib = 0;
   uint32_t files_every = 1;
+  uint32_t pressure_every = 0;
   uint32_t every_tick_share = 0;
   bool legacy = false;
   bool user_sums = false;
@@ -76,6 +77,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1 << 20));
   app.add_option("--files-every", files_every, "CollectorOptions::files_every_n_ticks")
       ->check(CLI::Range(1, 1000));
+  app.add_option("--pressure-every", pressure_every,
+                 "CollectorOptions::pressure_every_n_ticks (0: --files-every)")
+      ->check(CLI::Range(0, 1000));
   app.add_option("--every-tick-share", every_tick_share,
                  "Name one tracked cgroup in K (by id) for Collector::setEveryTick, as the daemon "
                  "names its victims (0: none)")
@@ -99,6 +103,7 @@ int main(int argc, char** argv) {
   opts.map_budget_bytes = uint64_t{map_budget_mib} << 20;
   opts.max_pairs = max_cgroups * 4;
   opts.files_every_n_ticks = files_every;
+  opts.pressure_every_n_ticks = pressure_every;
   opts.legacy_reads = legacy;
   opts.kernel_sums = !user_sums;
   opts.changed_only = !every_slot;

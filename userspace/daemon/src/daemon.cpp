@@ -62,6 +62,7 @@ Result<void> Daemon::Impl::init() {
   // The policy sees containers only: other cgroups' files are read once a second (the ones of
   // containers at every tick: syncWatched()).
   copts.files_every_n_ticks = kFilesEveryNTicks;
+  copts.pressure_every_n_ticks = pressureEveryNTicks(s.interval, kFilesEveryNTicks);
   copts.log = [](int level, const std::string& msg) {
     if (level == 0) {
       log()->warn("libbpf: {}", msg);

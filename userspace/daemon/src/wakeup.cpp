@@ -129,6 +129,14 @@ void Daemon::Impl::syncWatched() {
   watched_cfg_ = std::move(conf);
 }
 
+uint32_t pressureEveryNTicks(std::chrono::milliseconds interval, uint32_t files_every) {
+  constexpr std::chrono::milliseconds kPsiPeriod{2000};  // the kernel's PSI_FREQ
+  const int64_t ms = std::max<int64_t>(interval.count(), 1);
+  const auto ticks =
+      static_cast<uint32_t>(std::min<int64_t>((kPsiPeriod.count() + ms - 1) / ms, 1000));
+  return std::max(ticks, std::max<uint32_t>(files_every, 1));
+}
+
 // The ring buffer's fd is readable: take its events and run a round now, or leave one pending
 // for when the rate limit allows (run() sleeps no longer than that).
 void Daemon::Impl::onWakeup() {

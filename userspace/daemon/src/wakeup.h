@@ -78,6 +78,14 @@ struct WatchCandidate {
 [[nodiscard]] std::vector<uint64_t> everyTickCgroups(std::span<const WatchCandidate> known,
                                                      std::span<const policy::Tier> victim_tiers);
 
+// The cadence of the pressure files and CFS quotas in ticks of `interval`
+// (CollectorOptions::pressure_every_n_ticks): the kernel recomputes the PSI averages every 2 s,
+// so reading them more often tells nothing new (the total the engine also takes is a running
+// count, divided by the span since its last read); never more often than the other files'
+// `files_every`.
+[[nodiscard]] uint32_t pressureEveryNTicks(std::chrono::milliseconds interval,
+                                           uint32_t files_every);
+
 // Whether aggressors reported at round `reported` (0: never) still stand at round `now` for
 // `coloctl top`: the pairs of a container not named every tick are read at every `every`-th
 // round only (the collector's second pairs map), so they stand until the next such read.

@@ -92,6 +92,14 @@ TEST(FileCadence, AggressorsStandUntilTheNextReadOfTheSlowerPairsMap) {
   EXPECT_FALSE(aggressorsCurrent(7, 8, 1));
 }
 
+TEST(FileCadence, PressureFilesEveryTwoSecondsNeverMoreOftenThanTheOthers) {
+  EXPECT_EQ(pressureEveryNTicks(std::chrono::milliseconds(100), 10), 20u);
+  EXPECT_EQ(pressureEveryNTicks(std::chrono::milliseconds(300), 10), 10u) << "7 ticks < 10";
+  EXPECT_EQ(pressureEveryNTicks(std::chrono::milliseconds(300), 1), 7u) << "rounded up: 2.1 s";
+  EXPECT_EQ(pressureEveryNTicks(std::chrono::milliseconds(5000), 0), 1u);
+  EXPECT_EQ(pressureEveryNTicks(std::chrono::milliseconds(0), 1), 1000u) << "bounded";
+}
+
 TEST(EventRound, EngineTakesAShortRoundBetweenTicksAndDecidesThere) {
   namespace pt = policy::testing;
   auto engine_r = policy::Engine::create(policy::Config{});

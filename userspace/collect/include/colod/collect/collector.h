@@ -173,7 +173,8 @@ struct CollectorStats {
   uint64_t cgroup_file_opens = 0;  // cgroup control files opened (flat when all stay cached)
   uint64_t cgroup_files_open = 0;  // now: control files held open for re-reading
   uint64_t cgroup_file_reads = 0;  // pread calls on cgroup control files, cumulative
-  // Named cgroups' per-tick cpu.stat reads skipped because no CFS quota is set; cumulative.
+  // cpu.stat reads skipped because no CFS quota is set (the cgroup cannot be throttled);
+  // cumulative.
   uint64_t cpu_stat_reads_skipped = 0;
 };
 
@@ -228,12 +229,17 @@ struct CollectorOptions {
   // 3 per active cgroup). nullopt: half of RLIMIT_NOFILE's soft limit at create(). 0: open and
   // close at every read.
   std::optional<std::size_t> max_open_files;
-  // Cadence of the cgroup file reads: cgroups not named in setEveryTick() have their files
+  // Cadence of the cgroup file reads: cgroups not named in setEveryTick() have their cpu.stat
   // read every files_every_n_ticks-th snapshot only (spread over the ticks by id), and no file
-  // data in the others; named ones have cpu.stat read at every snapshot and PSI at the same
-  // cadence (the kernel updates PSI averages every 2 s). 1 (the default) reads every active
-  // cgroup's files at every snapshot.
+  // data in the others; named ones have it read at every snapshot. 1 (the default) reads every
+  // active cgroup's files at every snapshot.
   uint32_t files_every_n_ticks = 1;
+  // Cadence of the pressure files (cpu.pressure, memory.pressure) and of the CFS quota, named
+  // or not: every pressure_every_n_ticks-th snapshot (spread by id; 0: files_every_n_ticks).
+  // The kernel recomputes the PSI averages every 2 s, and a quota changes when a container is
+  // resized. cpu.stat is read only while a quota is set (or not known yet): without one a
+  // cgroup is never throttled, and its counters stand still until one is set.
+  uint32_t pressure_every_n_ticks = 0;
   // Benchmarks only (scripts/bench/scale.sh "before"): the pre-issue-17 read side -- every map
   // dumped at max_entries into buffers allocated and zero-filled at each snapshot, and every
   // cgroup file opened and closed at each read.
