@@ -16,7 +16,13 @@ void PairDeltas::update(const uint8_t* keys,
   deltas_.clear();
   next_.clear();
   hits_ = 0;
+  const uint64_t last = full_tick_;  // a pair it had is at State::pos of order_
   full_tick_ = tick;
+  // The previous read's position expected next. A pair added since is met before it (the
+  // kernel puts a new entry at the head of its bucket's list) and found by hash, the cursor
+  // staying; a known pair met elsewhere (pairs removed, or another order) puts the cursor
+  // after its old position, so the rest is met in step again.
+  std::size_t j = 0;
   for (std::size_t i = 0; i < n; ++i) {
     colod_pair_key k{};
     uint64_t v = 0;
@@ -24,19 +30,25 @@ void PairDeltas::update(const uint8_t* keys,
     std::memcpy(&v, values + i * sizeof(v), sizeof(v));
     State* st = nullptr;
     if (skip.empty() || !skip.contains(k)) {
-      if (i < order_.size() && order_[i].second != nullptr && PairKeyEq()(order_[i].first, k)) {
-        st = order_[i].second;
+      if (j < order_.size() && order_[j].second != nullptr && PairKeyEq()(order_[j].first, k)) {
+        st = order_[j].second;
         ++hits_;
+        ++j;
       } else {
         auto [it, inserted] = state_.try_emplace(k);
         st = &it->second;
         index_stale_ = index_stale_ || inserted;
+        if (!inserted && st->seen == last) {
+          j = st->pos + 1;
+        }
       }
       const uint64_t d = st->seen == 0 ? v : sub(v, st->value);
-      *st = State{v, tick};
+      *st = State{v, tick, static_cast<uint32_t>(i)};
       if (d != 0) {
         deltas_.emplace_back(k, d);
       }
+    } else if (j < order_.size() && PairKeyEq()(order_[j].first, k)) {
+      ++j;  // skipped in step
     }
     next_.emplace_back(k, st);
   }

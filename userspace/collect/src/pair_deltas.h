@@ -8,8 +8,9 @@
 // batch read returns them in bucket order, which stays the same while no pair is added or
 // removed: pair i of a read is looked for at position i of the previous one first, a sequential
 // compare instead of a hash lookup per pair (those lookups were most of the snapshot's own time
-// at 1000 cgroups, issue 17). A pair added or removed shifts the order and the hash finds the
-// rest.
+// at 1000 cgroups, issue 17). A pair added or removed shifts the order: the added one is found
+// by hash, and the compare goes on in step after it (a cursor into the previous order, set
+// after a known pair's old position when it is met elsewhere).
 #pragma once
 
 #include <cstddef>
@@ -78,6 +79,7 @@ class PairDeltas {
   struct State {
     uint64_t value = 0;
     uint64_t seen = 0;  // tick of the last read that had the key; 0: new
+    uint32_t pos = 0;   // its position in that read
   };
   std::unordered_map<colod_pair_key, State, PairKeyHash, PairKeyEq> state_;
   // The last read's keys in its order, with their state (nullptr: skipped). Cleared whenever
