@@ -46,6 +46,17 @@ TEST(SchedMapPool, MapsComeBackEmptyWithTheirBucketsAndEntriesReuseTheirNodes) {
   EXPECT_EQ(again.count(1), 0u);
 }
 
+TEST(SchedMapPool, ReserveNeverShrinksTheBuckets) {
+  SchedMap m;
+  SchedMapPool::reserve(m, 1000);
+  const std::size_t big = m.bucket_count();
+  EXPECT_GE(static_cast<float>(big) * m.max_load_factor(), 1000.0f);
+  SchedMapPool::reserve(m, 10);
+  EXPECT_EQ(m.bucket_count(), big) << "m.reserve(10) would have shrunk it";
+  SchedMapPool::reserve(m, 5000);
+  EXPECT_GE(static_cast<float>(m.bucket_count()) * m.max_load_factor(), 5000.0f);
+}
+
 TEST(SchedMapPool, StocksAreBounded) {
   SchedMapPool pool(10);
   for (int round = 0; round < 6; ++round) {

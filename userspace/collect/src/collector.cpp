@@ -231,7 +231,7 @@ Result<Snapshot> Collector::Impl::snapshot() {
     cur_sched = std::move(read.entries);
   } else {
     detail::SchedMap before = sched_maps.take();
-    before.reserve(read.entries.size());
+    detail::SchedMapPool::reserve(before, read.entries.size());
     cur_sched = std::move(prev_sched);
     for (const auto& [id, e] : read.entries) {
       if (auto it = cur_sched.find(id); it != cur_sched.end()) {

@@ -245,7 +245,7 @@ Result<Collector::Impl::SchedRead> Collector::Impl::readSched() {
     }
   }
   slot_ids.assign(top, 0);
-  r.entries.reserve(slots);
+  detail::SchedMapPool::reserve(r.entries, slots);
   for (std::size_t i = 0; i < slots; ++i) {
     uint64_t id = 0;
     uint32_t slot = 0;
@@ -280,7 +280,7 @@ Result<Collector::Impl::SchedRead> Collector::Impl::readChangedSlots() {
     return r;
   }
   const int fd = bpf_map__fd(sched_skel->maps.cg_sched);
-  r.entries.reserve(changed_slots.size());
+  detail::SchedMapPool::reserve(r.entries, changed_slots.size());
   std::size_t next = 0;  // into changed_slots, which the runs cover in order
   std::size_t copied = 0;
   for (const bpf::IndexRun& run : slot_runs) {

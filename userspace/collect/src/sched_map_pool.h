@@ -49,6 +49,15 @@ class SchedMapPool {
     }
   }
 
+  // Room for n entries in m without a rehash. Not m.reserve(n): libstdc++ rehashes to the
+  // size asked for, down as well as up, so a count that varies by tick reallocated the bucket
+  // array at nearly every snapshot.
+  static void reserve(SchedMap& m, std::size_t n) {
+    if (static_cast<float>(m.bucket_count()) * m.max_load_factor() < static_cast<float>(n)) {
+      m.reserve(n);
+    }
+  }
+
   // m[id] = e, with a kept node where a new one is needed.
   void put(SchedMap& m, uint64_t id, const SchedEntry& e) {
     if (auto it = m.find(id); it != m.end()) {

@@ -9,6 +9,7 @@
 #include "bpf_util.h"
 #include "cgsched.h"
 #include "colod/base/unique_fd.h"
+#include "sched_map_pool.h"
 #include "schedsum.skel.h"
 
 namespace colod::collect::detail {
@@ -104,7 +105,7 @@ Result<std::size_t> parseSchedSums(const uint8_t* data,
                      sizeof(colod_sched_sum), "-byte records");
   }
   const std::size_t n = len / sizeof(colod_sched_sum);
-  out.reserve(n);
+  SchedMapPool::reserve(out, n);  // never shrinks: the map comes back from the pool each tick
   for (std::size_t i = 0; i < n; ++i) {
     colod_sched_sum r{};
     std::memcpy(&r, data + i * sizeof(r), sizeof(r));
