@@ -160,7 +160,7 @@ TEST(PairDeltas, SomePairsLookedUpBetweenFullReads) {
   EXPECT_TRUE(keys(7).empty());
 
   auto some = [&](std::vector<std::pair<colod_pair_key, uint64_t>> e, const PairKeySet& skip = {}) {
-    p.updateSome(e, skip);
+    p.updateSome(e, skip, 2);
     return deltasOf(p);
   };
   using K = colod_pair_key;
@@ -183,6 +183,40 @@ TEST(PairDeltas, SomePairsLookedUpBetweenFullReads) {
   EXPECT_EQ(pruned, std::vector<uint64_t>{8});
   EXPECT_EQ(p.size(), 3u);
   EXPECT_TRUE(keys(8).empty());
+}
+
+// Issue 17: pairs that stood still for idle_ticks are handed out for deletion and forgotten; a
+// move, in a full read or a lookup, keeps a pair; one re-created after its deletion is new.
+TEST(PairDeltas, PairsIdleForLongAreTakenAndComeBackWhole) {
+  PairDeltas p;
+  Read r;
+  r.add(1, 2, 5);
+  r.add(1, 3, 7);
+  r.add(4, 2, 1);
+  apply(p, r, 10);
+  std::vector<colod_pair_key> idle;
+  EXPECT_EQ(p.takeIdle(12, 5, idle), 0u) << "read at 10: two ticks only";
+  r.values = {6, 7, 1};  // (1,2) moved at 13
+  apply(p, r, 13);
+  using K = colod_pair_key;
+  p.updateSome({{K{4, 2}, 2}}, {}, 14);  // (4,2) moved between full reads
+  r.values = {6, 7, 2};
+  apply(p, r, 15);
+  EXPECT_EQ(p.takeIdle(15, 5, idle), 1u) << "(1,3): still since 10";
+  ASSERT_EQ(idle.size(), 1u);
+  EXPECT_EQ(idle[0].victim, 1u);
+  EXPECT_EQ(idle[0].aggressor, 3u);
+  EXPECT_EQ(p.size(), 2u);
+  EXPECT_EQ(p.keysOf(1).size(), 1u) << "the victim index is rebuilt";
+  // The BPF side re-creates it at the next preemption: its count is new, whole.
+  Read s;
+  s.add(1, 2, 6);
+  s.add(4, 2, 2);
+  s.add(1, 3, 1);
+  EXPECT_EQ(apply(p, s, 16), (M{{{1, 3}, 1}}));
+  EXPECT_EQ(p.takeIdle(17, 5, idle), 0u) << "(1,2) moved at 13, (4,2) at 14, (1,3) new at 16";
+  EXPECT_EQ(p.takeIdle(17, 2, idle), 2u);
+  EXPECT_EQ(p.size(), 1u) << "(1,3) stays";
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Privileged tests of the collector's read side (issue 17) over real cgroups: the control-file
 // cache (cgroups removed while cached, the quota-aware cadence), the map walks skipped or
-// limited to what changed, removals, drops, the BPF map memory report and the pairs' two maps.
-// The map readers alone, over maps made by the tests: map_reader_privileged_test.cpp.
+// limited to what changed, removals, drops and the BPF map memory report. The pairs' two maps
+// and their aging: pair_maps_privileged_test.cpp; the map readers alone, over maps made by the
+// tests: map_reader_privileged_test.cpp.
 #include <bpf/bpf.h>
 #include <dirent.h>
 #include <sys/resource.h>
@@ -32,13 +33,6 @@ std::size_t openFdCount() {
     ++n;
   }
   return n - 1;
-}
-
-// Two programs' counts of the same switches: equal but for a hash update that met a held
-// bucket lock (counted in map_lock_skips), within 1 % + 2.
-bool sameCount(uint64_t a, uint64_t b) {
-  const auto d = static_cast<double>(a > b ? a - b : b - a);
-  return d <= 0.01 * static_cast<double>(std::max(a, b)) + 2;
 }
 
 class ReadSideTest : public CollectorTest {
@@ -753,73 +747,6 @@ TEST_F(ReadSideTest, NamedVictimsPairsEveryTickOthersAtTheCadence) {
     EXPECT_GT(by_hog["ref"][id], 0u);
     EXPECT_TRUE(sameCount(by_hog["ref"][id], by_hog["col"][id]))
         << by_hog["ref"][id] << " vs " << by_hog["col"][id] << " for " << id;
-  }
-}
-
-// A named victim whose pairs do not fit its map: the overflow goes to the other map (read at
-// the cadence) and the BPF side stops trying the full one; nothing is lost against a collector
-// with room for every pair.
-TEST_F(ReadSideTest, NamedPairsBeyondTheirMapGoToTheOtherAndAreNotLost) {
-  constexpr uint32_t kEvery = 5;
-  CollectorOptions every;
-  every.read_files = false;
-  CollectorOptions small;
-  small.read_files = false;
-  small.files_every_n_ticks = kEvery;
-  small.max_named_pairs = 1;
-  MAKE_COLLECTOR_OR_SKIP(ref, every);
-  MAKE_COLLECTOR_OR_SKIP(col, small);
-  TestCgroup v({cpuRoot()}, uniqueName("victim"));
-  TestCgroup h1({cpuRoot()}, uniqueName("hog1"));
-  TestCgroup h2({cpuRoot()}, uniqueName("hog2"));
-  const uint64_t v_id = ASSERT_OK(cgroup::cgroupId(v.dirIn(cpuRoot())));
-  const uint64_t hog_ids[] = {ASSERT_OK(cgroup::cgroupId(h1.dirIn(cpuRoot()))),
-                              ASSERT_OK(cgroup::cgroupId(h2.dirIn(cpuRoot())))};
-  std::map<std::string, std::map<uint64_t, uint64_t>> by;  // who -> aggressor -> count
-  auto add = [&](const std::string& who, const Snapshot& s) {
-    if (const CgroupSample* c = find(s, v_id); c != nullptr) {
-      for (const auto& a : c->preempted_by) {
-        by[who][a.cgroup_id] += a.preemptions;
-      }
-    }
-  };
-  auto both = [&] {
-    add("ref", ASSERT_OK(ref.snapshot()));
-    add("col", ASSERT_OK(col.snapshot()));
-  };
-  both();
-  col.setEveryTick({v_id});
-  both();
-  by.clear();
-  bool full = false;
-  {
-    Child a(h1, kCpu, [] { hog(); });
-    Child b(h2, kCpu, [] { hog(); });
-    Child victim(v, kCpu, [] { sleeper(60000ms, 10000us); });
-    for (int i = 0; i < 30; ++i) {
-      std::this_thread::sleep_for(50ms);
-      add("ref", ASSERT_OK(ref.snapshot()));
-      const Snapshot s = ASSERT_OK(col.snapshot());
-      add("col", s);
-      full = full || s.stats.named_pairs_full;
-    }
-  }
-  for (uint32_t i = 0; i <= kEvery; ++i) {
-    std::this_thread::sleep_for(20ms);
-    both();
-  }
-  EXPECT_EQ(ASSERT_OK(col.snapshot()).stats.map_drops, 0u) << "a pair that did not fit was dropped";
-  std::printf("by hog1 %llu / %llu, by hog2 %llu / %llu (reference / named map of 1)\n",
-              static_cast<unsigned long long>(by["ref"][hog_ids[0]]),
-              static_cast<unsigned long long>(by["col"][hog_ids[0]]),
-              static_cast<unsigned long long>(by["ref"][hog_ids[1]]),
-              static_cast<unsigned long long>(by["col"][hog_ids[1]]));
-  EXPECT_TRUE(full) << "one slot for two pairs: the named map must have been full";
-  for (const uint64_t h : hog_ids) {
-    EXPECT_GT(by["ref"][h], 0u) << "the victim was never preempted by " << h;
-    const uint64_t a = by["ref"][h];
-    const uint64_t b = by["col"][h];
-    EXPECT_TRUE(sameCount(a, b)) << a << " vs " << b;
   }
 }
 

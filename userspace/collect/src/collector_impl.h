@@ -93,6 +93,7 @@ class Collector::Impl {
   static constexpr std::size_t kRestPairs = 0;
   static constexpr std::size_t kNamedPairs = 1;
   std::vector<std::pair<colod_pair_key, uint64_t>> pair_lookups;  // reused (readPairs)
+  std::vector<colod_pair_key> idle_pairs;                         // reused (agePairs)
   uint64_t pairs_read_bytes = 0;  // what the last readPairs() copied out
   // cg_named's marks, mapped: nonzero for the slots of the cgroups named every tick.
   bpf::MappedWords named_marks;
@@ -169,6 +170,8 @@ class Collector::Impl {
   // from prev_sched, still whole); pairs walked whole when the files' cadence comes round.
   Result<void> readPairs(const SchedRead& read);
   Result<void> readPairMap(PairMap& m, const SchedRead& read, bool whole);
+  // Deletes m's pairs idle for opts.pair_idle_ticks (right after a whole walk of m).
+  void agePairs(PairMap& m);
   // Marks in cg_named the slots of the cgroups named every tick (cur: id -> entry, every live
   // one), and clears the marks of the others.
   void syncNamedSlots(const std::unordered_map<uint64_t, detail::SchedEntry>& cur);

@@ -472,7 +472,7 @@ Result<void> Collector::Impl::readPairMap(PairMap& m, const SchedRead& read, boo
       }
       stats.pair_lookups += pair_lookups.size();
       pair_lookups.resize(found);
-      m.deltas.updateSome(pair_lookups, m.undeleted);
+      m.deltas.updateSome(pair_lookups, m.undeleted, tick);
       pairs_read_bytes += found * (sizeof(colod_pair_key) + sizeof(uint64_t));
       return {};
     }
@@ -487,7 +487,30 @@ Result<void> Collector::Impl::readPairMap(PairMap& m, const SchedRead& read, boo
   }
   m.deltas.update(m.reader.key(0), m.reader.value(0), *n, m.undeleted, tick);
   pairs_read_bytes += m.reader.lastReadBytes();
+  if (opts.pair_idle_ticks > 0 && tick % std::max<uint32_t>(opts.files_every_n_ticks, 1) == 0) {
+    agePairs(m);
+  }
   return {};
+}
+
+void Collector::Impl::agePairs(PairMap& m) {
+  idle_pairs.clear();
+  if (m.deltas.takeIdle(tick, opts.pair_idle_ticks, idle_pairs) == 0) {
+    return;
+  }
+  // One call for all of them; where it stops (a key it could not delete), the rest one by one,
+  // a failure kept pending like any prune: a forgotten pair left in the map would be met as
+  // new, its whole count taken for one interval's.
+  auto count = static_cast<uint32_t>(idle_pairs.size());
+  LIBBPF_OPTS(bpf_map_batch_opts, bo);
+  if (bpf_map_delete_batch(m.fd, idle_pairs.data(), &count, &bo) != 0) {
+    count = std::min(count, static_cast<uint32_t>(idle_pairs.size()));
+    for (std::size_t i = count; i < idle_pairs.size(); ++i) {
+      prunePair(m, idle_pairs[i]);
+    }
+  }
+  m.gen.invalidate();
+  stats.pairs_aged += idle_pairs.size();
 }
 
 void Collector::Impl::syncNamedSlots(const std::unordered_map<uint64_t, detail::SchedEntry>& cur) {

@@ -43,7 +43,7 @@ void PairDeltas::update(const uint8_t* keys,
         }
       }
       const uint64_t d = st->seen == 0 ? v : sub(v, st->value);
-      *st = State{v, tick, static_cast<uint32_t>(i)};
+      *st = State{v, tick, static_cast<uint32_t>(i), d != 0 || st->seen == 0 ? tick : st->moved};
       if (d != 0) {
         deltas_.emplace_back(k, d);
       }
@@ -56,7 +56,8 @@ void PairDeltas::update(const uint8_t* keys,
 }
 
 void PairDeltas::updateSome(const std::vector<std::pair<colod_pair_key, uint64_t>>& entries,
-                            const PairKeySet& skip) {
+                            const PairKeySet& skip,
+                            uint64_t tick) {
   deltas_.clear();
   hits_ = 0;
   for (const auto& [k, v] : entries) {
@@ -68,9 +69,33 @@ void PairDeltas::updateSome(const std::vector<std::pair<colod_pair_key, uint64_t
     const uint64_t d = sub(v, it->second.value);
     it->second.value = v;
     if (d != 0) {
+      it->second.moved = tick;
       deltas_.emplace_back(k, d);
     }
   }
+}
+
+std::size_t PairDeltas::takeIdle(uint64_t tick,
+                                 uint64_t idle_ticks,
+                                 std::vector<colod_pair_key>& out) {
+  const std::size_t before = out.size();
+  idle_ticks = std::max<uint64_t>(idle_ticks, 1);
+  for (auto it = state_.begin(); it != state_.end();) {
+    // Only pairs the last full read had: the others are gone already (forget() drops them).
+    if (it->second.seen == full_tick_ && tick - it->second.moved >= idle_ticks) {
+      out.push_back(it->first);
+      it = state_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  const std::size_t n = out.size() - before;
+  if (n > 0) {
+    order_.clear();  // its pointers would dangle
+    index_stale_ = true;
+  }
+  // deltas() names none of them: a pair that moved at `tick` is not idle (idle_ticks >= 1).
+  return n;
 }
 
 const std::vector<colod_pair_key>& PairDeltas::keysOf(uint64_t victim) {

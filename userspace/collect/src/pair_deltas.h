@@ -55,7 +55,14 @@ class PairDeltas {
   // and deltas() holds those that moved; the others stand. Keys not known from a full read are
   // left out (a new pair moves the BPF side's pairs_gen, and the next read is a full one).
   void updateSome(const std::vector<std::pair<colod_pair_key, uint64_t>>& entries,
-                  const PairKeySet& skip);
+                  const PairKeySet& skip,
+                  uint64_t tick);
+
+  // Appends to `out` the pairs of the last full read whose count has not moved for idle_ticks
+  // snapshots or more at `tick`, and forgets them: the caller deletes them from the map (or
+  // marks them pending, as for prune). A pair that moves again is re-created by the BPF side
+  // and met as new, its count whole. Returns how many.
+  std::size_t takeIdle(uint64_t tick, uint64_t idle_ticks, std::vector<colod_pair_key>& out);
 
   // The known pairs (from full reads) whose victim is `victim`, in no particular order.
   [[nodiscard]] const std::vector<colod_pair_key>& keysOf(uint64_t victim);
@@ -78,8 +85,9 @@ class PairDeltas {
  private:
   struct State {
     uint64_t value = 0;
-    uint64_t seen = 0;  // tick of the last read that had the key; 0: new
-    uint32_t pos = 0;   // its position in that read
+    uint64_t seen = 0;   // tick of the last read that had the key; 0: new
+    uint32_t pos = 0;    // its position in that read
+    uint64_t moved = 0;  // tick its count last moved (or it was first read)
   };
   std::unordered_map<colod_pair_key, State, PairKeyHash, PairKeyEq> state_;
   // The last read's keys in its order, with their state (nullptr: skipped). Cleared whenever

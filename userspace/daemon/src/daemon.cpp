@@ -63,6 +63,7 @@ Result<void> Daemon::Impl::init() {
   // containers at every tick: syncWatched()).
   copts.files_every_n_ticks = kFilesEveryNTicks;
   copts.pressure_every_n_ticks = pressureEveryNTicks(s.interval, kFilesEveryNTicks);
+  copts.pair_idle_ticks = pairIdleTicks(s.interval);
   copts.log = [](int level, const std::string& msg) {
     if (level == 0) {
       log()->warn("libbpf: {}", msg);

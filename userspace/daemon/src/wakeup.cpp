@@ -137,6 +137,12 @@ uint32_t pressureEveryNTicks(std::chrono::milliseconds interval, uint32_t files_
   return std::max(ticks, std::max<uint32_t>(files_every, 1));
 }
 
+uint32_t pairIdleTicks(std::chrono::milliseconds interval) {
+  constexpr int64_t kIdleMs = 30'000;
+  const int64_t ms = std::max<int64_t>(interval.count(), 1);
+  return static_cast<uint32_t>(std::max<int64_t>((kIdleMs + ms - 1) / ms, 1));
+}
+
 // The ring buffer's fd is readable: take its events and run a round now, or leave one pending
 // for when the rate limit allows (run() sleeps no longer than that).
 void Daemon::Impl::onWakeup() {

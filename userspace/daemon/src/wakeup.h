@@ -86,6 +86,11 @@ struct WatchCandidate {
 [[nodiscard]] uint32_t pressureEveryNTicks(std::chrono::milliseconds interval,
                                            uint32_t files_every);
 
+// CollectorOptions::pair_idle_ticks in ticks of `interval`: a victim <- aggressor pair that
+// has not moved for 30 s is deleted from its BPF map (re-created whole if it moves again), so
+// long-lived containers do not fill the maps and leave no room for a new aggressor's pairs.
+[[nodiscard]] uint32_t pairIdleTicks(std::chrono::milliseconds interval);
+
 // Whether aggressors reported at round `reported` (0: never) still stand at round `now` for
 // `coloctl top`: the pairs of a container not named every tick are read at every `every`-th
 // round only (the collector's second pairs map), so they stand until the next such read.

@@ -100,6 +100,13 @@ TEST(FileCadence, PressureFilesEveryTwoSecondsNeverMoreOftenThanTheOthers) {
   EXPECT_EQ(pressureEveryNTicks(std::chrono::milliseconds(0), 1), 1000u) << "bounded";
 }
 
+TEST(FileCadence, PairsIdleForThirtySecondsAreAged) {
+  EXPECT_EQ(pairIdleTicks(std::chrono::milliseconds(100)), 300u);
+  EXPECT_EQ(pairIdleTicks(std::chrono::milliseconds(7)), 4286u) << "rounded up";
+  EXPECT_EQ(pairIdleTicks(std::chrono::milliseconds(60000)), 1u);
+  EXPECT_EQ(pairIdleTicks(std::chrono::milliseconds(0)), 30000u);
+}
+
 TEST(EventRound, EngineTakesAShortRoundBetweenTicksAndDecidesThere) {
   namespace pt = policy::testing;
   auto engine_r = policy::Engine::create(policy::Config{});

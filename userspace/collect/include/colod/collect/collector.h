@@ -170,6 +170,8 @@ struct CollectorStats {
   // The named victims' pairs map is full now: their new pairs are counted in the other map,
   // read at the slower cadence (CollectorOptions::max_named_pairs).
   bool named_pairs_full = false;
+  // Pairs deleted from their maps after pair_idle_ticks without a move; cumulative.
+  uint64_t pairs_aged = 0;
   uint64_t cgroup_file_opens = 0;  // cgroup control files opened (flat when all stay cached)
   uint64_t cgroup_files_open = 0;  // now: control files held open for re-reading
   uint64_t cgroup_file_reads = 0;  // pread calls on cgroup control files, cumulative
@@ -215,6 +217,14 @@ struct CollectorOptions {
   // snapshot while the other is read every files_every_n_ticks-th; beyond it they go to the
   // other, read late but not lost.
   uint32_t max_named_pairs = 4096;
+  // A pair whose count has not moved for this many snapshots is deleted from its map (0:
+  // never), checked at every files_every_n_ticks-th snapshot: on a node whose containers live
+  // for days the victim <- aggressor pairs would otherwise fill both maps, and new pairs (a BPF
+  // job that just landed, preempting an LS) would be dropped. A deleted pair that moves again
+  // is re-created by the BPF side and reported whole. The deletion is one batch call; a
+  // preemption landing between the walk that found the pair idle and that call is not counted
+  // (the pair had stood still for the whole span before).
+  uint32_t pair_idle_ticks = 0;
   // Ids of removed cgroups queued by the BPF side between two snapshots; beyond it every
   // tracked cgroup is checked with a stat() at the next snapshot (CollectorStats::removals_lost).
   uint32_t removal_queue = 1024;
