@@ -10,9 +10,10 @@
 # reading every cgroup's files at every tick (--files-every 1: the collector's own default),
 # then as the daemon runs it: files every kFilesEveryNTicks-th tick (10) except for the cgroups
 # the daemon names every tick (its victims and the containers it restricts), one in EVERY_TICK
-# (10) here (--every-tick-share), PSI files and CFS quotas every PRESSURE_EVERY-th (20: 2 s, the
-# kernel's PSI period; --pressure-every), first copying out every live cgroup's cg_sched entry at every
-# tick (--every-slot, as before the change marks), then only the changed ones (the default).
+# (10) here (--every-tick-share), CFS quotas and the named cgroups' PSI files every
+# PRESSURE_EVERY-th (20: 2 s, the kernel's PSI period; --pressure-every, --pressure-named-only),
+# first copying out every live cgroup's cg_sched entry at every tick (--every-slot, as before the
+# change marks), then only the changed ones (the default).
 # Then the daemon-cadence run again with a CFS quota (non-binding) on every bench cgroup: a named
 # cgroup without a quota cannot be throttled, so its cpu.stat waits for the cadence, and this run
 # shows the cost where every named container has a CPU limit (`scale-quota:`).
@@ -126,12 +127,12 @@ for n in "${sizes[@]}"; do
   fi
   old=$("$probe" --legacy --seconds "$secs" --max-cgroups "$max_cgroups" | grep '^probe:')
   f1=$("$probe" --files-every 1 --seconds "$secs" --max-cgroups "$max_cgroups" | grep '^probe:')
-  every=$("$probe" --files-every 10 --every-tick-share "$every_tick" --pressure-every "$pressure_every" --seconds "$secs" \
+  every=$("$probe" --files-every 10 --every-tick-share "$every_tick" --pressure-every "$pressure_every" --pressure-named-only --seconds "$secs" \
           --max-cgroups "$max_cgroups" --every-slot | grep '^probe:')
   # The daemon-cadence run, its syscalls counted (perf, the raw_syscalls tracepoint) over the
   # middle of its window: with the cost of a null syscall they give the floor this host puts
   # under any collector that reads the same files and maps one call each.
-  "$probe" --files-every 10 --every-tick-share "$every_tick" --pressure-every "$pressure_every" --seconds "$secs" \
+  "$probe" --files-every 10 --every-tick-share "$every_tick" --pressure-every "$pressure_every" --pressure-named-only --seconds "$secs" \
     --max-cgroups "$max_cgroups" > "$work/new.out" &
   pp=$!
   calls=""
@@ -147,7 +148,7 @@ for n in "${sizes[@]}"; do
   # named containers all have CPU limits: theirs is the every-tick cpu.stat the collector skips
   # for a cgroup without a quota (it cannot be throttled).
   quotas on
-  quota=$("$probe" --files-every 10 --every-tick-share "$every_tick" --pressure-every "$pressure_every" --seconds "$secs" \
+  quota=$("$probe" --files-every 10 --every-tick-share "$every_tick" --pressure-every "$pressure_every" --pressure-named-only --seconds "$secs" \
           --max-cgroups "$max_cgroups" | grep '^probe:')
   quotas off
   echo "scale-legacy: possible_cpus=$ncpu containers=$n colod_rss_mib=$(get rss_mib "$old")" \

@@ -482,6 +482,45 @@ TEST_F(ReadSideTest, FilesOfNamedCgroupsEveryTickOthersAtTheCadence) {
       << "a quota set later on a cgroup read at the cadence was not seen";
 }
 
+// With pressure_of_named_only (the daemon's setting: its policy reads its victims' PSI alone),
+// only the cgroups named in setEveryTick() have their pressure files read.
+TEST_F(ReadSideTest, PressureOfNamedCgroupsOnlyWhenAsked) {
+  CollectorOptions opts;
+  opts.pressure_every_n_ticks = 2;
+  opts.pressure_of_named_only = true;
+  MAKE_COLLECTOR_OR_SKIP(col, opts);
+  std::vector<std::string> roots{cpuRoot()};
+  if (!v2() && !hier_.unified.empty()) {
+    roots.push_back(hier_.unified);
+  }
+  TestCgroup named(roots, uniqueName("psi-named"));
+  TestCgroup other(roots, uniqueName("psi-other"));
+  if (hier_.unified.empty() ||
+      ::access((named.dirIn(hier_.unified) + "/cpu.pressure").c_str(), R_OK) != 0) {
+    GTEST_SKIP() << "no cpu.pressure in the unified hierarchy (kernel without PSI, or psi=0)";
+  }
+  const uint64_t named_id = ASSERT_OK(cgroup::cgroupId(named.dirIn(cpuRoot())));
+  const uint64_t other_id = ASSERT_OK(cgroup::cgroupId(other.dirIn(cpuRoot())));
+  col.setEveryTick({named_id});
+  Child a(named, -1, [] { sleeper(60000ms, 300us); });
+  Child b(other, -1, [] { sleeper(60000ms, 300us); });
+  std::map<uint64_t, int> reported;
+  std::map<uint64_t, int> psi;
+  for (int i = 0; i < 12; ++i) {
+    std::this_thread::sleep_for(30ms);
+    const Snapshot s = ASSERT_OK(col.snapshot());
+    for (const uint64_t id : {named_id, other_id}) {
+      if (const CgroupSample* x = find(s, id); x != nullptr) {
+        ++reported[id];
+        psi[id] += x->cpu_pressure.has_value() ? 1 : 0;
+      }
+    }
+  }
+  ASSERT_GE(std::min(reported[named_id], reported[other_id]), 6) << "not reported: not busy";
+  EXPECT_GE(psi[named_id], 2) << "the named cgroup's PSI, one snapshot in two";
+  EXPECT_EQ(psi[other_id], 0) << "the other's PSI was read";
+}
+
 TEST_F(ReadSideTest, BpfMapBytesReportedAndGrowWithMaxCgroups) {
   CollectorOptions small;
   small.max_cgroups = 1024;

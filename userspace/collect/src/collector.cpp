@@ -86,7 +86,7 @@ Result<void> Collector::Impl::rescan() {
   return {};
 }
 
-void Collector::Impl::readFiles(CgroupSample& s, bool stat_due, bool slow_due) {
+void Collector::Impl::readFiles(CgroupSample& s, bool named, bool stat_due, bool slow_due) {
   auto note = [this](const Error& e) {
     const int err = e.errnoValue();
     if (err != ENOENT && err != ENODEV) {
@@ -142,7 +142,7 @@ void Collector::Impl::readFiles(CgroupSample& s, bool stat_due, bool slow_due) {
   }
   // PSI is charged in the unified hierarchy even when limits live in v1; the cgroup exists
   // there only if the runtime created it (same relative path, another inode on hybrid hosts).
-  if (!slow_due || hier.unified.empty()) {
+  if (!slow_due || hier.unified.empty() || (opts.pressure_of_named_only && !named)) {
     return;
   }
   const std::string udir = cgroup::joinRel(hier.unified, s.path);
@@ -445,10 +445,11 @@ Result<Snapshot> Collector::Impl::snapshot() {
       // at the slower cadence like any other: the kernel recomputes the avg10/60/300 averages
       // every 2 s, so reading them every 100 ms costs formatting and tells nothing new
       // (issue 17).
-      const bool stat_due = every == 1 || (tick + id) % every == 0 || every_tick.contains(id);
+      const bool named = every_tick.contains(id);
+      const bool stat_due = every == 1 || (tick + id) % every == 0 || named;
       const bool slow_due = slow == 1 || (tick + id) % slow == 0;
       if (!s.path.empty() && (stat_due || slow_due)) {
-        readFiles(s, stat_due, slow_due);
+        readFiles(s, named, stat_due, slow_due);
       }
     }
   }

@@ -178,7 +178,7 @@ class Collector::Impl {
   Result<void> readBehind();
   void retryDeletes();
   // cpu.stat, and the PSI files when `psi`.
-  void readFiles(CgroupSample& s, bool stat_due, bool slow_due);
+  void readFiles(CgroupSample& s, bool named, bool stat_due, bool slow_due);
   // Takes the removed cgroups' ids off the BPF queue and forgets their paths. Returns the ids
   // whose path it forgot; `lost` is set when removals did not fit in the queue.
   std::vector<uint64_t> drainRemovals(bool& lost);

@@ -66,6 +66,7 @@ int main(int argc, char** argv) {
   bool legacy = false;
   bool user_sums = false;
   bool every_slot = false;
+  bool pressure_named_only = false;
   std::string cgroup_root = "/sys/fs/cgroup";
   app.add_option("--seconds", seconds, "Measured window")->check(CLI::Range(1, 3600));
   app.add_option("--warmup-ticks", warmup_ticks, "Snapshots before the window")
@@ -80,6 +81,8 @@ int main(int argc, char** argv) {
   app.add_option("--pressure-every", pressure_every,
                  "CollectorOptions::pressure_every_n_ticks (0: --files-every)")
       ->check(CLI::Range(0, 1000));
+  app.add_flag("--pressure-named-only", pressure_named_only,
+               "CollectorOptions::pressure_of_named_only (as the daemon reads them)");
   app.add_option("--every-tick-share", every_tick_share,
                  "Name one tracked cgroup in K (by id) for Collector::setEveryTick, as the daemon "
                  "names its victims (0: none)")
@@ -104,6 +107,7 @@ int main(int argc, char** argv) {
   opts.max_pairs = max_cgroups * 4;
   opts.files_every_n_ticks = files_every;
   opts.pressure_every_n_ticks = pressure_every;
+  opts.pressure_of_named_only = pressure_named_only;
   opts.legacy_reads = legacy;
   opts.kernel_sums = !user_sums;
   opts.changed_only = !every_slot;

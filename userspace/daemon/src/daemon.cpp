@@ -64,6 +64,7 @@ Result<void> Daemon::Impl::init() {
   copts.files_every_n_ticks = kFilesEveryNTicks;
   copts.pressure_every_n_ticks = pressureEveryNTicks(s.interval, kFilesEveryNTicks);
   copts.pair_idle_ticks = pairIdleTicks(s.interval);
+  copts.pressure_of_named_only = true;  // the engine reads its victims' PSI only
   copts.log = [](int level, const std::string& msg) {
     if (level == 0) {
       log()->warn("libbpf: {}", msg);

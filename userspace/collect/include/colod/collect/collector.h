@@ -250,6 +250,9 @@ struct CollectorOptions {
   // resized. cpu.stat is read only while a quota is set (or not known yet): without one a
   // cgroup is never throttled, and its counters stand still until one is set.
   uint32_t pressure_every_n_ticks = 0;
+  // Read the pressure files of the cgroups named in setEveryTick() only (the daemon: its policy
+  // reads the PSI of its victims alone, and nothing shows the others').
+  bool pressure_of_named_only = false;
   // Benchmarks only (scripts/bench/scale.sh "before"): the pre-issue-17 read side -- every map
   // dumped at max_entries into buffers allocated and zero-filled at each snapshot, and every
   // cgroup file opened and closed at each read.
