@@ -177,7 +177,8 @@ class Collector::Impl {
   void syncNamedSlots(const std::unordered_map<uint64_t, detail::SchedEntry>& cur);
   Result<void> readBehind();
   void retryDeletes();
-  // cpu.stat, and the PSI files when `psi`.
+  // cpu.stat when `stat_due` (and a quota is set, or no baseline was read yet); the quota, and
+  // the PSI files (of `named` cgroups only with pressure_of_named_only), when `slow_due`.
   void readFiles(CgroupSample& s, bool named, bool stat_due, bool slow_due);
   // Takes the removed cgroups' ids off the BPF queue and forgets their paths. Returns the ids
   // whose path it forgot; `lost` is set when removals did not fit in the queue.
