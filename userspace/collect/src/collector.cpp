@@ -9,7 +9,7 @@
 
 #include <algorithm>
 #include <cstring>
-#include <map>
+#include <numeric>
 #include <type_traits>
 #include <unordered_map>
 #include <unordered_set>
@@ -355,15 +355,20 @@ Result<Snapshot> Collector::Impl::snapshot() {
     }
   }
 
-  std::map<uint64_t, CgroupSample> out;
+  // The samples, built in place: a reference sample() returns is not held across another
+  // sample() call (the vector may grow).
+  std::vector<CgroupSample>& out = snap.cgroups;
+  out.reserve((read.all ? cur_sched.size() : read.entries.size()) + cur_reclaim.size());
+  sample_index.clear();
   auto sample = [&](uint64_t id) -> CgroupSample& {
-    auto [it, inserted] = out.try_emplace(id);
+    auto [it, inserted] = sample_index.try_emplace(id, out.size());
     if (inserted) {
-      it->second.id = id;
+      CgroupSample& s = out.emplace_back();
+      s.id = id;
       auto p = paths.find(id);
-      it->second.path = p == paths.end() ? std::string() : p->second;
+      s.path = p == paths.end() ? std::string() : p->second;
     }
-    return it->second;
+    return out[it->second];
   };
   forEachRead([&](uint64_t id) {
     const auto c = cur_sched.find(id);
@@ -439,7 +444,8 @@ Result<Snapshot> Collector::Impl::snapshot() {
     files.beginTick();
     const uint64_t every = std::max<uint32_t>(opts.files_every_n_ticks, 1);
     const uint64_t slow = opts.pressure_every_n_ticks > 0 ? opts.pressure_every_n_ticks : every;
-    for (auto& [id, s] : out) {
+    for (CgroupSample& s : out) {
+      const uint64_t id = s.id;
       // The cadences are spread by id, so each tick reads about 1/every of the rest. A named
       // cgroup has its cpu.stat read at every tick (its throttling is per interval) and its PSI
       // at the slower cadence like any other: the kernel recomputes the avg10/60/300 averages
@@ -453,14 +459,21 @@ Result<Snapshot> Collector::Impl::snapshot() {
       }
     }
   }
-  snap.cgroups.reserve(out.size());
-  for (auto& [id, s] : out) {
+  for (CgroupSample& s : out) {
     std::sort(s.preempted_by.begin(), s.preempted_by.end(),
               [](const Aggressor& a, const Aggressor& b) { return a.preemptions > b.preemptions; });
-    snap.cgroups.push_back(std::move(s));
   }
-  std::sort(snap.cgroups.begin(), snap.cgroups.end(),
-            [](const CgroupSample& a, const CgroupSample& b) { return a.path < b.path; });
+  // By path, through an index: a sample is ~800 bytes, and a sort moves each many times.
+  sample_order.resize(out.size());
+  std::iota(sample_order.begin(), sample_order.end(), uint32_t{0});
+  std::sort(sample_order.begin(), sample_order.end(),
+            [&](uint32_t a, uint32_t b) { return out[a].path < out[b].path; });
+  std::vector<CgroupSample> sorted;
+  sorted.reserve(out.size());
+  for (const uint32_t i : sample_order) {
+    sorted.push_back(std::move(out[i]));
+  }
+  out = std::move(sorted);
 
   // Drops: counters in both programs' .bss, read through the skeletons' mmapped memory. Lock
   // skips (EBUSY) are kept apart: they say nothing about the maps' size (bpf/colod_common.h).

@@ -94,6 +94,8 @@ class Collector::Impl {
   static constexpr std::size_t kNamedPairs = 1;
   std::vector<std::pair<colod_pair_key, uint64_t>> pair_lookups;  // reused (readPairs)
   std::vector<colod_pair_key> idle_pairs;                         // reused (agePairs)
+  std::unordered_map<uint64_t, uint32_t> sample_index;            // reused: id -> snapshot sample
+  std::vector<uint32_t> sample_order;                             // reused: the samples by path
   uint64_t pairs_read_bytes = 0;  // what the last readPairs() copied out
   // cg_named's marks, mapped: nonzero for the slots of the cgroups named every tick.
   bpf::MappedWords named_marks;
