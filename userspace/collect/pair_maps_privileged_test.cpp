@@ -12,18 +12,24 @@ namespace {
 
 using namespace std::chrono_literals;
 
-class PairMapsTest : public CollectorTest {};
+class PairMapsTest : public CollectorTest {
+ protected:
+  // The pairs are the BPF maps' alone: no cgroup file is read.
+  static CollectorOptions mapsOnly(uint32_t files_every_n_ticks = 1) {
+    CollectorOptions o;
+    o.read_files = false;
+    o.files_every_n_ticks = files_every_n_ticks;
+    return o;
+  }
+};
 
 // A named victim whose pairs do not fit its map: the overflow goes to the other map (read at
 // the cadence) and the BPF side stops trying the full one; nothing is lost against a collector
 // with room for every pair.
 TEST_F(PairMapsTest, NamedPairsBeyondTheirMapGoToTheOtherAndAreNotLost) {
   constexpr uint32_t kEvery = 5;
-  CollectorOptions every;
-  every.read_files = false;
-  CollectorOptions small;
-  small.read_files = false;
-  small.files_every_n_ticks = kEvery;
+  const CollectorOptions every = mapsOnly();
+  CollectorOptions small = mapsOnly(kEvery);
   small.max_named_pairs = 1;
   MAKE_COLLECTOR_OR_SKIP(ref, every);
   MAKE_COLLECTOR_OR_SKIP(col, small);
@@ -88,11 +94,8 @@ TEST_F(PairMapsTest, NamedPairsBeyondTheirMapGoToTheOtherAndAreNotLost) {
 TEST_F(PairMapsTest, PairsIdleForLongAreDeletedAndComeBackWhole) {
   constexpr uint32_t kEvery = 2;
   constexpr uint32_t kIdle = 4;
-  CollectorOptions every;
-  every.read_files = false;
-  CollectorOptions aging;
-  aging.read_files = false;
-  aging.files_every_n_ticks = kEvery;
+  const CollectorOptions every = mapsOnly();
+  CollectorOptions aging = mapsOnly(kEvery);
   aging.pair_idle_ticks = kIdle;
   MAKE_COLLECTOR_OR_SKIP(ref, every);
   MAKE_COLLECTOR_OR_SKIP(col, aging);
