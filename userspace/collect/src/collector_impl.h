@@ -85,6 +85,7 @@ class Collector::Impl {
     __u64* full = nullptr;           // named_pairs_full (.bss): cleared when a walk finds room
     uint32_t max_entries = 0;
     bpf::MapGeneration gen;  // its key set at the last full read
+    uint64_t aged_at = 0;    // tick of the last look for idle pairs (agePairs)
     detail::PairDeltas deltas;
     detail::PairKeySet undeleted;  // deletions that failed, retried at every snapshot
     bpf::MapReader reader{sizeof(colod_pair_key), sizeof(uint64_t)};

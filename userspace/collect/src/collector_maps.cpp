@@ -487,7 +487,12 @@ Result<void> Collector::Impl::readPairMap(PairMap& m, const SchedRead& read, boo
   }
   m.deltas.update(m.reader.key(0), m.reader.value(0), *n, m.undeleted, tick);
   pairs_read_bytes += m.reader.lastReadBytes();
-  if (opts.pair_idle_ticks > 0 && tick % std::max<uint32_t>(opts.files_every_n_ticks, 1) == 0) {
+  // At most once every files_every_n_ticks snapshots, after whichever whole walk comes then:
+  // the named map is walked whole when the sched read is (every full_read_every_n_ticks-th,
+  // whatever its phase) or a new pair arrived, not on the files' ticks.
+  if (opts.pair_idle_ticks > 0 &&
+      tick - m.aged_at >= std::max<uint32_t>(opts.files_every_n_ticks, 1)) {
+    m.aged_at = tick;
     agePairs(m);
   }
   return {};
