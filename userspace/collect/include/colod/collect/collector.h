@@ -218,9 +218,10 @@ struct CollectorOptions {
   // other, read late but not lost.
   uint32_t max_named_pairs = 4096;
   // A pair whose count has not moved for this many snapshots is deleted from its map (0:
-  // never), checked at every files_every_n_ticks-th snapshot: on a node whose containers live
-  // for days the victim <- aggressor pairs would otherwise fill both maps, and new pairs (a BPF
-  // job that just landed, preempting an LS) would be dropped. A deleted pair that moves again
+  // never), looked for after a whole walk of the map at most once every files_every_n_ticks
+  // snapshots: on a node whose containers live for days the victim <- aggressor pairs would
+  // otherwise fill both maps, and new pairs (a BE job that just landed, preempting an LS)
+  // would be dropped. A deleted pair that moves again
   // is re-created by the BPF side and reported whole. The deletion is one batch call; a
   // preemption landing between the walk that found the pair idle and that call is not counted
   // (the pair had stood still for the whole span before).
