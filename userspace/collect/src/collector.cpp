@@ -101,13 +101,17 @@ void Collector::Impl::readFiles(CgroupSample& s, bool named, bool stat_due, bool
   // none): its cpu.stat is read once, for a baseline, and then only while it has a quota. The
   // quota itself is read at the slower cadence (and at first sight). Its counters are
   // cumulative and stand still while no quota is set, so a quota set in between is seen whole
-  // at the next read after the quota's. Unknown (unreadable) counts as set.
-  if (slow_due || !prev.quota) {
+  // at the next read after the quota's. Unknown (unreadable) counts as set; no quota file at
+  // all (no cpu controller, or the v2 root) as none, for good.
+  if (!prev.no_quota_file && (slow_due || !prev.quota)) {
     const bool v2 = mode == CgroupMode::V2;
     auto text = files.read(s.id, v2 ? detail::CgroupFile::CpuMax : detail::CgroupFile::CfsQuotaUs,
                            dir, true);
     std::optional<bool> quota;
-    if (text && v2) {
+    if (!text && text.error().errnoValue() == ENOENT) {
+      prev.no_quota_file = true;  // (or the cgroup is gone: pruned at the next rescan)
+      quota = false;
+    } else if (text && v2) {
       if (auto m = cgroup::parseCpuMax(*text); m) {
         quota = m->quota_us.has_value();
       }
@@ -118,7 +122,7 @@ void Collector::Impl::readFiles(CgroupSample& s, bool named, bool stat_due, bool
     }
     prev.quota = quota.value_or(true);
   }
-  if (stat_due && prev.quota == false && prev.have) {
+  if (stat_due && prev.quota == false && (prev.have || prev.no_quota_file)) {
     ++stats.cpu_stat_reads_skipped;
   } else if (stat_due) {
     if (auto text = files.read(s.id, detail::CgroupFile::CpuStat, dir, true); text) {

@@ -122,6 +122,9 @@ class Collector::Impl {
     // Whether a CFS quota is set, read at the pressure files' cadence (unknown: treated as
     // set).
     std::optional<bool> quota;
+    // The cgroup has no quota file (no cpu controller, or the v2 root): it cannot be throttled,
+    // and neither file is read again (a failed open at every cadence tick).
+    bool no_quota_file = false;
   };
   std::unordered_map<uint64_t, FileState> prev_files;
   std::unordered_map<uint64_t, std::string> paths;  // live cgroups: id -> rel path
