@@ -188,6 +188,70 @@ TEST_F(WakeupTest, AProtectedCgroupsWaitsAreAttributedToWhomItWaitedBehind) {
   }
 }
 
+// A preemption's wait goes to whom the victim waited behind, not to the preemptor (issue 15,
+// busy reaction): a short waker (a host task) preempts an always-runnable LS over and over, runs
+// a few µs, and the LS then waits behind a busy BE that the scheduler picks first. Split by
+// preemption counts, most of that wait read as the waker's, and colod took it for work it does
+// not control. On one CPU: the LS spinner, the BE hog at 8x its weight, the waker at the LS's.
+TEST_F(WakeupTest, APreemptionsWaitIsAttributedToWhomTheVictimWaitedBehind) {
+  if (const std::string why = noCpuController(); !why.empty()) {
+    GTEST_SKIP() << why;
+  }
+  MAKE_COLLECTOR_OR_SKIP(col, {});
+  const std::string cpu_root = cpuRoot();
+  TestCgroup ls(cpuRoots(), uniqueName("preempt-ls"));
+  TestCgroup be(cpuRoots(), uniqueName("preempt-be"));
+  TestCgroup waker(cpuRoots(), uniqueName("preempt-waker"));
+  ASSERT_NO_FATAL_FAILURE(pinPair(ls, be));
+  if (v2() ? v2Controller("cpuset") : !hier_.cpuset.empty()) {
+    ASSERT_TRUE(pinCpuset(waker.dirIn(cpusetRoot()), kCpu));
+  }
+  const uint64_t ls_id = ASSERT_OK(cgroup::cgroupId(ls.dirIn(cpu_root)));
+  const uint64_t be_id = ASSERT_OK(cgroup::cgroupId(be.dirIn(cpu_root)));
+  const uint64_t waker_id = ASSERT_OK(cgroup::cgroupId(waker.dirIn(cpu_root)));
+  Child service(ls, kCpu, [] { hog(); });
+  std::this_thread::sleep_for(100ms);
+  ASSERT_OK(col.snapshot());
+  ASSERT_OK(col.setWatched({{.id = ls_id, .threshold = 10s}}));
+  Child busy(be, kCpu, [] { hog(); });
+  Child wakes(waker, kCpu, [] { sleeper(60000ms, 20us); });
+  std::this_thread::sleep_for(300ms);
+  ASSERT_OK(col.snapshot());
+  std::this_thread::sleep_for(600ms);
+  const Snapshot snap = ASSERT_OK(col.snapshot());
+  const CgroupSample* l = find(snap, ls_id);
+  ASSERT_NE(l, nullptr) << "the LS had no activity in the interval";
+  uint64_t by_waker = 0;
+  uint64_t by_all = 0;
+  for (const auto& a : l->preempted_by) {
+    by_all += a.preemptions;
+    by_waker += a.cgroup_id == waker_id ? a.preemptions : 0;
+  }
+  uint64_t behind_be = 0;
+  uint64_t behind_waker = 0;
+  uint64_t behind_preempt = 0;
+  for (const auto& b : l->waited_behind) {
+    behind_preempt += b.preempt_ns;
+    behind_be += b.cgroup_id == be_id ? b.preempt_ns : 0;
+    behind_waker += b.cgroup_id == waker_id ? b.preempt_ns : 0;
+  }
+  std::printf(
+      "LS preempted %lu times (%lu by the waker), waited %.1f ms after them: %.1f ms behind the "
+      "hog, %.1f ms behind the waker, %.1f ms not attributed\n",
+      static_cast<unsigned long>(by_all), static_cast<unsigned long>(by_waker),
+      static_cast<double>(l->preempted_wait_ns) / 1e6, static_cast<double>(behind_be) / 1e6,
+      static_cast<double>(behind_waker) / 1e6,
+      static_cast<double>(l->preempted_wait_ns - std::min(l->preempted_wait_ns, behind_preempt)) /
+          1e6);
+  ASSERT_GE(by_waker * 4, by_all) << "the waker preempted the LS too rarely to tell anything";
+  ASSERT_GE(l->preempted_wait_ns, 50'000'000u) << "the LS hardly waited after its preemptions";
+  // The two maps are read moments apart: a wait or two may land in one read and not the other.
+  EXPECT_LE(behind_preempt, l->preempted_wait_ns + l->preempted_wait_ns / 5 + 30'000'000u)
+      << "more attributed than it waited";
+  EXPECT_GE(behind_be * 10, l->preempted_wait_ns * 6) << "most of it behind the hog";
+  EXPECT_LE(behind_waker * 10, l->preempted_wait_ns) << "the waker ran µs at a time";
+}
+
 // The raw_tp fallback shares the switch handler's code (on_switch): the same behaviour.
 TEST_F(WakeupTest, RawTpFallbackWakesTheSame) {
   CollectorOptions opts;
