@@ -13,6 +13,7 @@ rows), TAG.be-*.out (stress-ng --metrics-brief), triggers.txt ("TAG NAME|event T
 peer.log (colod-testpeer JSON lines), usage.txt ("LABEL TS_NS NCPU name=ns ..."), rss.txt
 ("colod_rss_mib=X").
 """
+import datetime
 import glob
 import json
 import os
@@ -185,6 +186,68 @@ def busy_split(run):
         hurt.append((late - t0) / 1e6)
         from_hurt.append(max(0, after[0][0] - late) / 1e6)
     return hurt, from_hurt
+
+
+DECISION_RE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\.(\d{6}) \S+ decision seq=\d+ "
+                         r"kind=(engage|escalate) \S+ target=(\S+)")
+
+
+def decision_times(run, container):
+    """Unix ns of colod's engage/escalate decisions on CONTAINER (the last part of its name),
+    from colod.log (its timestamps are the host's clock, UTC on the bench machines)."""
+    out = []
+    for line in (read(os.path.join(run, "colod.log")) or "").splitlines():
+        m = DECISION_RE.match(line)
+        if m and m.group(4).rsplit("/", 1)[-1] == container:
+            secs = datetime.datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S").replace(
+                tzinfo=datetime.timezone.utc).timestamp()
+            out.append(int(secs) * 1_000_000_000 + int(m.group(2)) * 1000)
+    return sorted(out)
+
+
+def update_requests(run):
+    """Unix ns at which the runtime received a plugin's UpdateContainers (peer.log)."""
+    out = []
+    for line in (read(os.path.join(run, "peer.log")) or "").splitlines():
+        try:
+            e = json.loads(line)
+        except ValueError:
+            continue
+        if e.get("event") == "update-request":
+            out.append(int(e["ts_ns"]))
+    return sorted(out)
+
+
+def busy_chain(run):
+    """Per busy phase whose busy BE colod restricted by an update: the reaction cut where it
+    changes hands, as (decide_ms, send_ms, runtime_ms) lists. decide: the BE's start -> colod's
+    decision; send: the decision -> the runtime holds the UpdateContainers request (colod's
+    actuator and its wakeups); runtime: the request -> the cgroup write, the runtime's own part
+    (a real runtime runs `runc update` there), which colod does not control. Phases restricted
+    before the start, or without a decision and a request between the start and the write,
+    are left out."""
+    trig, writes = triggers(run), colod_writes(run)
+    decisions, requests = decision_times(run, BUSY), update_requests(run)
+    decide, send, runtime = [], [], []
+    for tag, t in sorted(trig.items()):
+        if tag.split("-", 1)[-1] != "busy" or BUSY not in t or "colod-started" not in t:
+            continue
+        t0, end = t[BUSY], t.get("colod-stopped", 1 << 62)
+        before = [w for w in writes if t["colod-started"] <= w[0] < t0 and w[1] == BUSY]
+        after = [w for w in writes if t0 <= w[0] < end and w[1] == BUSY]
+        if restricted_at(before) or not after:
+            continue
+        w = after[0][0]
+        dec = [d for d in decisions if t0 <= d <= w]
+        if not dec:
+            continue
+        req = [r for r in requests if dec[0] <= r <= w]
+        if not req:
+            continue
+        decide.append((dec[0] - t0) / 1e6)
+        send.append((req[0] - dec[0]) / 1e6)
+        runtime.append((w - req[0]) / 1e6)
+    return decide, send, runtime
 
 
 def phase_cpu(run):
@@ -368,9 +431,13 @@ def main(argv):
     reaction = statistics.median(samples) if samples else None
     reaction_busy = statistics.median(busy) if busy else None
     hurt, from_hurt = busy_split(run)
+    decide, send, runtime = busy_chain(run)
     for what, v in (("BE pods arriving", samples), ("existing BE turning busy", busy),
                     ("busy: trigger -> the LS's first late request, the floor", hurt),
-                    ("busy: the LS's first late request -> colod's write", from_hurt)):
+                    ("busy: the LS's first late request -> colod's write", from_hurt),
+                    ("busy: trigger -> colod's decision", decide),
+                    ("busy: colod's decision -> the runtime holds the update", send),
+                    ("busy: the runtime's update -> the cgroup write, not colod's", runtime)):
         if v:
             print(f"reaction ms ({what}): n={len(v)} p50={fmt(statistics.median(v))} "
                   f"min={fmt(min(v))} max={fmt(max(v))}")

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """Tests summarize.py from a synthetic run directory (verbatim tool output formats)."""
+import json
 import os
 import subprocess
 import sys
@@ -249,6 +250,30 @@ class ProtectionTest(unittest.TestCase):
             hurt, from_hurt = summarize.busy_split(d)
         self.assertEqual([round(x) for x in hurt], [30])
         self.assertEqual(from_hurt, [0.0])
+
+    def test_busy_reaction_cut_where_it_changes_hands(self):
+        # colod decided 30 ms after the start (colod.log, UTC), the runtime logged the request
+        # 25 ms later and wrote the cgroup 15 ms after that; a decision on another container and
+        # a request before the decision are not this reaction's.
+        with tempfile.TemporaryDirectory() as d:
+            s = 10**9
+            t0 = 1_795_900_000 * s  # 2026-11-28T21:06:40Z
+            write(d, "triggers.txt", f"r1-busy colod-started {t0 - s}\nr1-busy be-busy {t0}\n"
+                                     f"r1-busy colod-stopped {t0 + 9 * s}\n")
+            write(d, "colod.log",
+                  "2026-11-28T21:06:40.010000 info decision seq=1 kind=engage lever=cpuset "
+                  "target=bench/be-cpu/be-cpu victim=x values=\"cpus=1\"\n"
+                  "2026-11-28T21:06:40.030000 info decision seq=2 kind=engage lever=cpuset "
+                  "target=bench/be-busy/be-busy victim=bench/ls-probe/ls-probe values=\"cpus=1\"\n"
+                  "2026-11-28T21:06:40.031000 info finding container=abc rule=x\n")
+            write(d, "peer.log", "\n".join([
+                json.dumps({"event": "update-request", "ts_ns": t0 + 20 * 10**6}),
+                json.dumps({"event": "update-request", "ts_ns": t0 + 55 * 10**6}),
+                cgw(t0 + 70 * 10**6, "be-busy", "1", "0-1")]) + "\n")
+            decide, send, runtime = summarize.busy_chain(d)
+        self.assertEqual([round(x) for x in decide], [30])
+        self.assertEqual([round(x) for x in send], [25])
+        self.assertEqual([round(x) for x in runtime], [15])
 
     def test_protection_line(self):
         out = subprocess.run([sys.executable, os.path.join(HERE, "summarize.py"), self.d],
