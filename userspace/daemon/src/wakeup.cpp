@@ -129,18 +129,26 @@ void Daemon::Impl::syncWatched() {
   watched_cfg_ = std::move(conf);
 }
 
+namespace {
+
+// Ticks of `interval` that span `duration` (rounded up, at least 1).
+int64_t ticksSpanning(std::chrono::milliseconds duration, std::chrono::milliseconds interval) {
+  const int64_t ms = std::max<int64_t>(interval.count(), 1);
+  return std::max<int64_t>((duration.count() + ms - 1) / ms, 1);
+}
+
+}  // namespace
+
 uint32_t pressureEveryNTicks(std::chrono::milliseconds interval, uint32_t files_every) {
   constexpr std::chrono::milliseconds kPsiPeriod{2000};  // the kernel's PSI_FREQ
-  const int64_t ms = std::max<int64_t>(interval.count(), 1);
   const auto ticks =
-      static_cast<uint32_t>(std::min<int64_t>((kPsiPeriod.count() + ms - 1) / ms, 1000));
+      static_cast<uint32_t>(std::min<int64_t>(ticksSpanning(kPsiPeriod, interval), 1000));
   return std::max(ticks, std::max<uint32_t>(files_every, 1));
 }
 
 uint32_t pairIdleTicks(std::chrono::milliseconds interval) {
-  constexpr int64_t kIdleMs = 30'000;
-  const int64_t ms = std::max<int64_t>(interval.count(), 1);
-  return static_cast<uint32_t>(std::max<int64_t>((kIdleMs + ms - 1) / ms, 1));
+  constexpr std::chrono::milliseconds kIdle{30'000};
+  return static_cast<uint32_t>(ticksSpanning(kIdle, interval));
 }
 
 // The ring buffer's fd is readable: take its events and run a round now, or leave one pending
