@@ -239,6 +239,54 @@ TEST_F(FileCacheTest, MissingFileOrDirIsEnoentAndNothingIsKept) {
   EXPECT_EQ(cache.openFiles(), 0u);
 }
 
+// A file missing from a cgroup that is there (PSI files on a psi=0 kernel, cpu.max without the
+// cpu controller) costs one open per retry period, not one per read; it is looked for again
+// after the period (it may appear: the cpu controller enabled later), and forgotten with its
+// cgroup. A missing cgroup directory is not remembered (the cgroup is going away).
+TEST_F(FileCacheTest, AMissingFileIsRememberedAndLookedForAgainAfterTheRetryTicks) {
+  CgroupFileCache cache(16, 3);
+  fs::remove(root_ / "b" / "memory.pressure");
+  cache.beginTick();
+  EXPECT_ERR(cache.read(2, CgroupFile::MemoryPressure, dir("b"), false), ENOENT, "memory.pressure");
+  EXPECT_EQ(cache.opens(), 1u);
+  EXPECT_EQ(cache.missingFiles(), 1u);
+  for (int tick = 0; tick < 2; ++tick) {
+    EXPECT_ERR(cache.read(2, CgroupFile::MemoryPressure, dir("b"), false), ENOENT, "missing");
+    cache.beginTick();
+  }
+  EXPECT_EQ(cache.opens(), 1u) << "remembered: no open for the next reads";
+  EXPECT_EQ(cache.missingHits(), 2u);
+  // The same cgroup's other files are read as before.
+  ASSERT_OK(cache.read(2, CgroupFile::CpuPressure, dir("b"), false));
+  // It appears; three ticks after the miss it is looked for again and read.
+  put("b", "memory.pressure", "some avg10=0.00 avg60=0.00 avg300=0.00 total=7\n");
+  cache.beginTick();
+  EXPECT_EQ(ASSERT_OK(cache.read(2, CgroupFile::MemoryPressure, dir("b"), false)),
+            "some avg10=0.00 avg60=0.00 avg300=0.00 total=7\n");
+  EXPECT_EQ(cache.missingFiles(), 0u);
+
+  // Forgotten with its cgroup: erase and retainIf.
+  fs::remove(root_ / "a" / "cpu.pressure");
+  fs::remove(root_ / "c" / "cpu.pressure");
+  EXPECT_ERR(cache.read(1, CgroupFile::CpuPressure, dir("a"), false), ENOENT, "cpu.pressure");
+  EXPECT_ERR(cache.read(3, CgroupFile::CpuPressure, dir("c"), false), ENOENT, "cpu.pressure");
+  EXPECT_EQ(cache.missingFiles(), 2u);
+  cache.erase(1);
+  cache.retainIf([](uint64_t id) { return id != 3; });
+  EXPECT_EQ(cache.missingFiles(), 0u);
+  // A missing directory is not remembered.
+  EXPECT_ERR(cache.read(9, CgroupFile::CpuStat, dir("nope"), false), ENOENT, "nope");
+  EXPECT_EQ(cache.missingFiles(), 0u);
+}
+
+TEST_F(FileCacheTest, ZeroBoundRemembersNoMiss) {
+  CgroupFileCache cache(0);
+  fs::remove(root_ / "a" / "cpu.pressure");
+  EXPECT_ERR(cache.read(1, CgroupFile::CpuPressure, dir("a"), false), ENOENT, "cpu.pressure");
+  EXPECT_ERR(cache.read(1, CgroupFile::CpuPressure, dir("a"), false), ENOENT, "cpu.pressure");
+  EXPECT_EQ(cache.opens(), 2u);
+}
+
 TEST_F(FileCacheTest, VerifyIdRejectsADirectoryWithAnotherInode) {
   CgroupFileCache cache(16);
   EXPECT_ERR(cache.read(inode("a") + 1, CgroupFile::CpuStat, dir("a"), true), ENOENT, "gone");

@@ -102,15 +102,17 @@ void Collector::Impl::readFiles(CgroupSample& s, bool named, bool stat_due, bool
   // quota itself is read at the slower cadence (and at first sight). Its counters are
   // cumulative and stand still while no quota is set, so a quota set in between is seen whole
   // at the next read after the quota's. Unknown (unreadable) counts as set; no quota file at
-  // all (no cpu controller, or the v2 root) as none, for good.
-  if (!prev.no_quota_file && (slow_due || !prev.quota)) {
+  // all (no cpu controller, or the v2 root) as none. The file cache remembers a missing file
+  // and answers for it without a syscall, looking again after a minute (the cpu controller may
+  // be enabled later in the parent's subtree_control).
+  if (slow_due || !prev.quota) {
     const bool v2 = mode == CgroupMode::V2;
     auto text = files.read(s.id, v2 ? detail::CgroupFile::CpuMax : detail::CgroupFile::CfsQuotaUs,
                            dir, true);
     std::optional<bool> quota;
-    if (!text && text.error().errnoValue() == ENOENT) {
-      prev.no_quota_file = true;  // (or the cgroup is gone: pruned at the next rescan)
-      quota = false;
+    prev.no_quota_file = !text && text.error().errnoValue() == ENOENT;
+    if (prev.no_quota_file) {
+      quota = false;  // (or the cgroup is gone: pruned at the next rescan)
     } else if (text && v2) {
       if (auto m = cgroup::parseCpuMax(*text); m) {
         quota = m->quota_us.has_value();
@@ -508,6 +510,7 @@ Result<Snapshot> Collector::Impl::snapshot() {
       reclaim_reader.bufferBytes() + behind_reader.bufferBytes();
   stats.bpf_map_bytes = map_bytes;
   stats.cgroup_file_opens = files.opens();
+  stats.cgroup_file_misses_cached = files.missingHits();
   stats.cgroup_files_open = files.openFiles();
   stats.cgroup_file_reads = files.reads();
   stats.named_pairs_full =

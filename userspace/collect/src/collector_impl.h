@@ -122,8 +122,9 @@ class Collector::Impl {
     // Whether a CFS quota is set, read at the pressure files' cadence (unknown: treated as
     // set).
     std::optional<bool> quota;
-    // The cgroup has no quota file (no cpu controller, or the v2 root): it cannot be throttled,
-    // and neither file is read again (a failed open at every cadence tick).
+    // The cgroup had no quota file at the last look (no cpu controller, or the v2 root): it
+    // cannot be throttled, and its cpu.stat is not read while that lasts (the file cache
+    // answers the quota file's absence without a syscall and looks again after a minute).
     bool no_quota_file = false;
   };
   std::unordered_map<uint64_t, FileState> prev_files;

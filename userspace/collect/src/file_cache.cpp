@@ -51,8 +51,13 @@ Result<UniqueFd> CgroupFileCache::open(const Key& key, const std::string& dir, b
   }
   UniqueFd f(::openat(d.get(), fileName(key.file), O_RDONLY | O_CLOEXEC));
   if (!f) {
-    return COLOD_ERR(errno, "opening ", dir, "/", fileName(key.file));
+    const int err = errno;
+    if (err == ENOENT && max_open_ > 0) {
+      missing_[key] = tick_;  // the cgroup is there, the file is not
+    }
+    return COLOD_ERR(err, "opening ", dir, "/", fileName(key.file));
   }
+  missing_.erase(key);
   return f;
 }
 
@@ -96,6 +101,14 @@ Result<std::string_view> CgroupFileCache::read(uint64_t id,
                                                const std::string& dir,
                                                bool verify_id) {
   const Key key{id, file};
+  if (!missing_.empty()) {
+    if (auto m = missing_.find(key);
+        m != missing_.end() && tick_ - m->second < missing_retry_ticks_) {
+      ++missing_hits_;
+      return COLOD_ERR(ENOENT, dir, "/", fileName(file), " missing (looked for at tick ", m->second,
+                       ")");
+    }
+  }
   if (auto it = index_.find(key); it != index_.end()) {
     lru_.splice(lru_.begin(), lru_, it->second);
     it->second->tick = tick_;
@@ -137,6 +150,7 @@ void CgroupFileCache::erase(uint64_t id) {
       lru_.erase(it->second);
       index_.erase(it);
     }
+    missing_.erase(Key{id, f});
   }
 }
 
@@ -149,6 +163,7 @@ void CgroupFileCache::retainIf(const std::function<bool(uint64_t)>& keep) {
       it = lru_.erase(it);
     }
   }
+  std::erase_if(missing_, [&](const auto& m) { return !keep(m.first.id); });
 }
 
 }  // namespace colod::collect::detail

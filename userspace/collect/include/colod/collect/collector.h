@@ -176,6 +176,9 @@ struct CollectorStats {
   // Pairs deleted from their maps after pair_idle_ticks without a move; cumulative.
   uint64_t pairs_aged = 0;
   uint64_t cgroup_file_opens = 0;  // cgroup control files opened (flat when all stay cached)
+  // Reads of a control file found missing lately (psi=0 kernels, no cpu controller), answered
+  // without a syscall; the file is looked for again after a minute.
+  uint64_t cgroup_file_misses_cached = 0;
   uint64_t cgroup_files_open = 0;  // now: control files held open for re-reading
   uint64_t cgroup_file_reads = 0;  // pread calls on cgroup control files, cumulative
   // cpu.stat reads skipped because no CFS quota is set (the cgroup cannot be throttled);
