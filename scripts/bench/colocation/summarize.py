@@ -89,16 +89,21 @@ def triggers(run):
     return out
 
 
+def peer_events(run):
+    """The runtime's log (peer.log, JSON lines) as dicts; lines that do not parse are skipped."""
+    for line in (read(os.path.join(run, "peer.log")) or "").splitlines():
+        try:
+            yield json.loads(line)
+        except ValueError:
+            continue
+
+
 def colod_writes(run):
     """(ts_ns, container, file, new, old) of every cgroup write a plugin caused (CreateContainer
     adjustment or UpdateContainers). Phases are apart in time, so within a colod phase they are
     colod's."""
     writes = []
-    for line in (read(os.path.join(run, "peer.log")) or "").splitlines():
-        try:
-            e = json.loads(line)
-        except ValueError:
-            continue
+    for e in peer_events(run):
         if e.get("event") == "cgroup-write" and e.get("source") in COLOD_SOURCES:
             writes.append((int(e["ts_ns"]), e.get("container", ""), e.get("file", ""),
                            e.get("new", ""), e.get("old", "")))
@@ -207,15 +212,7 @@ def decision_times(run, container):
 
 def update_requests(run):
     """Unix ns at which the runtime received a plugin's UpdateContainers (peer.log)."""
-    out = []
-    for line in (read(os.path.join(run, "peer.log")) or "").splitlines():
-        try:
-            e = json.loads(line)
-        except ValueError:
-            continue
-        if e.get("event") == "update-request":
-            out.append(int(e["ts_ns"]))
-    return sorted(out)
+    return sorted(int(e["ts_ns"]) for e in peer_events(run) if e.get("event") == "update-request")
 
 
 def busy_chain(run):
