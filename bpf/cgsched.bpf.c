@@ -419,11 +419,9 @@ static __always_inline bool take_mark(struct task_struct *next, __u32 slot,
 	return true;
 }
 
-/* A task of protected cgroup `victim` got the CPU after a wait of `wait` ns (after a
- * preemption when `resumed`), most of which a task of cgroup `aggressor` held the CPU
- * (who_behind). */
-static __always_inline void record_behind(__u64 victim, __u64 aggressor, __u64 wait,
-					  bool resumed)
+/* A task of protected cgroup `victim` got the CPU after a wakeup wait of `wait` ns, most of
+ * which a task of cgroup `aggressor` held the CPU (who_behind). */
+static __always_inline void record_behind(__u64 victim, __u64 aggressor, __u64 wait)
 {
 	struct colod_pair_key key = { .victim = victim, .aggressor = aggressor };
 	struct colod_behind zero = {}, *v;
@@ -442,8 +440,6 @@ static __always_inline void record_behind(__u64 victim, __u64 aggressor, __u64 w
 	}
 	__sync_fetch_and_add(&v->waits, 1);
 	__sync_fetch_and_add(&v->wait_ns, wait);
-	if (resumed)
-		__sync_fetch_and_add(&v->preempt_ns, wait);
 }
 
 /* Whom a task switched in at `clock` after waiting `wait` ns on this CPU waited behind: of the
@@ -473,22 +469,18 @@ static __always_inline __u64 who_behind(const struct cpu_state *cs, __u64 clock,
 	return best_id;
 }
 
-/* A task of next's cgroup (slot: `where`'s low 32 bits, id `id`) waited `wait` ns until
- * `clock`, after a preemption when `where` has WATCH_RESUMED (a subprogram takes five
- * arguments): add it to the slot's watch accumulator, and post an event the first time a
- * window's sum reaches the threshold. `after`: the cgroup it waited behind (who_behind; 0 when
- * the ring does not cover the wait), recorded in behind (atomics: only waits of 50 µs or more
- * get there). The watch fields are updated without atomics: two CPUs updating one slot at once
- * can lose a wait of a window (an event a wait later), restart a window twice, or in a tight
- * race both post for one window (one more event, which userspace's rate limit absorbs).
+/* A task of next's cgroup (slot `slot`, id `id`) waited `wait` ns until `clock`: add it to the
+ * slot's watch accumulator, and post an event the first time a window's sum reaches the
+ * threshold. `after`: the cgroup it waited behind after a wakeup (who_behind; 0 for a
+ * preemption's wait, or when the ring does not cover it), recorded in behind (atomics: only
+ * waits of 50 µs or more get there). The watch fields are updated without atomics: two
+ * CPUs updating one slot at once can lose a wait of a window (an event a wait later), restart
+ * a window twice, or in a tight race both post for one window (one more event, which
+ * userspace's rate limit absorbs).
  * Not inlined: a BPF-to-BPF call made only while a watch is set, so the switch handler's own
  * code (registers, spills) stays what it was without one (measured in bpf/README.md). */
-#define WATCH_RESUMED (1ULL << 32) /* in watch_wait's `where`, above the slot */
-
-static __noinline int watch_wait(__u64 where, __u64 id, __u64 wait, __u64 clock, __u64 after)
+static __noinline int watch_wait(__u32 slot, __u64 id, __u64 wait, __u64 clock, __u64 after)
 {
-	__u32 slot = (__u32)where;
-	bool resumed = where & WATCH_RESUMED;
 	struct colod_cg_watch *w = bpf_map_lookup_elem(&cg_watch, &slot);
 	struct colod_wakeup ev;
 	__u64 start, acc;
@@ -496,7 +488,7 @@ static __noinline int watch_wait(__u64 where, __u64 id, __u64 wait, __u64 clock,
 	if (!w || !w->threshold_ns || w->id != id)
 		return 0;
 	if (after && wait >= behind_min_ns)
-		record_behind(id, after, wait, resumed);
+		record_behind(id, after, wait);
 	start = w->window_start;
 	/* rq clocks of two CPUs may disagree by a little: a clock behind the start is inside. */
 	if (start == 0 || (clock > start && clock - start > watch_window_ns)) {
@@ -692,14 +684,10 @@ static __always_inline int on_switch(struct task_struct *prev, struct task_struc
 	if (wait == 0)
 		ne->stale += 1;
 	else if (watched)
-		/* On a CPU that was busy until now: whom it waited behind (another cgroup, or its
-		 * own), after a wakeup or a preemption alike. A preemption's wait is not the
-		 * preemptor's alone: in the colocation bench a host waker preempted the LS 4 times
-		 * for the BE's once in a round, ran a few µs each time, and the LS then waited
-		 * behind the busy BE; split by preemption counts, 80 % of that wait read as behind
-		 * the host, and colod held back (do no harm) for 100 ms. */
-		watch_wait(next_slot | (resumed ? WATCH_RESUMED : 0), next_id, wait, clock,
-			   prev_idle ? 0 : who_behind(cs, clock, wait));
+		/* After a wakeup (not a preemption, which pairs attribute), on a CPU that was busy
+		 * until now: whom it waited behind (another cgroup, or its own). */
+		watch_wait(next_slot, next_id, wait, clock,
+			   resumed || prev_idle ? 0 : who_behind(cs, clock, wait));
 	ne->hist[colod_ns_us_slot(wait)] += 1;
 	ne->count += 1;
 	ne->total_ns += wait;

@@ -91,17 +91,13 @@ struct colod_pair_key {
 	__u64 aggressor;
 };
 
-/* Value of the hash behind: a protected (watched) cgroup's run-queue waits, by the cgroup that
- * held the CPU longest in the wait (the one it waited behind). After a wakeup, and after a
- * preemption too: the preemptor is often a short waker (a kworker, a daemon) and the wait goes
- * on behind whoever the scheduler picks next, a busy BE most of all. preempt_ns is the part of
- * wait_ns that followed preemptions; the same wait is in the cgroup's preempt_wait_ns, which
- * userspace splits by preemption counts only for what no record here attributes. Waits shorter
- * than behind_min_ns (rodata) are the switch itself, not contention, and are left out. */
+/* Value of the hash behind: a protected (watched) cgroup's run-queue waits after a wakeup, by
+ * the cgroup of the task that ran on the CPU until the waiter got it (the one it waited behind).
+ * A preemption's wait is not here: pairs and preempt_wait_ns carry it. Waits shorter than
+ * behind_min_ns (rodata) are the switch itself, not contention, and are left out. */
 struct colod_behind {
 	__u64 waits;
 	__u64 wait_ns;
-	__u64 preempt_ns;
 };
 
 #define COLOD_DEFAULT_MAX_BEHIND 4096

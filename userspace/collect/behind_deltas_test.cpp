@@ -14,10 +14,9 @@ namespace {
 
 using M = std::map<std::pair<uint64_t, uint64_t>, std::pair<uint64_t, uint64_t>>;
 
-BehindEntry entry(
-    uint64_t victim, uint64_t aggressor, uint64_t waits, uint64_t ns, uint64_t preempt_ns = 0) {
+BehindEntry entry(uint64_t victim, uint64_t aggressor, uint64_t waits, uint64_t ns) {
   return {colod_pair_key{.victim = victim, .aggressor = aggressor},
-          colod_behind{.waits = waits, .wait_ns = ns, .preempt_ns = preempt_ns}};
+          colod_behind{.waits = waits, .wait_ns = ns}};
 }
 
 M apply(BehindDeltas& b, const std::vector<BehindEntry>& read, const PairKeySet& skip = {}) {
@@ -37,23 +36,6 @@ TEST(BehindDeltas, NewEntriesWholeMovedOnesByTheirDelta) {
   EXPECT_EQ(apply(b, {entry(1, 2, 5, 7000), entry(1, 9, 1, 500), entry(1, 1, 2, 200)}),
             (M{{{1, 2}, {2, 4000}}, {{1, 1}, {2, 200}}}));
   EXPECT_EQ(b.size(), 3u);
-}
-
-// The part of the wait that followed preemptions moves by its own delta, and comes whole with a
-// re-created entry (the policy subtracts it from the preemption wait it splits by counts).
-TEST(BehindDeltas, ThePreemptionPartMovesByItsDelta) {
-  BehindDeltas b;
-  b.update(std::vector<BehindEntry>{entry(1, 2, 3, 3000, 1000)}, {});
-  ASSERT_EQ(b.deltas().size(), 1u);
-  EXPECT_EQ(b.deltas()[0].value.preempt_ns, 1000u);
-  b.update(std::vector<BehindEntry>{entry(1, 2, 5, 7000, 4500)}, {});
-  ASSERT_EQ(b.deltas().size(), 1u);
-  EXPECT_EQ(b.deltas()[0].value.wait_ns, 4000u);
-  EXPECT_EQ(b.deltas()[0].value.preempt_ns, 3500u);
-  // Re-created: smaller in every field, all of it new.
-  b.update(std::vector<BehindEntry>{entry(1, 2, 1, 900, 900)}, {});
-  ASSERT_EQ(b.deltas().size(), 1u);
-  EXPECT_EQ(b.deltas()[0].value.preempt_ns, 900u);
 }
 
 TEST(BehindDeltas, ARecreatedEntryCountsWholeAndAGoneOneIsForgotten) {

@@ -18,11 +18,9 @@ void BehindDeltas::update(std::span<const BehindEntry> read, const PairKeySet& s
     if (auto it = state_.find(e.key); it != state_.end()) {
       // The counters only grow while the entry lives: a smaller one is a re-created entry
       // (deleted when a cgroup died, the id pair seen again), whose whole value is new.
-      if (e.value.waits >= it->second.waits && e.value.wait_ns >= it->second.wait_ns &&
-          e.value.preempt_ns >= it->second.preempt_ns) {
+      if (e.value.waits >= it->second.waits && e.value.wait_ns >= it->second.wait_ns) {
         d.waits = e.value.waits - it->second.waits;
         d.wait_ns = e.value.wait_ns - it->second.wait_ns;
-        d.preempt_ns = e.value.preempt_ns - it->second.preempt_ns;
       }
     }
     if (d.waits > 0 || d.wait_ns > 0) {

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The `behind` map read at every snapshot: a protected cgroup's waits (after wakeups and
-// preemptions), by the cgroup it waited behind (bpf/cgsched.h, struct colod_behind), as deltas
-// since the last read.
+// The `behind` map read at every snapshot: a protected cgroup's waits after a wakeup, by the
+// cgroup it waited behind (bpf/cgsched.h, struct colod_behind), as deltas since the last read.
 //
 // Private to colod::collect. Pure: the map's entries come in as the read returned them. The map
 // holds only watched (protected) cgroups' entries, a few per victim, so a hash lookup per entry

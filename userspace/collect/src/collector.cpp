@@ -443,9 +443,8 @@ Result<Snapshot> Collector::Impl::snapshot() {
     }
     CgroupSample& s = sample(k.victim);
     auto p = paths.find(k.aggressor);
-    s.waited_behind.push_back(WaitedBehind{k.aggressor,
-                                           p == paths.end() ? std::string() : p->second, d.waits,
-                                           d.wait_ns, d.preempt_ns});
+    s.waited_behind.push_back(WaitedBehind{
+        k.aggressor, p == paths.end() ? std::string() : p->second, d.waits, d.wait_ns});
   }
   if (opts.read_files) {
     files.beginTick();

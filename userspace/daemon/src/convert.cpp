@@ -161,26 +161,17 @@ policy::ContainerSample toContainerSample(
   for (const auto& [who, p] : by) {
     total += p.count;
   }
-  // A watched victim's waits after preemptions are mostly attributed to whom it waited behind
-  // (waited_behind, preempt_ns): the preemptor is often a short waker and the wait goes on
-  // behind a busy neighbour. What no such record covers (waits under 50 µs, a wait the CPU's
-  // runner record did not span, an unwatched victim) is split among the aggressors in
-  // proportion to their preemption counts.
-  uint64_t behind_preempt = 0;
-  for (const auto& b : s.waited_behind) {
-    behind_preempt += b.preempt_ns;
-  }
-  const uint64_t unattributed =
-      s.preempted_wait_ns > behind_preempt ? s.preempted_wait_ns - behind_preempt : 0;
   for (auto& [who, p] : by) {
+    // The collector reports the victim's wait after preemptions in total; attribute it to
+    // aggressors in proportion to their preemption counts.
     if (total > 0) {
-      p.wait_ns = static_cast<uint64_t>(static_cast<double>(unattributed) *
+      p.wait_ns = static_cast<uint64_t>(static_cast<double>(s.preempted_wait_ns) *
                                         static_cast<double>(p.count) / static_cast<double>(total));
     }
   }
-  // A protected container's waits, by whom each waited behind (the collector measures them for
-  // watched cgroups only): most of the wait when a busy neighbour holds the CPU a woken request
-  // needs (a hog rarely preempts anyone; the victim queues behind it).
+  // A protected container's waits after its wakeups, by whom each waited behind (the collector
+  // measures them for watched cgroups only): most of the wait when a busy neighbour holds the
+  // CPU a woken request needs (a hog rarely preempts anyone; the victim queues behind it).
   for (const auto& b : s.waited_behind) {
     const std::string who = container_of(b.cgroup_id);
     auto& p = by[who];

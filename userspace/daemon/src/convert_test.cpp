@@ -203,40 +203,6 @@ TEST(Convert, WaitsBehindJoinTheAggressorsOfTheirContainer) {
   EXPECT_EQ(by["be2"].behind_ns, 60'000U);
 }
 
-// Waits after preemptions that the collector attributed to whom the victim waited behind are
-// not split among the preemptors again: a host waker that preempted the LS four times for the
-// BE's once, and ran a few µs each time, is not blamed for the wait the LS then spent behind
-// the BE (colocation busy: 80 % of that wait read as behind the host).
-TEST(Convert, PreemptionWaitsAttributedBehindAreNotSplitAgain) {
-  collect::CgroupSample s;
-  s.id = 10;
-  s.preempted_wait_ns = 20'000'000;
-  s.preempted_by = {{.cgroup_id = 99, .path = "/", .preemptions = 4},
-                    {.cgroup_id = 20, .path = "/be", .preemptions = 1}};
-  s.waited_behind = {
-      {.cgroup_id = 20, .path = "/be", .waits = 4, .wait_ns = 18'000'000, .preempt_ns = 16'000'000},
-      {.cgroup_id = 99, .path = "/", .waits = 1, .wait_ns = 1'000'000, .preempt_ns = 1'000'000}};
-  auto owner = [](uint64_t id) -> std::string { return id == 20 ? "be1" : ""; };
-  auto out = toContainerSample("ls1", s, owner, 0);
-  std::map<std::string, policy::Preemption> by;
-  for (const auto& p : out.preempted_by) {
-    by[p.aggressor_id] = p;
-  }
-  ASSERT_EQ(by.size(), 2U);
-  // 3 ms of the 20 were attributed by no record: split 4:1 by the preemption counts.
-  EXPECT_EQ(by[""].wait_ns, 2'400'000U);
-  EXPECT_EQ(by["be1"].wait_ns, 600'000U);
-  EXPECT_EQ(by["be1"].behind_ns, 18'000'000U);
-  EXPECT_EQ(by[""].behind_ns, 1'000'000U);
-  EXPECT_EQ(by[""].count, 4U);
-  EXPECT_EQ(by["be1"].count, 1U);
-  uint64_t all = 0;
-  for (const auto& p : out.preempted_by) {
-    all += p.wait_ns + p.behind_ns;
-  }
-  EXPECT_EQ(all, 22'000'000U) << "20 ms after preemptions and 2 ms after wakeups, once each";
-}
-
 TEST(SelfStats, ParsesProcFiles) {
   // comm with a space and a parenthesis, as the kernel prints it.
   const std::string stat =

@@ -60,15 +60,13 @@ struct Aggressor {
   uint64_t preemptions = 0;  // involuntary switches victim -> aggressor
 };
 
-// Whom a protected (watched) cgroup's tasks waited behind, after their wakeups and after
-// preemptions: the cgroup whose tasks held the CPU longest in the wait. Waits under 50 µs are
-// left out.
+// Whom a protected (watched) cgroup's tasks waited behind after their wakeups: the cgroup of
+// the task that held the CPU until the waiter got it. Waits under 50 µs are left out.
 struct WaitedBehind {
   uint64_t cgroup_id = 0;
   std::string path;  // "" if the cgroup vanished or is unknown
   uint64_t waits = 0;
   uint64_t wait_ns = 0;
-  uint64_t preempt_ns = 0;  // the part of wait_ns after preemptions (also in preempted_wait_ns)
 };
 
 // A PSI file (cpu.pressure / memory.pressure): "some" and "full" lines. full is absent for
@@ -110,8 +108,7 @@ struct CgroupSample {
   uint64_t preempted_wait_ns = 0;
   uint64_t preempted_waits = 0;         // the waits summed in preempted_wait_ns
   std::vector<Aggressor> preempted_by;  // sorted by preemptions, descending
-  // Waits by whom they waited behind (the cgroup that held the CPU longest in each), after
-  // wakeups and preemptions; only for watched cgroups (setWatched).
+  // Waits after wakeups by whom they waited behind; only for watched cgroups (setWatched).
   std::vector<WaitedBehind> waited_behind;
   uint64_t oncpu_ns = 0;        // CPU time of this cgroup's tasks this interval
   uint64_t wakeups = 0;         // wakeups seen (depth samples)
