@@ -169,6 +169,20 @@ def first_late(run, tag, after_ns):
     return None
 
 
+def busy_reactions(run):
+    """(tag, t0, write_ns) per busy phase whose busy BE colod had not restricted before it
+    turned busy (t0) and restricted after: write_ns is colod's first write to its cgroup."""
+    trig, writes = triggers(run), colod_writes(run)
+    for tag, t in sorted(trig.items()):
+        if tag.split("-", 1)[-1] != "busy" or BUSY not in t or "colod-started" not in t:
+            continue
+        t0, end = t[BUSY], t.get("colod-stopped", 1 << 62)
+        before = [w for w in writes if t["colod-started"] <= w[0] < t0 and w[1] == BUSY]
+        after = [w for w in writes if t0 <= w[0] < end and w[1] == BUSY]
+        if not restricted_at(before) and after:
+            yield tag, t0, after[0][0]
+
+
 def busy_split(run):
     """Per busy phase with a probe late log, the existing BE's reaction split at the moment the
     LS was first hurt (its first late request after the trigger): (hurt_ms, from_hurt_ms) lists.
@@ -177,19 +191,13 @@ def busy_split(run):
     request -> colod's first write, is colod's part (0 when the write came first: the LS was not
     hurt before colod acted). Phases where the BE was restricted before it started (reaction 0),
     that had no write or no late request are left out."""
-    trig, writes = triggers(run), colod_writes(run)
     hurt, from_hurt = [], []
-    for tag, t in sorted(trig.items()):
-        if tag.split("-", 1)[-1] != "busy" or BUSY not in t or "colod-started" not in t:
-            continue
-        t0, end = t[BUSY], t.get("colod-stopped", 1 << 62)
-        before = [w for w in writes if t["colod-started"] <= w[0] < t0 and w[1] == BUSY]
-        after = [w for w in writes if t0 <= w[0] < end and w[1] == BUSY]
+    for tag, t0, write in busy_reactions(run):
         late = first_late(run, tag, t0)
-        if restricted_at(before) or not after or late is None:
+        if late is None:
             continue
         hurt.append((late - t0) / 1e6)
-        from_hurt.append(max(0, after[0][0] - late) / 1e6)
+        from_hurt.append(max(0, write - late) / 1e6)
     return hurt, from_hurt
 
 
@@ -223,18 +231,9 @@ def busy_chain(run):
     (a real runtime runs `runc update` there), which colod does not control. Phases restricted
     before the start, or without a decision and a request between the start and the write,
     are left out."""
-    trig, writes = triggers(run), colod_writes(run)
     decisions, requests = decision_times(run, BUSY), update_requests(run)
     decide, send, runtime = [], [], []
-    for tag, t in sorted(trig.items()):
-        if tag.split("-", 1)[-1] != "busy" or BUSY not in t or "colod-started" not in t:
-            continue
-        t0, end = t[BUSY], t.get("colod-stopped", 1 << 62)
-        before = [w for w in writes if t["colod-started"] <= w[0] < t0 and w[1] == BUSY]
-        after = [w for w in writes if t0 <= w[0] < end and w[1] == BUSY]
-        if restricted_at(before) or not after:
-            continue
-        w = after[0][0]
+    for _, t0, w in busy_reactions(run):
         dec = [d for d in decisions if t0 <= d <= w]
         if not dec:
             continue
