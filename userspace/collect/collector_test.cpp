@@ -3,6 +3,8 @@
 //
 // Every assertion has a wide margin: other builds and tests share the 2 CPUs, so nothing
 // here depends on absolute timing; contention is made certain with cgroup weights instead.
+#include <algorithm>
+
 #include "collector_test_fixture.h"
 
 namespace colod::collect {
@@ -48,6 +50,11 @@ TEST_F(CollectorTest, ContendedSleeperSeesHogAsAggressorAndHighRunqLatency) {
   ASSERT_NE(a, nullptr) << "no sample for the sleeper's cgroup";
   EXPECT_EQ(a->path, "/" + uniqueName("sleeper"));
   EXPECT_GT(a->runq.count, 100u);
+  EXPECT_GE(alone.cgroups.size(), 2u) << "the host's own cgroups run too";
+  EXPECT_TRUE(
+      std::is_sorted(alone.cgroups.begin(), alone.cgroups.end(),
+                     [](const CgroupSample& x, const CgroupSample& y) { return x.path < y.path; }))
+      << "a snapshot's samples are sorted by path";
 
   // Contended: two hogs on the same CPU, the sleeper's weight at the minimum (2). A starved
   // sleeper may not reach its own end, so the window is bounded here (children are killed).

@@ -22,6 +22,7 @@
 #include "colod/collect/map_budget.h"
 #include "entry_delta.h"
 #include "file_cache.h"
+#include "permute.h"
 #include "reclaim.h"
 
 // The shared headers are the ABI between the BPF programs and this file (style rule 21).
@@ -474,12 +475,7 @@ Result<Snapshot> Collector::Impl::snapshot() {
   std::iota(sample_order.begin(), sample_order.end(), uint32_t{0});
   std::sort(sample_order.begin(), sample_order.end(),
             [&](uint32_t a, uint32_t b) { return out[a].path < out[b].path; });
-  std::vector<CgroupSample> sorted;
-  sorted.reserve(out.size());
-  for (const uint32_t i : sample_order) {
-    sorted.push_back(std::move(out[i]));
-  }
-  out = std::move(sorted);
+  detail::permuteInPlace(out, sample_order);
 
   // Drops: counters in both programs' .bss, read through the skeletons' mmapped memory. Lock
   // skips (EBUSY) are kept apart: they say nothing about the maps' size (bpf/colod_common.h).
