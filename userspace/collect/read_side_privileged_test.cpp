@@ -774,9 +774,13 @@ TEST_F(ReadSideTest, NamedVictimsPairsEveryTickOthersAtTheCadence) {
       static_cast<unsigned long long>(by_hog["ref"][other_id]),
       static_cast<unsigned long long>(by_hog["col"][other_id]), ref_n[other_id], col_n[other_id],
       snaps + static_cast<int>(kEvery) + 1);
-  // In every snapshot where the reference saw the named victim preempted by the hog (one
-  // interval may go to the cadence read while its slot's mark is being set).
-  EXPECT_GE(col_n[named_id], ref_n[named_id] - 1) << "the named victim's pairs every tick";
+  // In every snapshot where the reference saw the named victim preempted by the hog, but for a
+  // few: one interval may go to the cadence read while its slot's mark is being set, and the
+  // two collectors read moments apart, so a preemption between their reads shows one snapshot
+  // later in one of them (the 6.1 guest under TCG in CI: 29 of 31, the totals equal, 61 / 61).
+  // A read at the cadence would show about ref / kEvery.
+  EXPECT_GE(col_n[named_id], ref_n[named_id] - std::max(2, ref_n[named_id] / 10))
+      << "the named victim's pairs every tick";
   EXPECT_GE(ref_n[other_id], 2 * static_cast<int>(kEvery))
       << "the unnamed one was seldom preempted";
   EXPECT_GE(col_n[other_id], 1);
