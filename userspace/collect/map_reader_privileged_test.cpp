@@ -162,8 +162,9 @@ TEST_F(MapReaderTest, KernelSumsEqualTheSumOfEveryCpuCopy) {
     ASSERT_EQ(bpf_map_update_elem(slots.get(), &id, &slot, BPF_ANY), 0);
     want[id] = detail::sumSchedPerCpu(raw.data(), ncpu);
   }
-  std::unordered_map<uint64_t, detail::SchedEntry> got;
-  ASSERT_EQ(ASSERT_OK(sums->read(got)), 20u);
+  detail::SchedMapPool pool;
+  detail::SchedMap got;
+  ASSERT_EQ(ASSERT_OK(sums->read(got, pool)), 20u);
   EXPECT_EQ(sums->lastReadBytes(), 20u * sizeof(colod_sched_sum)) << "not x possible CPUs";
   for (const auto& [id, w] : want) {
     ASSERT_TRUE(got.contains(id)) << id;
@@ -176,15 +177,16 @@ TEST_F(MapReaderTest, KernelSumsEqualTheSumOfEveryCpuCopy) {
   // A cgroup gone from cg_slots is gone from the next read.
   const uint64_t gone = 5003;
   ASSERT_EQ(bpf_map_delete_elem(slots.get(), &gone), 0);
-  ASSERT_EQ(ASSERT_OK(sums->read(got)), 19u);
+  ASSERT_EQ(ASSERT_OK(sums->read(got, pool)), 19u);
   EXPECT_FALSE(got.contains(gone));
+  EXPECT_EQ(pool.keptNodes(), 1u) << "the first read's nodes hold the second's entries";
 
   // Only the slots marked changed (slot 13k holds id 5000 + k), and their marks cleared; a
   // full read clears every live slot's mark.
   for (const uint32_t slot : {uint32_t{13}, uint32_t{26}, uint32_t{52}}) {
     marks.words()[slot] = 1;
   }
-  ASSERT_EQ(ASSERT_OK(sums->read(got, /*all=*/false)), 3u);
+  ASSERT_EQ(ASSERT_OK(sums->read(got, pool, /*all=*/false)), 3u);
   EXPECT_EQ(sums->lastReadBytes(), 3u * sizeof(colod_sched_sum));
   for (const uint64_t id : {uint64_t{5001}, uint64_t{5002}, uint64_t{5004}}) {
     ASSERT_TRUE(got.contains(id)) << id;
@@ -193,9 +195,9 @@ TEST_F(MapReaderTest, KernelSumsEqualTheSumOfEveryCpuCopy) {
   for (uint32_t slot = 0; slot < kSlots; ++slot) {
     EXPECT_EQ(marks.words()[slot], 0u) << "slot " << slot << " still marked";
   }
-  EXPECT_EQ(ASSERT_OK(sums->read(got, /*all=*/false)), 0u) << "nothing changed since";
+  EXPECT_EQ(ASSERT_OK(sums->read(got, pool, /*all=*/false)), 0u) << "nothing changed since";
   marks.words()[65 % kSlots] = 1;  // id 5005
-  ASSERT_EQ(ASSERT_OK(sums->read(got, /*all=*/true)), 19u);
+  ASSERT_EQ(ASSERT_OK(sums->read(got, pool, /*all=*/true)), 19u);
   EXPECT_EQ(marks.words()[65 % kSlots], 0u);
 }
 

@@ -118,9 +118,11 @@ TEST(SchedSums, ParsesWholeRecordsAndRefusesAPartialOne) {
     const auto* p = reinterpret_cast<const uint8_t*>(&r);
     bytes.insert(bytes.end(), p, p + sizeof(r));
   }
-  std::unordered_map<uint64_t, detail::SchedEntry> out{{42, {}}};
-  EXPECT_EQ(ASSERT_OK(detail::parseSchedSums(bytes.data(), bytes.size(), out)), 3u);
+  detail::SchedMapPool pool;
+  detail::SchedMap out{{42, {}}};
+  EXPECT_EQ(ASSERT_OK(detail::parseSchedSums(bytes.data(), bytes.size(), out, pool)), 3u);
   ASSERT_EQ(out.size(), 3u) << "cleared first";
+  EXPECT_EQ(pool.keptNodes(), 0u) << "the entry it held was recycled into one of the three";
   for (uint32_t i = 0; i < 3; ++i) {
     const auto& e = out.at(1000 + i);
     EXPECT_EQ(e.slot, i * 7);
@@ -128,9 +130,10 @@ TEST(SchedSums, ParsesWholeRecordsAndRefusesAPartialOne) {
     EXPECT_EQ(e.sum.hist[3], 0xFFFFFFF0u + i);
     EXPECT_EQ(e.sum.oncpu_ns, 123456789ull * (i + 1));
   }
-  EXPECT_EQ(ASSERT_OK(detail::parseSchedSums(bytes.data(), 0, out)), 0u);
+  EXPECT_EQ(ASSERT_OK(detail::parseSchedSums(bytes.data(), 0, out, pool)), 0u);
   EXPECT_TRUE(out.empty());
-  auto bad = detail::parseSchedSums(bytes.data(), bytes.size() - 1, out);
+  EXPECT_EQ(pool.keptNodes(), 3u) << "its nodes kept for the next tick's entries";
+  auto bad = detail::parseSchedSums(bytes.data(), bytes.size() - 1, out, pool);
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().message().find("not a whole number"), std::string::npos)
       << bad.error().message();

@@ -46,6 +46,26 @@ TEST(SchedMapPool, MapsComeBackEmptyWithTheirBucketsAndEntriesReuseTheirNodes) {
   EXPECT_EQ(again.count(1), 0u);
 }
 
+TEST(SchedMapPool, RecycleEmptiesAMapInPlaceAndKeepsItsNodesAndBuckets) {
+  SchedMapPool pool(100);
+  SchedMap m;
+  for (uint64_t id = 1; id <= 150; ++id) {
+    pool.put(m, id, entry(1, id));
+  }
+  const std::size_t buckets = m.bucket_count();
+  pool.recycle(m);
+  EXPECT_TRUE(m.empty());
+  EXPECT_EQ(m.bucket_count(), buckets);
+  EXPECT_EQ(pool.keptNodes(), 100u) << "bounded: the other 50 freed";
+  EXPECT_EQ(pool.keptMaps(), 0u) << "the map stays with its owner";
+  for (uint64_t id = 500; id < 540; ++id) {
+    pool.put(m, id, entry(2, id));
+  }
+  EXPECT_EQ(pool.keptNodes(), 60u);
+  EXPECT_EQ(m.size(), 40u);
+  EXPECT_EQ(m.at(539).sum.oncpu_ns, 539u);
+}
+
 TEST(SchedMapPool, ReserveNeverShrinksTheBuckets) {
   SchedMap m;
   SchedMapPool::reserve(m, 1000);

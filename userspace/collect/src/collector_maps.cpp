@@ -185,7 +185,7 @@ Result<Collector::Impl::SchedRead> Collector::Impl::readSched() {
   };
   if (sums) {
     const bool all = !marks || periodic || sums_slots_gen.due(g);
-    if (auto n = sums->read(r.entries, all); n) {
+    if (auto n = sums->read(r.entries, sched_maps, all); n) {
       r.all = all;
       if (all) {
         sums_slots_gen.walked(g);

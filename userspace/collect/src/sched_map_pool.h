@@ -40,13 +40,19 @@ class SchedMapPool {
 
   // Takes m back: its nodes go to the node stock (up to max_nodes), the map to the map stock.
   void give(SchedMap&& m) {
+    recycle(m);
+    if (maps_.size() < kMaxMaps) {
+      maps_.push_back(std::move(m));
+    }
+  }
+
+  // Empties m in place, its buckets kept: its nodes go to the node stock (up to max_nodes), for
+  // the put()s that refill it.
+  void recycle(SchedMap& m) {
     while (!m.empty() && nodes_.size() < max_nodes_) {
       nodes_.push_back(m.extract(m.begin()));
     }
     m.clear();
-    if (maps_.size() < kMaxMaps) {
-      maps_.push_back(std::move(m));
-    }
   }
 
   // Room for n entries in m without a rehash. Not m.reserve(n): libstdc++ rehashes to the

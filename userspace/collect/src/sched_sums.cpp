@@ -65,7 +65,7 @@ Result<KernelSums> KernelSums::open(int cg_slots_fd,
   return KernelSums(std::move(owned));
 }
 
-Result<std::size_t> KernelSums::read(std::unordered_map<uint64_t, SchedEntry>& out, bool all) {
+Result<std::size_t> KernelSums::read(SchedMap& out, SchedMapPool& pool, bool all) {
   // Read by the iterator's program when the walk starts; one reader, so no race on it.
   owned_->skel->bss->changed_only = all ? 0 : 1;
   UniqueFd fd(bpf_iter_create(bpf_link__fd(owned_->link.get())));
@@ -93,13 +93,14 @@ Result<std::size_t> KernelSums::read(std::unordered_map<uint64_t, SchedEntry>& o
     len += static_cast<std::size_t>(n);
   }
   last_bytes_ = len;
-  return parseSchedSums(buf_.data(), len, out);
+  return parseSchedSums(buf_.data(), len, out, pool);
 }
 
 Result<std::size_t> parseSchedSums(const uint8_t* data,
                                    std::size_t len,
-                                   std::unordered_map<uint64_t, SchedEntry>& out) {
-  out.clear();
+                                   SchedMap& out,
+                                   SchedMapPool& pool) {
+  pool.recycle(out);
   if (len % sizeof(colod_sched_sum) != 0) {
     return COLOD_ERR(EPROTO, "the summing iterator wrote ", len, " bytes, not a whole number of ",
                      sizeof(colod_sched_sum), "-byte records");
@@ -109,7 +110,7 @@ Result<std::size_t> parseSchedSums(const uint8_t* data,
   for (std::size_t i = 0; i < n; ++i) {
     colod_sched_sum r{};
     std::memcpy(&r, data + i * sizeof(r), sizeof(r));
-    out[r.id] = SchedEntry{r.slot, r.sum};
+    pool.put(out, r.id, SchedEntry{r.slot, r.sum});
   }
   return n;
 }
