@@ -612,17 +612,62 @@ TEST_F(ReadSideTest, OnlyCgroupsThatRanAreReadAndNoRunIsLost) {
   EXPECT_LE(static_cast<double>(oncpu_ns), 1.05 * static_cast<double>(used.count()) + 1e6);
 }
 
+// The kernel sums cg_sched only where reading the live slots' per-CPU copies from userspace
+// would copy more than user_read_budget_bytes: never under a budget no host reaches, at every
+// snapshot with none.
+TEST_F(ReadSideTest, KernelSumsOnlyPastTheUserReadBudget) {
+  CollectorOptions roomy;
+  roomy.read_files = false;
+  roomy.user_read_budget_bytes = uint64_t{1} << 40;
+  CollectorOptions none;
+  none.read_files = false;
+  none.user_read_budget_bytes = 0;
+  MAKE_COLLECTOR_OR_SKIP(user_col, roomy);
+  MAKE_COLLECTOR_OR_SKIP(kernel_col, none);
+  if (!kernel_col.kernelSums()) {
+    GTEST_SKIP() << "this kernel cannot sum cg_sched (needs 5.19+): " << kernel_col.readNote();
+  }
+  EXPECT_NE(kernel_col.readNote().find("in the kernel"), std::string::npos)
+      << kernel_col.readNote();
+  Snapshot u, k;
+  for (int i = 0; i < 5; ++i) {
+    u = ASSERT_OK(user_col.snapshot());
+    k = ASSERT_OK(kernel_col.snapshot());
+  }
+  EXPECT_EQ(u.stats.sched_kernel_reads, 0u);
+  EXPECT_EQ(k.stats.sched_kernel_reads, k.stats.snapshots);
+}
+
 // Two collectors see the same switches: one reading only the marked slots and the preempted
 // victims' pairs between full reads, the other every slot and every pair at every snapshot.
-// Over the same run, with idle neighbours around, they report the same totals.
-TEST_F(ReadSideTest, MarkedReadsReportWhatFullReadsDo) {
+// Over the same run, with idle neighbours around, they report the same totals. The marked
+// collector reads cg_sched as colod chooses on this host (the parameter false: from userspace
+// while the live slots' per-CPU copies are small, as here) or always through the kernel's
+// summing iterator (true: user_read_budget_bytes 0, as on a big node).
+class MarkedReadsTest : public ReadSideTest, public ::testing::WithParamInterface<bool> {};
+
+INSTANTIATE_TEST_SUITE_P(Sums,
+                         MarkedReadsTest,
+                         ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return p.param ? "KernelSums" : "AsChosen";
+                         });
+
+TEST_P(MarkedReadsTest, ReportWhatFullReadsDo) {
+  const bool kernel = GetParam();
   CollectorOptions every;
   every.changed_only = false;
   every.read_files = false;
   CollectorOptions marked;
   marked.read_files = false;
+  if (kernel) {
+    marked.user_read_budget_bytes = 0;
+  }
   MAKE_COLLECTOR_OR_SKIP(full_col, every);
   MAKE_COLLECTOR_OR_SKIP(marked_col, marked);
+  if (kernel && !marked_col.kernelSums()) {
+    GTEST_SKIP() << "this kernel cannot sum cg_sched (needs 5.19+): " << marked_col.readNote();
+  }
   const IdleNeighbours idle = idleNeighbours(30, "quiet");
   TestCgroup v({cpuRoot()}, uniqueName("victim"));
   TestCgroup h({cpuRoot()}, uniqueName("hog"));
@@ -682,7 +727,12 @@ TEST_F(ReadSideTest, MarkedReadsReportWhatFullReadsDo) {
       static_cast<unsigned long long>(end.stats.pair_lookups - start.stats.pair_lookups));
   EXPECT_GT(partial, 10u);
   EXPECT_GT(end.stats.pair_lookups, start.stats.pair_lookups) << "no pair was looked up";
-  if (!marked_col.kernelSums()) {  // the kernel's iterator reads marked slots itself
+  if (kernel) {
+    // The kernel's iterator reads the marked slots itself: every snapshot went through it.
+    EXPECT_EQ(end.stats.sched_kernel_reads - start.stats.sched_kernel_reads,
+              end.stats.snapshots - start.stats.snapshots);
+    EXPECT_EQ(end.stats.sched_read_calls, start.stats.sched_read_calls);
+  } else if (end.stats.sched_kernel_reads == start.stats.sched_kernel_reads) {
     EXPECT_GT(end.stats.sched_read_calls, start.stats.sched_read_calls) << "no run was read";
   }
   for (const uint64_t id : {v_id, h_id}) {

@@ -120,19 +120,29 @@ else
 fi
 budgeted=$line
 # The same, with cg_sched's per-CPU copies summed in userspace (as before the schedsum
-# iterator): this 6.1 guest kernel has what the iterator needs, so colod sums in the kernel and
-# reads a record per cgroup, not one per cgroup per possible CPU.
+# iterator): this 6.1 guest kernel has what the iterator needs, so where the live cgroups'
+# per-CPU copies pass 1 MiB (CollectorOptions::user_read_budget_bytes: 64 possible CPUs and up
+# here) colod sums in the kernel and reads a record per cgroup, not one per cgroup per possible
+# CPU; with 8 or fewer it reads them from userspace, which costs less there.
 probe $budget_mib --user-sums
 usersums=$line
 kread=$(field read_bytes_per_tick "$budgeted")
 uread=$(field read_bytes_per_tick "$usersums")
-if [ "$(field sums "$budgeted")" = kernel ] && [ "$(field sums "$usersums")" = user ] &&
-  awk -v k="${kread:-0}" -v u="${uread:-0}" -v c="$want" \
-    'BEGIN{exit !(k > 0 && u > 0 && (c < 16 || k * 8 < u))}'; then
-  ok "cg_sched summed in the kernel: $kread bytes read per tick, $uread summed in userspace"
+sums=$(field sums "$budgeted")
+if [ "$want" -ge 64 ]; then
+  if [ "$sums" = kernel ] && [ "$(field sums "$usersums")" = user ] &&
+    awk -v k="${kread:-0}" -v u="${uread:-0}" 'BEGIN{exit !(k > 0 && u > 0 && k * 8 < u)}'; then
+    ok "cg_sched summed in the kernel: $kread bytes read per tick, $uread summed in userspace"
+  else
+    notok "cg_sched summed in the kernel, reading far less" \
+      "sums=$sums read=$kread; user sums read=$uread"
+  fi
+elif [ "$want" -le 8 ]; then
+  [ "$sums" = user ] && ok "cg_sched read from userspace at $want possible CPUs ($kread bytes per tick)" ||
+    notok "cg_sched read from userspace at $want possible CPUs" "sums=$sums"
 else
-  notok "cg_sched summed in the kernel, reading far less" \
-    "sums=$(field sums "$budgeted") read=$kread; user sums read=$uread"
+  [ -n "$sums" ] && ok "cg_sched read ($sums sums, $kread bytes per tick) at $want possible CPUs" ||
+    notok "cg_sched read at $want possible CPUs" "no sums field"
 fi
 echo "scale-vm: possible_cpus=$want online=$online cgroups=$cgroups busy=$busy budget_mib=0 $(echo "$unbudgeted" | sed 's/^probe: //')"
 echo "scale-vm: possible_cpus=$want online=$online cgroups=$cgroups busy=$busy budget_mib=$budget_mib $(echo "$usersums" | sed 's/^probe: //')"

@@ -156,6 +156,7 @@ class Collector::Impl {
   void initReaders();
   [[nodiscard]] uint64_t sumMapBytes() const;
   Result<SchedRead> readSched();
+  [[nodiscard]] bool kernelSumsPay() const;
   // Only the slots marked changed, from userspace (slot_ids names them).
   Result<SchedRead> readChangedSlots();
   // Reads a hash map through `reader` only when `gen` (its BPF generation counter in .bss)

@@ -95,6 +95,10 @@ Result<void> Collector::Impl::load(AttachKind kind) {
       sums.emplace(std::move(k).value());
       read_note = "collector: cg_sched summed over " + std::to_string(ncpu) +
                   " possible CPUs in the kernel (schedsum iterator)";
+      if (opts.user_read_budget_bytes > 0) {
+        read_note += ", or read from userspace while every live cgroup's per-CPU copies take " +
+                     std::to_string(opts.user_read_budget_bytes) + " bytes or less";
+      }
     } else {
       read_note = "collector: cg_sched read per possible CPU from userspace (" +
                   std::to_string(ncpu) +
@@ -167,6 +171,21 @@ uint64_t Collector::Impl::sumMapBytes() const {
 // Per-cgroup scheduler aggregates: ids and slots from cg_slots, values from the slots of the
 // per-CPU array cg_sched. Every live slot at a full read (in one pass up to the highest slot ever
 // handed out); otherwise only the slots the BPF side marked changed since the last read.
+// Whether this snapshot's cg_sched read goes through the kernel's summing iterator: only where
+// reading every live slot's per-CPU copies from userspace would copy more than
+// user_read_budget_bytes (CollectorOptions). Sized by the slots handed out (a high-water mark of
+// the live cgroups, known before any read), so a first read on a big node never copies them all
+// out.
+bool Collector::Impl::kernelSumsPay() const {
+  if (opts.user_read_budget_bytes == 0) {
+    return true;
+  }
+  const uint64_t used = __atomic_load_n(&sched_skel->bss->slots_used, __ATOMIC_ACQUIRE);
+  const uint64_t live = std::min<uint64_t>(used, opts.max_cgroups);
+  const uint64_t stride = roundUp8(sizeof(colod_cg_sched)) * static_cast<uint64_t>(ncpu);
+  return live * stride > opts.user_read_budget_bytes;
+}
+
 Result<Collector::Impl::SchedRead> Collector::Impl::readSched() {
   SchedRead r;
   r.entries = sched_maps.take();
@@ -183,7 +202,7 @@ Result<Collector::Impl::SchedRead> Collector::Impl::readSched() {
     last_full_sched_tick = tick;
     ++stats.sched_full_reads;
   };
-  if (sums) {
+  if (sums && kernelSumsPay()) {
     const bool all = !marks || periodic || sums_slots_gen.due(g);
     if (auto n = sums->read(r.entries, sched_maps, all); n) {
       r.all = all;
@@ -193,6 +212,7 @@ Result<Collector::Impl::SchedRead> Collector::Impl::readSched() {
       }
       sched_read_bytes = sums->lastReadBytes();
       stats.sched_entries_read = *n;
+      ++stats.sched_kernel_reads;
       return r;
     } else {
       // Not expected once loaded; the userspace read gives the same sums, so carry on with it.

@@ -51,6 +51,15 @@ double percentile(std::vector<double> v, double q) {
   return v[std::min(i, v.size() - 1)];
 }
 
+// Where the window's cg_sched reads were summed: "kernel" (every one), "user" (none), "mixed".
+const char* sumsWhere(uint64_t kernel_reads, int ticks) {
+  if (kernel_reads == 0) {
+    return "user";
+  }
+  // The window's first snapshot is its baseline: ticks - 1 reads lie between the two stats.
+  return kernel_reads + 1 >= static_cast<uint64_t>(ticks) ? "kernel" : "mixed";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -65,6 +74,7 @@ int main(int argc, char** argv) {
   uint32_t every_tick_share = 0;
   bool legacy = false;
   bool user_sums = false;
+  bool kernel_sums = false;
   bool every_slot = false;
   bool pressure_named_only = false;
   std::string cgroup_root = "/sys/fs/cgroup";
@@ -93,6 +103,9 @@ int main(int argc, char** argv) {
                "ones (changed_only off)");
   app.add_flag("--user-sums", user_sums,
                "Sum cg_sched's per-CPU copies in userspace, not in the kernel (kernel_sums off)");
+  app.add_flag("--kernel-sums", kernel_sums,
+               "Sum them in the kernel whatever they take (user_read_budget_bytes 0)")
+      ->excludes("--user-sums");
   app.add_option("--cgroup-root", cgroup_root, "cgroupfs root");
   CLI11_PARSE(app, argc, argv);
 
@@ -110,6 +123,9 @@ int main(int argc, char** argv) {
   opts.pressure_of_named_only = pressure_named_only;
   opts.legacy_reads = legacy;
   opts.kernel_sums = !user_sums;
+  if (kernel_sums) {
+    opts.user_read_budget_bytes = 0;
+  }
   opts.changed_only = !every_slot;
   auto col = colod::collect::Collector::create(opts);
   if (!col) {
@@ -185,9 +201,9 @@ int main(int argc, char** argv) {
       "sched_entries_read_per_tick=%.1f sched_full_reads=%llu sched_read_calls_per_tick=%.1f "
       "file_reads_per_tick=%.1f pair_lookups_per_tick=%.1f\n",
       legacy ? "legacy" : (every_slot ? "every-slot" : "new"),
-      col->kernelSums() ? "kernel" : "user", max_cgroups, col->slots(), ticks,
-      static_cast<double>(reported) / n, percentile(ms, 0.5), percentile(ms, 0.99),
-      percentile(ms, 1.0), static_cast<double>(read_bytes) / n,
+      sumsWhere(last.sched_kernel_reads - first.sched_kernel_reads, ticks), max_cgroups,
+      col->slots(), ticks, static_cast<double>(reported) / n, percentile(ms, 0.5),
+      percentile(ms, 0.99), percentile(ms, 1.0), static_cast<double>(read_bytes) / n,
       static_cast<unsigned long long>(last.read_buffer_bytes),
       static_cast<unsigned long long>(last.bpf_map_bytes),
       static_cast<double>(statusKib("VmRSS:")) / 1024,

@@ -162,6 +162,9 @@ struct CollectorStats {
   // marked changed, or every live one at a full read (CollectorOptions::changed_only).
   uint64_t sched_entries_read = 0;
   uint64_t sched_full_reads = 0;  // snapshots that read every live slot; cumulative
+  // Snapshots whose cg_sched read the kernel summed (CollectorOptions::kernel_sums,
+  // user_read_budget_bytes); cumulative.
+  uint64_t sched_kernel_reads = 0;
   // Calls that read changed slots between full reads (one a run of adjacent slots); cumulative.
   uint64_t sched_read_calls = 0;
   // Pairs looked up one by one between full walks of the pairs map (those of the victims
@@ -265,6 +268,13 @@ struct CollectorOptions {
   // and read one record per live cgroup, instead of every possible CPU's copy of it. Falls back
   // to the userspace read where the kernel cannot (readNote() says why); off with legacy_reads.
   bool kernel_sums = true;
+  // With kernel_sums, the snapshots still read cg_sched from userspace while that copies little:
+  // while every live slot's per-CPU copies (184 B x possible CPUs each) come to at most this
+  // many bytes. The kernel's iterator walks every live cgroup to find the changed ones, and on
+  // a host with few possible CPUs that costs more than copying the changed slots out
+  // (scripts/bench/scale.sh, 2 possible CPUs, 1000 containers: 0.80 % of a CPU against 0.96 %);
+  // on a big node one slot is tens of KB and the kernel sums. 0: the kernel sums whenever it can.
+  uint64_t user_read_budget_bytes = 1 << 20;
   // Copy out only the cg_sched entries of cgroups that ran since the last snapshot (the BPF
   // side marks each slot it writes, bpf/common/cg_maps.bpf.h), and every live one at the first
   // snapshot, after a cgroup got or lost a slot, and every full_read_every_n_ticks-th snapshot
@@ -322,7 +332,8 @@ class Collector {
   [[nodiscard]] uint32_t slots() const;
   // Why slots() is below max_cgroups, for the log (empty when it is not).
   [[nodiscard]] const std::string& sizingNote() const;
-  // Whether cg_sched is summed in the kernel (CollectorOptions::kernel_sums), and the log line
+  // Whether cg_sched can be summed in the kernel (CollectorOptions::kernel_sums: the iterator
+  // loaded; CollectorStats::sched_kernel_reads counts the snapshots it did), and the log line
   // that says how it is read (and why not in the kernel, when not).
   [[nodiscard]] bool kernelSums() const;
   [[nodiscard]] const std::string& readNote() const;
