@@ -15,6 +15,7 @@
 #   foreign-nocolod  LS + BE pods + a hog outside any pod at default weight, without colod
 #   foreign-colod    the same with colod
 #   dynamic          colod; BE pods; the LS load steps 10 % -> 60 % -> 10 % of the node
+#   dynamic-nocolod  the same without colod: the ceiling of be_harvest in the same rounds
 # and reports medians over rounds. Every request is recorded (--warmup 0 by default): the BE
 # arrival is in the LS p99. See scripts/bench/colocation/README.md for how each number is taken.
 #   sudo scripts/bench/colocation.sh [--rounds 5] [--duration 30] [--out DIR] ...
@@ -31,7 +32,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/colocation/lib.sh"
 CB_TAG=colocation
 
-all_phases="solo floor split nocolod colod suppress busy foreign-nocolod foreign-colod dynamic"
+all_phases="solo floor split nocolod colod suppress busy foreign-nocolod foreign-colod dynamic dynamic-nocolod"
 rounds=5 duration=30 warmup=0 gap=3 inject_at= build=1 rss=1 rss_containers=1000
 phases=$all_phases
 out=/tmp/colod-colocation-$(date +%Y%m%d-%H%M%S)
@@ -170,8 +171,10 @@ dynamic_phase() {  # TAG: BE pods; the probe alone as LS, 10 % -> 60 % -> 10 % o
   cb_usage_sample "$tag@0"
   for pct in 10 60 10; do
     i=$((i + 1))
-    # colod-probe: 2 threads, one request per 1000 us each -> work = pct x CPUs x 1000 / 2 us.
-    CB_TRIGGER_EXTRA="-w $((pct * ncpu * 10 / 2))" cb_trigger "$tag@$i" "$step_secs" ls-probe
+    # colod-probe: a thread per CPU, one request due every 1000 us on each, pct x 10 us of work
+    # -> pct % of the node. The period must be given: without -p the probe sizes it from its
+    # --load (0.3) whatever the work, and every step ran at ~30 % of the node (sessions 9-23).
+    CB_TRIGGER_EXTRA="-t $ncpu -w $((pct * 10)) -p 1000" cb_trigger "$tag@$i" "$step_secs" ls-probe
     cb_wait_done "$tag@$i" $((step_secs + 30)) ls-probe
     cb_usage_sample "$tag@$i"
   done
@@ -218,7 +221,7 @@ run_phase() {  # TAG KIND
       cb_wait_done "$tag" $((duration + 30)) "${ls_names[@]}" "${be_pods[@]}"
       cb_pods_stop "${be_pods[@]}"
       cb_hog_stop ;;
-    dynamic) dynamic_phase "$tag" ;;
+    dynamic|dynamic-nocolod) dynamic_phase "$tag" ;;
   esac
   echo "$tag $ncpu $cpu0 $(cb_cpu_sample)" >>"$CB_RUN/phase-cpu.txt"
   case $kind in

@@ -298,6 +298,39 @@ class ProtectionTest(unittest.TestCase):
         self.assertIn("target foreign_ls_ratio <= 1.0: PASS (0.70)", out)
         self.assertIn("target foreign_be_ratio >= 0.9: PASS (0.95)", out)
         self.assertIn("LS p99 us per step (med) 700 1500 800", out)
+        self.assertNotIn("harvest: ", out)  # no dynamic-nocolod phase: no ceiling
+
+    def test_harvest_against_its_ceiling_without_colod(self):
+        # dynamic-nocolod in both rounds: the same LS steps, BE 17 / 8 / 18 CPU-s of the
+        # 18 / 8 / 18 left idle -> 43/44; colod's dynamic 40/44.
+        s = 10**9
+        usage = []
+        for r in range(2):
+            tag = f"r{r + 1}-dynamic-nocolod"
+            for k, p in enumerate((600, 1400, 650)):
+                write(self.d, f"{tag}@{k + 1}.ls-probe.out", PROBE.format(m=0, p99=p))
+            ls = be = 0
+            tu = 5000 * s * (r + 1)
+            usage.append(f"{tag}@0 {tu} 2 ls-probe=0 be-cpu=0")
+            for k, (dl, db) in enumerate(((2, 17), (12, 8), (2, 18))):
+                ls, be = ls + dl * s, be + db * s
+                usage.append(f"{tag}@{k + 1} {tu + 10 * s * (k + 1)} 2 ls-probe={ls} be-cpu={be}")
+        with open(os.path.join(self.d, "usage.txt"), "a", encoding="utf-8") as f:
+            f.write("\n".join(usage) + "\n")
+        row = [r for r in summarize.phases(self.d) if r["tag"] == "r1-dynamic-nocolod"][0]
+        self.assertEqual(row["kind"], "dynamic-nocolod")
+        self.assertAlmostEqual(row["harvest"], 43 / 44)
+        self.assertEqual(row["p99"], 1400)
+        out = subprocess.run([sys.executable, os.path.join(HERE, "summarize.py"), self.d],
+                             check=True, capture_output=True, text=True).stdout
+        self.assertIn("dynamic-nocolod (LS 10% -> 60% -> 10% of the node, no colod): LS p99 us "
+                      "per step (med) 600 1400 650; be_harvest per step 0.94 1.00 1.00", out)
+        self.assertIn("harvest: be_harvest_nocolod=0.98 be_harvest_colod=0.91 "
+                      "colod/nocolod=0.93x", out)
+        self.assertIn("target be_harvest >= 0.8 x its ceiling (dynamic-nocolod): PASS "
+                      "(0.91 vs 0.98: 0.93x)", out)
+        # The protection line keeps colod's own figure.
+        self.assertIn("be_harvest=0.91 colod_rss_mib=30.0", out.strip().splitlines()[-1])
 
 
 class RoundGapsTest(unittest.TestCase):
