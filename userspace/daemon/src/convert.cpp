@@ -2,6 +2,7 @@
 #include "colod/daemon/convert.h"
 
 #include <map>
+#include <vector>
 
 #include "colod/policy/tier.h"
 
@@ -129,12 +130,17 @@ std::string describeResources(const policy::Resources& v) {
   return out.empty() ? "-" : out;
 }
 
+uint64_t meanRunNs(const collect::CgroupSample& s) {
+  return s.runq.count > 0 ? s.oncpu_ns / s.runq.count : 0;
+}
+
 policy::ContainerSample toContainerSample(
     const std::string& container_id,
     const collect::CgroupSample& s,
     const std::function<std::string(uint64_t cgroup_id)>& container_of,
     uint64_t prev_cpu_some_total_us,
-    double psi_span_intervals) {
+    double psi_span_intervals,
+    const std::function<uint64_t(uint64_t cgroup_id)>& run_ns_of) {
   policy::ContainerSample out;
   out.id = container_id;
   static_assert(policy::kRunqSlots == collect::kHistSlots);
@@ -150,23 +156,39 @@ policy::ContainerSample toContainerSample(
   // always-runnable victim rarely wakes and so yields few latency samples.
   out.runq_wait_ns = s.runq.total_ns;
   // Several aggressor cgroups may belong to one container (or to none): merge by container.
+  // The wait after preemptions is split by preemptions x the preemptor's mean run (header).
+  std::vector<uint64_t> runs(s.preempted_by.size(), 0);
+  double known_weight = 0;
+  double known_count = 0;
+  if (run_ns_of) {
+    for (std::size_t i = 0; i < s.preempted_by.size(); ++i) {
+      runs[i] = run_ns_of(s.preempted_by[i].cgroup_id);
+      if (runs[i] > 0) {
+        known_weight +=
+            static_cast<double>(s.preempted_by[i].preemptions) * static_cast<double>(runs[i]);
+        known_count += static_cast<double>(s.preempted_by[i].preemptions);
+      }
+    }
+  }
+  const double unknown_run = known_count > 0 ? known_weight / known_count : 1.0;
   std::map<std::string, policy::Preemption> by;
-  for (const auto& a : s.preempted_by) {
+  std::map<std::string, double> weight;
+  double total = 0;
+  for (std::size_t i = 0; i < s.preempted_by.size(); ++i) {
+    const auto& a = s.preempted_by[i];
     const std::string who = container_of(a.cgroup_id);
     auto& p = by[who];
     p.aggressor_id = who;
     p.count += a.preemptions;
-  }
-  uint64_t total = 0;
-  for (const auto& [who, p] : by) {
-    total += p.count;
+    const double w = static_cast<double>(a.preemptions) *
+                     (runs[i] > 0 ? static_cast<double>(runs[i]) : unknown_run);
+    weight[who] += w;
+    total += w;
   }
   for (auto& [who, p] : by) {
-    // The collector reports the victim's wait after preemptions in total; attribute it to
-    // aggressors in proportion to their preemption counts.
     if (total > 0) {
-      p.wait_ns = static_cast<uint64_t>(static_cast<double>(s.preempted_wait_ns) *
-                                        static_cast<double>(p.count) / static_cast<double>(total));
+      p.wait_ns =
+          static_cast<uint64_t>(static_cast<double>(s.preempted_wait_ns) * weight[who] / total);
     }
   }
   // A protected container's waits after its wakeups, by whom each waited behind (the collector

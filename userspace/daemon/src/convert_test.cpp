@@ -170,6 +170,59 @@ TEST(Convert, SampleMergesAggressorsByContainer) {
   EXPECT_EQ(toContainerSample("ls1", s, owner, 0, 10.0).psi_cpu_some->total_delta_us, 0U);
 }
 
+// The wait after preemptions goes to the preemptors by their preemptions x how long each then
+// ran: a host's frequent short wakers do not take a wait spent behind a BE's long runs
+// (colocation dynamic, session 24: "57 % behind uncontrolled work" stopped the ladder while the
+// LS starved behind the BE).
+TEST(Convert, PreemptionWaitSplitByPreemptionsTimesTheirRun) {
+  collect::CgroupSample s;
+  s.id = 10;
+  s.preempted_wait_ns = 10'000'000;
+  s.preempted_by = {{.cgroup_id = 20, .path = "/be", .preemptions = 2},
+                    {.cgroup_id = 99, .path = "/host", .preemptions = 8},
+                    {.cgroup_id = 98, .path = "/sys", .preemptions = 2}};
+  auto owner = [](uint64_t id) -> std::string { return id == 20 ? "be1" : ""; };
+  auto run = [](uint64_t id) -> uint64_t {
+    return id == 20 ? 3'000'000 : id == 99 ? 20'000 : id == 98 ? 40'000 : 0;
+  };
+  auto split = [](const policy::ContainerSample& out) {
+    std::map<std::string, policy::Preemption> by;
+    for (const auto& p : out.preempted_by) {
+      by[p.aggressor_id] = p;
+    }
+    return by;
+  };
+  // Weights: be1 2 x 3 ms = 6 ms; host 8 x 20 µs + 2 x 40 µs = 0.24 ms.
+  auto by = split(toContainerSample("ls1", s, owner, 0, 1.0, run));
+  ASSERT_EQ(by.size(), 2U);
+  EXPECT_EQ(by["be1"].count, 2U);
+  EXPECT_EQ(by[""].count, 10U);
+  EXPECT_NEAR(static_cast<double>(by["be1"].wait_ns), 10e6 * 6.0 / 6.24, 2);
+  EXPECT_NEAR(static_cast<double>(by[""].wait_ns), 10e6 * 0.24 / 6.24, 2);
+  // Without runs: by counts (be1 2 of 12), as before.
+  by = split(toContainerSample("ls1", s, owner, 0, 1.0));
+  EXPECT_NEAR(static_cast<double>(by["be1"].wait_ns), 10e6 * 2 / 12, 2);
+  // A preemptor whose run is unknown (it did not run this interval, as read) weighs the mean
+  // run of the known ones: /sys unknown -> (2 x 3 ms + 8 x 20 µs) / 10 = 616 µs.
+  auto partial = [](uint64_t id) -> uint64_t {
+    return id == 20 ? 3'000'000 : id == 99 ? 20'000 : 0;
+  };
+  by = split(toContainerSample("ls1", s, owner, 0, 1.0, partial));
+  const double host = 8 * 20e3 + 2 * 616e3;
+  EXPECT_NEAR(static_cast<double>(by[""].wait_ns), 10e6 * host / (6e6 + host), 2);
+  // None known: by counts.
+  by = split(toContainerSample("ls1", s, owner, 0, 1.0, [](uint64_t) -> uint64_t { return 0; }));
+  EXPECT_NEAR(static_cast<double>(by["be1"].wait_ns), 10e6 * 2 / 12, 2);
+}
+
+TEST(Convert, MeanRunIsOnCpuTimeOverTheRuns) {
+  collect::CgroupSample s;
+  EXPECT_EQ(meanRunNs(s), 0U);
+  s.oncpu_ns = 9'000'000;
+  s.runq.count = 3;
+  EXPECT_EQ(meanRunNs(s), 3'000'000U);
+}
+
 // A protected container's waits after wakeups join its aggressors, by container, beside their
 // preemptions (the policy reads them for the wait split).
 TEST(Convert, WaitsBehindJoinTheAggressorsOfTheirContainer) {

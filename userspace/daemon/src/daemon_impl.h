@@ -286,6 +286,9 @@ class Daemon::Impl final : public nri::Plugin,
   RegistrySource registry_source_;
   std::map<std::string, Known, std::less<>> known_;
   std::unordered_map<uint64_t, std::string> by_cgroup_;
+  // This snapshot's mean run on a CPU of each cgroup that ran (meanRunNs): the preemption wait
+  // split's weights (convert.h), sorted by cgroup id. Refilled each round in its own storage.
+  std::vector<std::pair<uint64_t, uint64_t>> run_ns_;
   uint64_t registry_generation_ = UINT64_MAX;
   uint64_t tick_no_ = 0;
   uint64_t rounds_ = 0;  // snapshots taken (timer ticks and event rounds)

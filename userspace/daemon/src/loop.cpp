@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // One tick of the loop: registry diff, collector snapshot, engine, decisions, the view.
+#include <algorithm>
+
 #include "colod/base/version.h"
 #include "daemon_impl.h"
 
@@ -217,6 +219,18 @@ void Daemon::Impl::tick(RoundReason reason) {
     return it == by_cgroup_.end() ? std::string() : it->second;
   };
   ++rounds_;
+  run_ns_.clear();
+  for (const auto& cg : snap->cgroups) {
+    if (const uint64_t run = meanRunNs(cg); run > 0) {
+      run_ns_.emplace_back(cg.id, run);
+    }
+  }
+  std::sort(run_ns_.begin(), run_ns_.end());
+  auto run_ns_of = [this](uint64_t cgid) -> uint64_t {
+    auto it =
+        std::lower_bound(run_ns_.begin(), run_ns_.end(), std::pair<uint64_t, uint64_t>{cgid, 0});
+    return it != run_ns_.end() && it->first == cgid ? it->second : 0;
+  };
   for (const auto& cg : snap->cgroups) {
     auto it = by_cgroup_.find(cg.id);
     if (it == by_cgroup_.end()) {
@@ -228,7 +242,8 @@ void Daemon::Impl::tick(RoundReason reason) {
       psi_span = std::chrono::duration<double>(snap->now - k.cpu_some_at) /
                  std::chrono::duration<double>(snap->interval);
     }
-    auto sample = toContainerSample(it->second, cg, container_of, k.cpu_some_total_us, psi_span);
+    auto sample =
+        toContainerSample(it->second, cg, container_of, k.cpu_some_total_us, psi_span, run_ns_of);
     if (cg.cpu_pressure) {
       k.cpu_some_total_us = cg.cpu_pressure->some.total_us;
       k.cpu_some_at = snap->now;

@@ -49,11 +49,25 @@ std::string describeResources(const policy::Resources& values);
 // many of this sample's intervals have passed since that read (the collector reads PSI once a
 // second): the total's delta is spread over them, so the engine's fallback wait is the average
 // over the span, not a second's worth in one interval.
+// `run_ns_of`: an aggressor cgroup's mean run on a CPU this interval (on-CPU time over the times
+// it got a CPU; 0 = unknown). The victim's wait after preemptions is reported in total: it is
+// split between the aggressors by their preemptions, each weighted by that run, since a
+// preempted task waits about as long as its preemptor then runs. Split by counts alone, a
+// host's short wakers (colod's own threads, the runtime, kworkers: tens of µs a run) took most
+// of a wait spent behind a BE that ran for milliseconds after its rarer preemptions, and the
+// ladder stopped as for uncontrolled work while the LS starved (colocation dynamic, session 24).
+// An aggressor whose run is unknown weighs the mean run of those known (by preemptions); none
+// known, or no `run_ns_of`: by counts.
 policy::ContainerSample toContainerSample(
     const std::string& container_id,
     const collect::CgroupSample& sample,
     const std::function<std::string(uint64_t cgroup_id)>& container_of,
     uint64_t prev_cpu_some_total_us,
-    double psi_span_intervals = 1.0);
+    double psi_span_intervals = 1.0,
+    const std::function<uint64_t(uint64_t cgroup_id)>& run_ns_of = {});
+
+// An interval's mean run on a CPU of a cgroup: on-CPU time over the waits that ended in a run
+// (runq.count, one per time a task of it got a CPU). 0 when it did not run.
+uint64_t meanRunNs(const collect::CgroupSample& sample);
 
 }  // namespace colod::daemon
