@@ -85,6 +85,7 @@ void EngineState::decayEvidence(Tracked& v) const {
   w.preemptions *= d;
   w.be_ns *= d;
   w.self_ns *= d;
+  w.displaced_ns *= d;
   w.foreign_ns *= d;
   w.fresh_ns *= d;
   const double recent = std::pow(1.0 - 1.0 / kRecentRounds, static_cast<double>(rounds));
@@ -115,6 +116,7 @@ void EngineState::accumulateEvidence(Tracked& v) {
   }
   WaitSplit& w = v.waits;
   v.attributed = v.attributed || !s->preempted_by.empty();
+  double self_now = 0;  // placed after the BE walk below: its own, or displacement
   for (const Preemption& p : s->preempted_by) {
     w.preemptions += static_cast<double>(p.count);
     const auto wait = static_cast<double>(p.wait_ns);
@@ -122,8 +124,7 @@ void EngineState::accumulateEvidence(Tracked& v) {
     const double all = wait + static_cast<double>(p.behind_ns);
     w.fresh_ns += all;
     if (p.aggressor_id == v.info.id) {
-      w.self_ns += all;
-      w.recent_other_ns += all;
+      self_now += all;
       continue;
     }
     auto it = index_.find(std::string_view(p.aggressor_id));
@@ -148,6 +149,8 @@ void EngineState::accumulateEvidence(Tracked& v) {
   }
   bool victim_all = false;
   const std::vector<int>& victim_cpus = roundCpus(v, &victim_all);
+  double be_here_ns = 0;   // BE's run time on CPUs the victim may use this round
+  round_overlap_.clear();  // and each one's, for the displacement below
   // tracked_ and v.blame are both ordered by id: one merge walk, entries inserted at the hint.
   auto hint = v.blame.begin();
   for (Tracked* tp : running_be_) {
@@ -174,7 +177,38 @@ void EngineState::accumulateEvidence(Tracked& v) {
     }
     hint->second.be = &t;
     hint->second.overlap_ns += share * static_cast<double>(t.sample->oncpu_ns);
+    be_here_ns += share * static_cast<double>(t.sample->oncpu_ns);
+    round_overlap_.emplace_back(&hint->second, share * static_cast<double>(t.sample->oncpu_ns));
     ++hint;
+  }
+  if (self_now <= 0) {
+    return;
+  }
+  // Its tasks waited behind each other. That is BE's displacement, not its own contention, when
+  // its CPUs were full and BE held half a CPU or more of them: without BE its tasks would have
+  // spread onto that room. Colocation dynamic at 60 % of the node (session 24): the cpuset split
+  // put both probe threads on the CPU it left the LS, "waits mostly behind itself" stopped the
+  // ladder, and the LS starved (p99 1.3-3.2 s) while BE ran on the other CPU. A victim that
+  // fills its CPUs by itself (more tasks than CPUs) stays behind itself.
+  const double interval = static_cast<double>(std::max<int64_t>(interval_ns_, 1));
+  const double cpus =
+      std::min(static_cast<double>(victim_cpus.size()), quotaCpus(v.info.resources));
+  const double own = static_cast<double>(s->oncpu_ns) / interval;
+  const double be_here = be_here_ns / interval;
+  const bool displaced = be_here >= 0.5 && own + be_here >= 0.9 * cpus;
+  if (displaced) {
+    w.displaced_ns += self_now;
+    w.recent_be_ns += self_now;
+    // Each BE that ran there takes its share of it, by its run time there, as waits behind it:
+    // the evidence a rung against it needs (no BE preempted anyone; they held the room).
+    for (const auto& [e, ns] : round_overlap_) {
+      const double part = self_now * ns / be_here_ns;
+      e->behind_ns += part;
+      e->fresh_behind_ns += part;
+    }
+  } else {
+    w.self_ns += self_now;
+    w.recent_other_ns += self_now;
   }
 }
 
@@ -211,13 +245,13 @@ const std::vector<int>& EngineState::roundCpus(Tracked& t, bool* all) {
 
 double EngineState::foreignShare(const Tracked& v) const {
   const WaitSplit& w = v.waits;
-  const double total = w.be_ns + w.self_ns + w.foreign_ns;
+  const double total = w.be_ns + w.self_ns + w.displaced_ns + w.foreign_ns;
   return total > 0 ? w.foreign_ns / total : 0.0;
 }
 
 bool EngineState::behindUncontrolled(const Tracked& v) const {
   const WaitSplit& w = v.waits;
-  const double total = w.be_ns + w.self_ns + w.foreign_ns;
+  const double total = w.be_ns + w.self_ns + w.displaced_ns + w.foreign_ns;
   const double f = config_.detection.self_wait_fraction;
   if (total <= 0 || w.self_ns + w.foreign_ns < f * total) {
     return false;
@@ -239,7 +273,7 @@ bool EngineState::behindUncontrolled(const Tracked& v) const {
 // "62% behind uncontrolled work (host 40%, sys 22%), 30% behind BE (hog1 30%), 8% behind itself".
 std::string EngineState::waitBehind(const Tracked& v) const {
   const WaitSplit& w = v.waits;
-  const double total = w.be_ns + w.self_ns + w.foreign_ns;
+  const double total = w.be_ns + w.self_ns + w.displaced_ns + w.foreign_ns;
   if (total <= 0) {
     return "its wait is not attributed to anyone";
   }
@@ -262,7 +296,7 @@ std::string EngineState::waitBehind(const Tracked& v) const {
     }
     os << ")";
   }
-  os << ", " << pct(w.be_ns) << "% behind BE";
+  os << ", " << pct(w.be_ns + w.displaced_ns) << "% behind BE";
   std::vector<std::pair<double, std::string>> be;
   for (const auto& [id, e] : v.blame) {
     if (e.wait_ns + e.behind_ns > 0) {
@@ -278,6 +312,10 @@ std::string EngineState::waitBehind(const Tracked& v) const {
       os << (i > 0 ? ", " : "") << be[i].second << " " << pct(be[i].first) << "%";
     }
     os << ")";
+  }
+  if (w.displaced_ns > 0) {
+    os << " (" << pct(w.displaced_ns)
+       << "% of all its own tasks queued while BE held CPUs they could use)";
   }
   os << ", " << pct(w.self_ns) << "% behind itself";
   return os.str();

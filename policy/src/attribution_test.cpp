@@ -100,6 +100,51 @@ TEST_F(AttributionTest, WaitIsSplitByWhomTheVictimWaitedBehind) {
   EXPECT_NE(text.find("63% behind uncontrolled work (host 38%"), std::string::npos) << text;
 }
 
+// colocation dynamic at 60 % of the node (session 24): the cpuset split left the LS one CPU, its
+// threads queued behind each other there while BE ran on the other, and "waits mostly behind
+// itself" stopped the ladder. Its tasks waiting behind each other while its CPUs are full and BE
+// holds half a CPU or more of them is BE's displacement; with BE light there, its own.
+TEST_F(AttributionTest, OwnWaitWhileBeFillsItsCpusIsDisplacementNotItsOwn) {
+  s_.interval_ns_ = 100'000'000;
+  const Preemption self{.aggressor_id = "web", .count = 20, .wait_ns = 6'000'000};
+  const Preemption host{.aggressor_id = "", .count = 10, .wait_ns = 2'000'000};
+  // web ran 30 ms of its CPU's 100, near 65 ms there: full, and BE held 0.65 of it.
+  round({self, host}, 0, 65'000'000);
+  const WaitSplit& w = web().waits;
+  EXPECT_DOUBLE_EQ(w.self_ns, 0.0);
+  EXPECT_DOUBLE_EQ(w.displaced_ns, 6'000'000.0);
+  EXPECT_DOUBLE_EQ(w.foreign_ns, 2'000'000.0);
+  EXPECT_FALSE(s_.behindUncontrolled(web())) << s_.waitBehind(web());
+  const std::string text = s_.waitBehind(web());
+  EXPECT_NE(text.find("75% behind BE (near 75%) (75% of all its own tasks queued while BE held "
+                      "CPUs they could use), 0% behind itself"),
+            std::string::npos)
+      << text;
+  // near held the room: the displaced wait is its evidence, as waits behind it.
+  EXPECT_DOUBLE_EQ(web().blame.at("near").behind_ns, 6'000'000.0);
+  EXPECT_DOUBLE_EQ(web().blame.at("near").fresh_behind_ns, 6'000'000.0);
+}
+
+// far runs on CPU 0, which web may not use: its run time there displaces nothing.
+TEST_F(AttributionTest, BeOnCpusTheVictimMayNotUseDisplacesNothing) {
+  s_.interval_ns_ = 100'000'000;
+  const Preemption self{.aggressor_id = "web", .count = 20, .wait_ns = 6'000'000};
+  const Preemption host{.aggressor_id = "", .count = 10, .wait_ns = 2'000'000};
+  round({self, host}, 65'000'000, 0);
+  EXPECT_DOUBLE_EQ(web().waits.self_ns, 6'000'000.0);
+  EXPECT_DOUBLE_EQ(web().waits.displaced_ns, 0.0);
+  EXPECT_TRUE(s_.behindUncontrolled(web())) << s_.waitBehind(web());
+}
+
+// A light BE beside it (0.2 of its CPU): the wait behind its own tasks stays its own.
+TEST_F(AttributionTest, OwnWaitBesideALightBeStaysItsOwn) {
+  s_.interval_ns_ = 100'000'000;
+  const Preemption self{.aggressor_id = "web", .count = 20, .wait_ns = 6'000'000};
+  round({self}, 0, 20'000'000);
+  EXPECT_DOUBLE_EQ(web().waits.self_ns, 6'000'000.0);
+  EXPECT_DOUBLE_EQ(web().waits.displaced_ns, 0.0);
+}
+
 // colocation.sh busy (session 16): a hog rarely preempts anyone, the woken LS queues behind it.
 // The host's few preemptions (colod's own event rounds among them) were all that was attributed,
 // and "behind uncontrolled work" held the engage. Waits behind a runner count in the split, so

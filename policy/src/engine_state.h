@@ -121,7 +121,10 @@ struct WaitSplit {
   double preemptions = 0;  // every attributed preemption (0: no attribution available)
   double be_ns = 0;        // behind BE containers colod may restrict
   double self_ns = 0;      // behind its own tasks
-  double foreign_ns = 0;   // behind work colod does not control
+  // Behind its own tasks in rounds where they would all have had a CPU of their own but BE ran
+  // on its CPUs: BE's displacement, not the victim's own contention (accumulateEvidence).
+  double displaced_ns = 0;
+  double foreign_ns = 0;  // behind work colod does not control
   // The foreign part by aggressor ("host" for root/system tasks, else the container id).
   std::map<std::string, double, std::less<>> foreign_by;
   // The same split over the last few rounds (kRecentRounds): a BE that has just turned busy is
@@ -576,6 +579,8 @@ class EngineState {
   std::vector<int> reserved_cpus_;
   // During evaluate() only (cleared at its end): BE that ran this round, in id order.
   std::vector<Tracked*> running_be_;
+  // accumulateEvidence()'s scratch: this round's run time of each BE on the victim's CPUs.
+  std::vector<std::pair<BlameEvidence*, double>> round_overlap_;
   int changes_this_round_ = 0;
   double quota_budget_ = 0;  // aggregate BE quota budget in CPUs (0 = no quota rung in force)
 };
