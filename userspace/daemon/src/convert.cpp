@@ -2,7 +2,7 @@
 #include "colod/daemon/convert.h"
 
 #include <map>
-#include <vector>
+#include <utility>
 
 #include "colod/policy/tier.h"
 
@@ -157,38 +157,38 @@ policy::ContainerSample toContainerSample(
   out.runq_wait_ns = s.runq.total_ns;
   // Several aggressor cgroups may belong to one container (or to none): merge by container.
   // The wait after preemptions is split by preemptions x the preemptor's mean run (header).
-  std::vector<uint64_t> runs(s.preempted_by.size(), 0);
   double known_weight = 0;
   double known_count = 0;
   if (run_ns_of) {
-    for (std::size_t i = 0; i < s.preempted_by.size(); ++i) {
-      runs[i] = run_ns_of(s.preempted_by[i].cgroup_id);
-      if (runs[i] > 0) {
-        known_weight +=
-            static_cast<double>(s.preempted_by[i].preemptions) * static_cast<double>(runs[i]);
-        known_count += static_cast<double>(s.preempted_by[i].preemptions);
+    for (const auto& a : s.preempted_by) {
+      if (const uint64_t run = run_ns_of(a.cgroup_id); run > 0) {
+        known_weight += static_cast<double>(a.preemptions) * static_cast<double>(run);
+        known_count += static_cast<double>(a.preemptions);
       }
     }
   }
   const double unknown_run = known_count > 0 ? known_weight / known_count : 1.0;
-  std::map<std::string, policy::Preemption> by;
-  std::map<std::string, double> weight;
+  struct Aggressor {
+    policy::Preemption p;
+    double weight = 0;  // its preemptions x their runs: its part of the wait after them
+  };
+  std::map<std::string, Aggressor> by;
   double total = 0;
-  for (std::size_t i = 0; i < s.preempted_by.size(); ++i) {
-    const auto& a = s.preempted_by[i];
+  for (const auto& a : s.preempted_by) {
     const std::string who = container_of(a.cgroup_id);
-    auto& p = by[who];
-    p.aggressor_id = who;
-    p.count += a.preemptions;
-    const double w = static_cast<double>(a.preemptions) *
-                     (runs[i] > 0 ? static_cast<double>(runs[i]) : unknown_run);
-    weight[who] += w;
+    Aggressor& g = by[who];
+    g.p.aggressor_id = who;
+    g.p.count += a.preemptions;
+    const uint64_t run = run_ns_of ? run_ns_of(a.cgroup_id) : 0;
+    const double w =
+        static_cast<double>(a.preemptions) * (run > 0 ? static_cast<double>(run) : unknown_run);
+    g.weight += w;
     total += w;
   }
-  for (auto& [who, p] : by) {
+  for (auto& [who, g] : by) {
     if (total > 0) {
-      p.wait_ns =
-          static_cast<uint64_t>(static_cast<double>(s.preempted_wait_ns) * weight[who] / total);
+      g.p.wait_ns =
+          static_cast<uint64_t>(static_cast<double>(s.preempted_wait_ns) * g.weight / total);
     }
   }
   // A protected container's waits after its wakeups, by whom each waited behind (the collector
@@ -196,13 +196,13 @@ policy::ContainerSample toContainerSample(
   // CPU a woken request needs (a hog rarely preempts anyone; the victim queues behind it).
   for (const auto& b : s.waited_behind) {
     const std::string who = container_of(b.cgroup_id);
-    auto& p = by[who];
+    policy::Preemption& p = by[who].p;
     p.aggressor_id = who;
     p.behind_waits += b.waits;
     p.behind_ns += b.wait_ns;
   }
-  for (auto& [who, p] : by) {
-    out.preempted_by.push_back(p);
+  for (auto& [who, g] : by) {
+    out.preempted_by.push_back(std::move(g.p));
   }
   out.oncpu_ns = s.oncpu_ns;
   out.nr_involuntary = s.involuntary_switches;
