@@ -19,6 +19,7 @@ void EngineState::updateRate(Tracked& t, const ContainerSample* s, int64_t inter
     const Tracked::RateRound& old = t.rate_rounds[t.rate_first];
     t.rate_span_ns -= old.span_ns;
     t.rate_oncpu_ns -= old.oncpu_ns;
+    t.rate_wait_ns -= old.wait_ns;
     t.rate_first = (t.rate_first + 1) % kRateRounds;
     --t.rate_count;
   };
@@ -26,10 +27,12 @@ void EngineState::updateRate(Tracked& t, const ContainerSample* s, int64_t inter
     drop_oldest();
   }
   const uint64_t oncpu = s != nullptr ? s->oncpu_ns : 0;
-  t.rate_rounds[(t.rate_first + t.rate_count) % kRateRounds] = {interval_ns, oncpu};
+  const uint64_t wait = s != nullptr ? s->runq_wait_ns : 0;
+  t.rate_rounds[(t.rate_first + t.rate_count) % kRateRounds] = {interval_ns, oncpu, wait};
   ++t.rate_count;
   t.rate_span_ns += interval_ns;
   t.rate_oncpu_ns += oncpu;
+  t.rate_wait_ns += wait;
   // The newest rounds that span a tick: older ones go once the rest covers it.
   while (t.rate_count > 1 && t.rate_span_ns - t.rate_rounds[t.rate_first].span_ns >= tick_ns_) {
     drop_oldest();
@@ -37,6 +40,7 @@ void EngineState::updateRate(Tracked& t, const ContainerSample* s, int64_t inter
   const double cpus = t.cpus.empty() ? nodeCpus() : static_cast<double>(t.cpus.size());
   t.rate_cpus =
       std::min(cpus, static_cast<double>(t.rate_oncpu_ns) / static_cast<double>(t.rate_span_ns));
+  t.rate_waiting = static_cast<double>(t.rate_wait_ns) / static_cast<double>(t.rate_span_ns);
 }
 
 void EngineState::observe(Tracked& t, const ContainerSample* s, int64_t interval_ns) {

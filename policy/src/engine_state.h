@@ -32,8 +32,14 @@ inline constexpr int64_t kNever = -1'000'000'000;
 inline constexpr int kMaxRelaxBackoff = 8;
 // A BE container counts as running when it used at least this share of one CPU in the interval.
 inline constexpr double kRunningCpuFraction = 0.01;
-// A restricted BE set saturates its allowance when it uses at least this share of it.
+// A restricted BE set saturates its allowance when it uses at least this share of it ...
 inline constexpr double kSaturatedFraction = 0.9;
+// ... or when this many of its tasks wait for a CPU on average over a tick (Tracked::rate_waiting):
+// it would take more than it gets. What it gets can read under kSaturatedFraction of the
+// allowance while it queues: an LS thread on its CPU, or on-CPU time credited in lumps over
+// short event rounds (the colocation benchmark gave an admission split back at 0.89 of its CPU
+// with 3 BE tasks queued, and the LS waited 130 ms before the split was made again).
+inline constexpr double kQueuedBeTasks = 0.5;
 // The LS demand "fits" its weighted share of the node when it is at most this share of it.
 inline constexpr double kFitsShareFraction = 0.8;
 // Waits behind a BE alone (no preemptions) are enough evidence from this many times
@@ -184,14 +190,17 @@ struct Tracked {
   struct RateRound {
     int64_t span_ns = 0;
     uint64_t oncpu_ns = 0;
+    uint64_t wait_ns = 0;
   };
   std::array<RateRound, kRateRounds> rate_rounds{};
   size_t rate_first = 0;
   size_t rate_count = 0;
   int64_t rate_span_ns = 0;
   uint64_t rate_oncpu_ns = 0;
+  uint64_t rate_wait_ns = 0;
   double rate_cpus = 0;
-  double last_cpus = 0;  // recent on-CPU in CPUs, decaying (read between rounds: admission)
+  double rate_waiting = 0;  // its tasks waiting for a CPU on average over the same rounds
+  double last_cpus = 0;     // recent on-CPU in CPUs, decaying (read between rounds: admission)
   // Peak on-CPU in CPUs, decaying over about kPeakMemoryWindows blame windows: what a BE on
   // CPUs colod moves another container onto needs when it runs (moveQuota(); a duty-cycled BE
   // idle at the move still counts).
@@ -550,6 +559,10 @@ class EngineState {
   // On-CPU of container t, in CPUs, over about the last tick (Tracked::rate_cpus).
   [[nodiscard]] double cpusUsed(const Tracked& t) const {
     return t.sample != nullptr ? t.rate_cpus : 0.0;
+  }
+  // Its tasks waiting for a CPU on average over the same span (Tracked::rate_waiting).
+  [[nodiscard]] double tasksWaiting(const Tracked& t) const {
+    return t.sample != nullptr ? t.rate_waiting : 0.0;
   }
   // Adds this round to t's on-CPU rate (every round, sampled or not).
   void updateRate(Tracked& t, const ContainerSample* s, int64_t interval_ns) const;

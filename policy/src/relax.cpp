@@ -15,14 +15,16 @@ namespace colod::policy {
 // it is no longer needed: relaxing while BE still runs flat out re-creates the backlog (the
 // full loop measured a relax -> hurt -> re-engage cycle costing LS ~0.3 s of queueing each
 // time). So the rung is held while (a) the BE containers it restricts use >= 90 % of what it
-// leaves them (they would take more), and (b) the LS demand (on-CPU of the non-BE containers)
-// is more than 80 % of what the CPU weights would give LS against the running BE containers
-// without it. It is given back as soon as BE stops or slows, or the LS demand falls.
+// leaves them, or queue for it (kQueuedBeTasks: they would take more), and (b) the LS demand
+// (on-CPU of the non-BE containers) is more than 80 % of what the CPU weights would give LS against
+// the running BE containers without it. It is given back as soon as BE stops or slows, or the LS
+// demand falls.
 std::optional<std::string> EngineState::relaxWouldHurt(const Step& top, const Tracked& v) const {
   if (top.lever != Lever::Cpuset && top.lever != Lever::CpuQuota) {
     return std::nullopt;
   }
   double be_used = 0;
+  double be_waiting = 0;
   std::set<int> allowed_cpus;
   double capped = 0;  // what the cpuset step leaves them, a moved container's quota included
   bool throttled = false;
@@ -32,6 +34,7 @@ std::optional<std::string> EngineState::relaxWouldHurt(const Step& top, const Tr
       continue;
     }
     be_used += cpusUsed(it->second);
+    be_waiting += tasksWaiting(it->second);
     if (top.lever == Lever::Cpuset) {
       const std::vector<int> cpus = targetCpus(it->second);
       allowed_cpus.insert(cpus.begin(), cpus.end());
@@ -47,9 +50,19 @@ std::optional<std::string> EngineState::relaxWouldHurt(const Step& top, const Tr
   const double allowance = top.lever == Lever::Cpuset
                                ? std::min(static_cast<double>(allowed_cpus.size()), capped)
                                : quota_budget_;
-  if (allowance <= 0 || (be_used < kSaturatedFraction * allowance && !throttled)) {
+  const bool queued = be_waiting >= kQueuedBeTasks;
+  if (allowance <= 0 || (be_used < kSaturatedFraction * allowance && !throttled && !queued)) {
     return std::nullopt;
   }
+  auto beUse = [&] {
+    std::ostringstream use;
+    use << "the BE containers it restricts use " << std::round(be_used * 100) / 100 << " of the "
+        << std::round(allowance * 100) / 100 << " CPUs it leaves them";
+    if (queued) {
+      use << " with " << std::round(be_waiting * 10) / 10 << " of their tasks queued";
+    }
+    return use.str();
+  };
   if (v.relax_backoff > 1 && cpusUsed(v) >= 0.5 * v.rehurt_cpus) {
     // A relax beside BE running like this already hurt the victim again soon after (the relax
     // backoff grew), and it asks for as much CPU as then: the weights did not protect it,
@@ -58,9 +71,7 @@ std::optional<std::string> EngineState::relaxWouldHurt(const Step& top, const Tr
     // demand has halved, the weight rule decides again (the BE harvests what it leaves).
     std::ostringstream why;
     why << displayName(v.info) << " is quiet, but " << leverName(top.lever)
-        << " is held: the BE containers it restricts use " << std::round(be_used * 100) / 100
-        << " of the " << std::round(allowance * 100) / 100
-        << " CPUs it leaves them, and the last relax beside them hurt it again within "
+        << " is held: " << beUse() << ", and the last relax beside them hurt it again within "
         << 2 * config_.actions.quiet_intervals * (v.relax_backoff / 2) << " intervals";
     return why.str();
   }
@@ -88,7 +99,9 @@ std::optional<std::string> EngineState::relaxWouldHurt(const Step& top, const Tr
     if (t.tier == Tier::Be) {
       const bool targeted =
           std::find(top.targets.begin(), top.targets.end(), id) != top.targets.end();
-      if (cpusUsed(t) >= kRunningCpuFraction && (targeted || overlaps(targetCpus(t)))) {
+      const bool running =
+          cpusUsed(t) >= kRunningCpuFraction || tasksWaiting(t) >= kRunningCpuFraction;
+      if (running && (targeted || overlaps(targetCpus(t)))) {
         be_weight += w;
       }
     } else if (id == v.info.id || overlaps(t.cpus)) {
@@ -102,10 +115,8 @@ std::optional<std::string> EngineState::relaxWouldHurt(const Step& top, const Tr
     return std::nullopt;
   }
   std::ostringstream why;
-  why << displayName(v.info) << " is quiet, but " << leverName(top.lever)
-      << " is held: the BE containers it restricts use " << std::round(be_used * 100) / 100
-      << " of the " << std::round(allowance * 100) / 100
-      << " CPUs it leaves them, and the non-BE demand of " << std::round(ls_demand * 100) / 100
+  why << displayName(v.info) << " is quiet, but " << leverName(top.lever) << " is held: " << beUse()
+      << ", and the non-BE demand of " << std::round(ls_demand * 100) / 100
       << " CPUs is above 80% of the " << std::round(ls_share * 100) / 100
       << " CPUs the weights would give it on its CPUs against the running BE without the rung";
   return why.str();

@@ -562,6 +562,41 @@ const Scenario kScenarios[] = {
        EXPECT_FALSE(restricted(run.sim.engine(), "hog1"));
        EXPECT_EQ(run.count(DecisionKind::Engage), 1) << "no relax -> hurt -> engage cycle";
      }},
+    {"RelaxHeldWhileBeQueuesUnderItsAllowance",
+     [](Config& c) { c.actions.cpu_ladder = {Lever::Cpuset}; }, World{4096}, 80,
+     [](int r, const Engine& e) {
+       // As above, but split off web's CPU hog1 gets only 70 % of its CPU (web's threads run there
+       // too, or its on-CPU is credited in lumps) while 1.5 of its tasks queue: it would take
+       // more, so the split is held until it stops (the colocation benchmark gave an
+       // admission split back at 0.89 of the BE's CPU with 3 BE tasks queued).
+       const bool split = restricted(e, "hog1", Lever::Cpuset);
+       auto bg = background(r > 50 ? 0 : (split ? 70'000'000 : 80'000'000));
+       if (split && r <= 50) {
+         for (auto& x : bg) {
+           if (x.id == "hog1") {
+             x.runq_wait_ns = 150'000'000;
+           }
+         }
+       }
+       const bool hurt = r > 5 && r <= 50 && !split;
+       return withVictim(hurt ? hurtByHog1() : lsSample("web", kQuietP99), bg);
+     },
+     [](const RunLog& run) {
+       bool said_queued = false;
+       for (const auto& r : run.rounds) {
+         for (const auto& f : r.findings) {
+           if (f.rule == "relax_held") {
+             said_queued =
+                 said_queued || f.message.find("1.5 of their tasks queued") != std::string::npos;
+           }
+         }
+       }
+       EXPECT_TRUE(said_queued) << "the hold says the BE queues";
+       const int relaxed = run.firstRound(DecisionKind::Relax);
+       ASSERT_GT(relaxed, 50) << "never given back while hog1 queues for its CPU";
+       EXPECT_FALSE(restricted(run.sim.engine(), "hog1"));
+       EXPECT_EQ(run.count(DecisionKind::Engage), 1) << "no relax -> hurt -> engage cycle";
+     }},
     {"ExclusiveSystemAndLsAreNeverTargets",
      nullptr,
      {},
