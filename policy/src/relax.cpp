@@ -30,11 +30,11 @@ std::optional<std::string> EngineState::relaxWouldHurt(const Step& top, const Tr
   bool throttled = false;
   for (const std::string& id : top.targets) {
     auto it = tracked_.find(id);
-    if (it == tracked_.end() || !it->second.sampled) {
+    if (it == tracked_.end()) {
       continue;
     }
-    be_used += cpusUsed(it->second);
-    be_waiting += tasksWaiting(it->second);
+    be_used += recentCpus(it->second);
+    be_waiting += recentWaiting(it->second);
     if (top.lever == Lever::Cpuset) {
       const std::vector<int> cpus = targetCpus(it->second);
       allowed_cpus.insert(cpus.begin(), cpus.end());
@@ -63,7 +63,7 @@ std::optional<std::string> EngineState::relaxWouldHurt(const Step& top, const Tr
     }
     return use.str();
   };
-  if (v.relax_backoff > 1 && cpusUsed(v) >= 0.5 * v.rehurt_cpus) {
+  if (v.relax_backoff > 1 && recentCpus(v) >= 0.5 * v.rehurt_cpus) {
     // A relax beside BE running like this already hurt the victim again soon after (the relax
     // backoff grew), and it asks for as much CPU as then: the weights did not protect it,
     // whatever share they promise. The colocation benchmark's busy phases went engage -> relax
@@ -89,7 +89,8 @@ std::optional<std::string> EngineState::relaxWouldHurt(const Step& top, const Tr
   double ls_weight = 0;
   double be_weight = 0;
   for (const auto& [id, t] : tracked_) {
-    if (!t.sampled) {
+    // Ran or queued over the last tick, in this round's snapshot or not (recentCpus()).
+    if (!t.sampled && recentCpus(t) <= 0 && recentWaiting(t) <= 0) {
       continue;
     }
     if (t.info.exclusive_cpus) {
@@ -100,12 +101,12 @@ std::optional<std::string> EngineState::relaxWouldHurt(const Step& top, const Tr
       const bool targeted =
           std::find(top.targets.begin(), top.targets.end(), id) != top.targets.end();
       const bool running =
-          cpusUsed(t) >= kRunningCpuFraction || tasksWaiting(t) >= kRunningCpuFraction;
+          recentCpus(t) >= kRunningCpuFraction || recentWaiting(t) >= kRunningCpuFraction;
       if (running && (targeted || overlaps(targetCpus(t)))) {
         be_weight += w;
       }
     } else if (id == v.info.id || overlaps(t.cpus)) {
-      ls_demand += cpusUsed(t);
+      ls_demand += recentCpus(t);
       ls_weight += w;
     }
   }

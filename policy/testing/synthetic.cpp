@@ -111,6 +111,10 @@ RoundResult Sim::eventStep(std::vector<ContainerSample> samples, int64_t interva
   return advance(std::move(samples), interval_ns, true);
 }
 
+RoundResult Sim::timerStep(std::vector<ContainerSample> samples, int64_t interval_ns) {
+  return advance(std::move(samples), interval_ns, false);
+}
+
 RoundResult Sim::advance(std::vector<ContainerSample> samples,
                          int64_t interval_ns,
                          bool event_round) {

@@ -40,6 +40,9 @@ class Sim {
   RoundResult step(std::vector<ContainerSample> samples);
   // A daemon event round: `interval_ns` after the previous round, between timer ticks.
   RoundResult eventStep(std::vector<ContainerSample> samples, int64_t interval_ns);
+  // A timer round `interval_ns` after the previous round: the daemon's tick can follow an event
+  // round by well under a millisecond.
+  RoundResult timerStep(std::vector<ContainerSample> samples, int64_t interval_ns);
   Engine& engine() { return engine_; }
   [[nodiscard]] const std::vector<Decision>& decisions() const { return decisions_; }
   [[nodiscard]] int64_t now() const { return now_; }
