@@ -277,5 +277,50 @@ TEST(DoNoHarmScenario, ASplitIsHeldThroughATimerRoundRightAfterAnEventRound) {
   EXPECT_EQ(engages, 2) << "one split (two pods), no relax -> hurt -> engage cycle";
 }
 
+// A quota rung taken on top of a split is given back once the victim is quiet, the split kept:
+// with the BE confined to CPU 1, CPU 0 is the LS's whole, not a weighted share of it. Counted as
+// shared, the quota stayed for the whole phase (colocation colod phase: taken at the BE pods'
+// arrival, BE at 0.2 CPU and half its work; the dynamic phase's last 10 % step).
+TEST(DoNoHarmScenario, AQuotaOnTopOfASplitIsGivenBackAndTheSplitKept) {
+  Config config;
+  config.actions.cpu_ladder = {Lever::Cpuset, Lever::CpuQuota};
+  Sim sim{config};
+  sim.add(lsInfo("web"));
+  sim.add(beInfo("hog1", 2, 4096));
+  sim.add(beInfo("hog2", 2, 4096));
+  bool quota_taken = false;
+  int quota_released_at = -1;
+  for (int r = 1; r <= 150; ++r) {
+    const bool split = restricted(sim.engine(), "hog1", Lever::Cpuset);
+    const bool quota = restricted(sim.engine(), "hog1", Lever::CpuQuota);
+    quota_taken = quota_taken || quota;
+    if (quota_taken && !quota && quota_released_at < 0) {
+      quota_released_at = r;
+    }
+    // Hurt until split, less after it but still over its threshold (the arrival's burst: the
+    // split helps, the quota is taken on top), quiet once the quota is taken: 0.6 CPU of LS
+    // demand fits CPU 0 alone.
+    const bool hurt = r > 5 && !quota_taken;
+    auto web = hurt ? lsSample("web", split ? 2500 : kHurtP99,
+                               {{"hog1", 40, 8'000'000}, {"hog2", 40, 8'000'000}})
+                    : lsSample("web", kQuietP99);
+    web.oncpu_ns = 60'000'000;
+    const uint64_t be = quota ? 10'000'000 : (split ? 50'000'000 : 80'000'000);
+    std::vector<ContainerSample> samples{web, beSample("hog1", be), beSample("hog2", be)};
+    samples[1].runq_wait_ns = split ? 150'000'000 : 0;
+    samples[2].runq_wait_ns = split ? 150'000'000 : 0;
+    if (quota) {
+      samples[1].nr_throttled = 10;
+      samples[2].nr_throttled = 10;
+    }
+    (void)sim.step(samples);
+  }
+  ASSERT_TRUE(quota_taken) << "the scenario needs the quota rung on top of the split";
+  EXPECT_GT(quota_released_at, 0) << "the quota on top of the split was never given back";
+  EXPECT_FALSE(restricted(sim.engine(), "hog1", Lever::CpuQuota));
+  EXPECT_TRUE(restricted(sim.engine(), "hog1", Lever::Cpuset))
+      << "the split is kept while the BE fills its CPU and the LS needs more than its weight";
+}
+
 }  // namespace
 }  // namespace colod::policy

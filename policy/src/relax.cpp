@@ -88,6 +88,21 @@ std::optional<std::string> EngineState::relaxWouldHurt(const Step& top, const Tr
   double ls_demand = 0;
   double ls_weight = 0;
   double be_weight = 0;
+  // The victim's CPUs a running BE may use once the rung is gone. A cpuset rung's targets go
+  // back to all of them; any other BE keeps the cpuset it has now: a quota rung on top of a
+  // split leaves the split. A CPU no BE may use is the LS's whole, not a weighted share of it:
+  // counted as shared, a quota taken on top of an admission split was held for a whole phase
+  // (colocation colod phase, BE at 0.2 CPU and half its work) and for the last 10 % step of the
+  // dynamic phase.
+  std::vector<char> shared(vcpus.size(), 0);
+  auto share = [&](const std::vector<int>& cpus) {
+    for (int c : cpus.empty() ? node_cpus_ : cpus) {
+      auto at = std::lower_bound(vcpus.begin(), vcpus.end(), c);
+      if (at != vcpus.end() && *at == c) {
+        shared[static_cast<size_t>(at - vcpus.begin())] = 1;
+      }
+    }
+  };
   for (const auto& [id, t] : tracked_) {
     // Ran or queued over the last tick, in this round's snapshot or not (recentCpus()).
     if (!t.sampled && recentCpus(t) <= 0 && recentWaiting(t) <= 0) {
@@ -102,16 +117,19 @@ std::optional<std::string> EngineState::relaxWouldHurt(const Step& top, const Tr
           std::find(top.targets.begin(), top.targets.end(), id) != top.targets.end();
       const bool running =
           recentCpus(t) >= kRunningCpuFraction || recentWaiting(t) >= kRunningCpuFraction;
-      if (running && (targeted || overlaps(targetCpus(t)))) {
+      const std::vector<int> cpus = targetCpus(t);
+      if (running && (targeted || overlaps(cpus))) {
         be_weight += w;
+        share(targeted && top.lever == Lever::Cpuset ? vcpus : cpus);
       }
     } else if (id == v.info.id || overlaps(t.cpus)) {
       ls_demand += recentCpus(t);
       ls_weight += w;
     }
   }
-  const double ls_share =
-      static_cast<double>(vcpus.size()) * ls_weight / std::max(ls_weight + be_weight, 1.0);
+  const auto n_shared = static_cast<double>(std::count(shared.begin(), shared.end(), 1));
+  const double free_cpus = static_cast<double>(vcpus.size()) - n_shared;
+  const double ls_share = free_cpus + n_shared * ls_weight / std::max(ls_weight + be_weight, 1.0);
   if (ls_demand <= kFitsShareFraction * ls_share) {
     return std::nullopt;
   }
@@ -120,6 +138,9 @@ std::optional<std::string> EngineState::relaxWouldHurt(const Step& top, const Tr
       << ", and the non-BE demand of " << std::round(ls_demand * 100) / 100
       << " CPUs is above 80% of the " << std::round(ls_share * 100) / 100
       << " CPUs the weights would give it on its CPUs against the running BE without the rung";
+  if (free_cpus > 0) {
+    why << " (" << free_cpus << " of them with no BE)";
+  }
   return why.str();
 }
 
