@@ -169,6 +169,61 @@ TEST(DoNoHarmScenario, UselessRungIsRetriedWhenTheAntagonistChanges) {
   EXPECT_EQ(engage_rounds.size(), 2u) << "once against a, once more when b is to blame too";
 }
 
+// Web (0.6 CPU: above 80 % of the 0.4 its weight would get beside them) and two BE pods of 4x
+// its weight on 2 CPUs: what the tests of a split's hold share.
+class TwoBePods {
+ public:
+  explicit TwoBePods(std::vector<Lever> ladder) : sim_(configWith(std::move(ladder))) {
+    sim_.add(lsInfo("web"));
+    sim_.add(beInfo("hog1", 2, 4096));
+    sim_.add(beInfo("hog2", 2, 4096));
+  }
+  Sim& sim() { return sim_; }
+  // One round: web at `web_p99` (made to wait by both pods when over its threshold) running
+  // web_ns, each pod running be_ns with be_wait_ns of its tasks' waits.
+  static std::vector<ContainerSample> round(uint64_t web_p99,
+                                            uint64_t web_ns,
+                                            uint64_t be_ns,
+                                            uint64_t be_wait_ns) {
+    auto web = web_p99 > kQuietP99
+                   ? lsSample("web", web_p99, {{"hog1", 40, 8'000'000}, {"hog2", 40, 8'000'000}})
+                   : lsSample("web", web_p99);
+    web.oncpu_ns = web_ns;
+    std::vector<ContainerSample> out{web, beSample("hog1", be_ns), beSample("hog2", be_ns)};
+    out[1].runq_wait_ns = be_wait_ns;
+    out[2].runq_wait_ns = be_wait_ns;
+    return out;
+  }
+  // Notes the first release in round r (a moved pod's quota resized beside the other is kind
+  // Relax too, not a release).
+  void note(const RoundResult& res, int r) {
+    for (const auto& d : res.decisions) {
+      if (d.kind == DecisionKind::Relax && d.rule != "move_quota_resized" && relaxed_at_ < 0) {
+        relaxed_at_ = r;
+      }
+    }
+  }
+  // The split was made once and held while both pods ran (through round ran_until).
+  void expectHeldWhileTheyRan(int ran_until) {
+    ASSERT_TRUE(restricted(sim_.engine(), "hog1") || relaxed_at_ > 0);
+    EXPECT_GT(relaxed_at_, ran_until) << "given back while both BE pods still filled their CPU";
+    int engages = 0;
+    for (const auto& d : sim_.decisions()) {
+      engages += d.kind == DecisionKind::Engage ? 1 : 0;
+    }
+    EXPECT_EQ(engages, 2) << "one split (two pods), no relax -> hurt -> engage cycle";
+  }
+
+ private:
+  static Config configWith(std::vector<Lever> ladder) {
+    Config c;
+    c.actions.cpu_ladder = std::move(ladder);
+    return c;
+  }
+  Sim sim_;
+  int relaxed_at_ = -1;
+};
+
 // A split is not given back on a round that did not see its BE. The daemon runs short event
 // rounds between ticks, and the collector reports only the containers that changed: two BE
 // pods filling their CPU can be absent from a round of a few ms in which none of their tasks
@@ -176,105 +231,46 @@ TEST(DoNoHarmScenario, UselessRungIsRetriedWhenTheAntagonistChanges) {
 // phase gave the split holding them back; the LS waited 85-250 ms until it was made again. The
 // hold reads their rate over the last tick, reported in this round or not.
 TEST(DoNoHarmScenario, ASplitIsHeldThroughAnEventRoundThatMissesItsBe) {
-  Config config;
-  config.actions.cpu_ladder = {Lever::Cpuset};
-  Sim sim{config};
-  sim.add(lsInfo("web"));
-  sim.add(beInfo("hog1", 2, 4096));
-  sim.add(beInfo("hog2", 2, 4096));
-  auto be = [](uint64_t oncpu, uint64_t wait) {
-    std::vector<ContainerSample> out{beSample("hog1", oncpu), beSample("hog2", oncpu)};
-    for (auto& s : out) {
-      s.runq_wait_ns = wait;
-    }
-    return out;
-  };
-  int relaxed_at = -1;
+  TwoBePods w({Lever::Cpuset});
   for (int r = 1; r <= 80; ++r) {
-    const bool split = restricted(sim.engine(), "hog1", Lever::Cpuset);
+    const bool split = restricted(w.sim().engine(), "hog1", Lever::Cpuset);
     const bool running = r <= 60;
-    // Web (0.6 CPU: above 80 % of the 0.4 its weight would get beside two 4096 BE pods) is
-    // hurt until they are split off its CPU, quiet after.
-    auto web = (r > 5 && !split && running)
-                   ? lsSample("web", kHurtP99, {{"hog1", 40, 8'000'000}, {"hog2", 40, 8'000'000}})
-                   : lsSample("web", kQuietP99);
-    web.oncpu_ns = 60'000'000;
-    std::vector<ContainerSample> samples{web};
-    for (auto& s : be(running ? 50'000'000 : 0, running && split ? 150'000'000 : 0)) {
-      samples.push_back(std::move(s));
-    }
-    auto note = [&](const RoundResult& res) {
-      for (const auto& d : res.decisions) {
-        // A moved pod's quota resized beside the other is not a release (kind Relax too).
-        if (d.kind == DecisionKind::Relax && d.rule != "move_quota_resized" && relaxed_at < 0) {
-          relaxed_at = r;
-        }
-      }
-    };
-    note(sim.step(samples));
+    // Hurt until the pods are split off web's CPU, quiet after.
+    const uint64_t p99 = r > 5 && !split && running ? kHurtP99 : kQuietP99;
+    w.note(w.sim().step(TwoBePods::round(p99, 60'000'000, running ? 50'000'000 : 0,
+                                         running && split ? 150'000'000 : 0)),
+           r);
     // Every other tick, an event round of 3 ms that reports web alone.
     if (r % 2 == 0) {
       auto only = lsSample("web", kQuietP99);
       only.oncpu_ns = 1'800'000;
-      note(sim.eventStep({only}, 3'000'000));
+      w.note(w.sim().eventStep({only}, 3'000'000), r);
     }
   }
-  ASSERT_TRUE(restricted(sim.engine(), "hog1") || relaxed_at > 0);
-  EXPECT_GT(relaxed_at, 60) << "given back while both BE pods still filled their CPU";
-  int engages = 0;
-  for (const auto& d : sim.decisions()) {
-    engages += d.kind == DecisionKind::Engage ? 1 : 0;
-  }
-  EXPECT_EQ(engages, 2) << "one split (two pods), no relax -> hurt -> engage cycle";
+  w.expectHeldWhileTheyRan(60);
 }
 
 // The same split through a timer round 0.47 ms after an event round (as the colocation
 // benchmark's trace had it): the on-CPU rates span the time since the previous timer round,
 // not that round's interval, in which the BE pods ran nothing.
 TEST(DoNoHarmScenario, ASplitIsHeldThroughATimerRoundRightAfterAnEventRound) {
-  Config config;
-  config.actions.cpu_ladder = {Lever::Cpuset};
-  Sim sim{config};
-  sim.add(lsInfo("web"));
-  sim.add(beInfo("hog1", 2, 4096));
-  sim.add(beInfo("hog2", 2, 4096));
-  int relaxed_at = -1;
-  auto note = [&](const RoundResult& res, int r) {
-    for (const auto& d : res.decisions) {
-      if (d.kind == DecisionKind::Relax && d.rule != "move_quota_resized" && relaxed_at < 0) {
-        relaxed_at = r;
-      }
-    }
-  };
-  auto round = [](bool hurt, uint64_t be_ns, uint64_t be_wait_ns, uint64_t web_ns) {
-    auto web = hurt ? lsSample("web", kHurtP99, {{"hog1", 40, 8'000'000}, {"hog2", 40, 8'000'000}})
-                    : lsSample("web", kQuietP99);
-    web.oncpu_ns = web_ns;
-    std::vector<ContainerSample> out{web, beSample("hog1", be_ns), beSample("hog2", be_ns)};
-    out[1].runq_wait_ns = be_wait_ns;
-    out[2].runq_wait_ns = be_wait_ns;
-    return out;
-  };
+  TwoBePods w({Lever::Cpuset});
   for (int r = 1; r <= 80; ++r) {
-    const bool split = restricted(sim.engine(), "hog1", Lever::Cpuset);
+    const bool split = restricted(w.sim().engine(), "hog1", Lever::Cpuset);
     const bool running = r <= 60;
     const uint64_t wait = running && split ? 150'000'000 : 0;
-    note(sim.step(round(r > 5 && !split && running, running ? 50'000'000 : 0, wait, 60'000'000)),
-         r);
+    const uint64_t p99 = r > 5 && !split && running ? kHurtP99 : kQuietP99;
+    w.note(w.sim().step(TwoBePods::round(p99, 60'000'000, running ? 50'000'000 : 0, wait)), r);
     if (r % 2 == 0) {
       // An event round of 20 ms, then the timer 0.47 ms after it, in which nobody ran.
-      note(sim.eventStep(round(false, running ? 10'000'000 : 0, wait / 5, 12'000'000), 20'000'000),
-           r);
-      note(sim.timerStep(round(false, 0, 0, 0), 470'000), r);
+      w.note(w.sim().eventStep(
+                 TwoBePods::round(kQuietP99, 12'000'000, running ? 10'000'000 : 0, wait / 5),
+                 20'000'000),
+             r);
+      w.note(w.sim().timerStep(TwoBePods::round(kQuietP99, 0, 0, 0), 470'000), r);
     }
   }
-  ASSERT_TRUE(restricted(sim.engine(), "hog1") || relaxed_at > 0);
-  EXPECT_GT(relaxed_at, 60) << "given back while both BE pods still filled their CPU";
-  int engages = 0;
-  for (const auto& d : sim.decisions()) {
-    engages += d.kind == DecisionKind::Engage ? 1 : 0;
-  }
-  EXPECT_EQ(engages, 2) << "one split (two pods), no relax -> hurt -> engage cycle";
+  w.expectHeldWhileTheyRan(60);
 }
 
 // A quota rung taken on top of a split is given back once the victim is quiet, the split kept:
@@ -282,12 +278,8 @@ TEST(DoNoHarmScenario, ASplitIsHeldThroughATimerRoundRightAfterAnEventRound) {
 // shared, the quota stayed for the whole phase (colocation colod phase: taken at the BE pods'
 // arrival, BE at 0.2 CPU and half its work; the dynamic phase's last 10 % step).
 TEST(DoNoHarmScenario, AQuotaOnTopOfASplitIsGivenBackAndTheSplitKept) {
-  Config config;
-  config.actions.cpu_ladder = {Lever::Cpuset, Lever::CpuQuota};
-  Sim sim{config};
-  sim.add(lsInfo("web"));
-  sim.add(beInfo("hog1", 2, 4096));
-  sim.add(beInfo("hog2", 2, 4096));
+  TwoBePods w({Lever::Cpuset, Lever::CpuQuota});
+  Sim& sim = w.sim();
   bool quota_taken = false;
   int quota_released_at = -1;
   for (int r = 1; r <= 150; ++r) {
@@ -301,14 +293,9 @@ TEST(DoNoHarmScenario, AQuotaOnTopOfASplitIsGivenBackAndTheSplitKept) {
     // split helps, the quota is taken on top), quiet once the quota is taken: 0.6 CPU of LS
     // demand fits CPU 0 alone.
     const bool hurt = r > 5 && !quota_taken;
-    auto web = hurt ? lsSample("web", split ? 2500 : kHurtP99,
-                               {{"hog1", 40, 8'000'000}, {"hog2", 40, 8'000'000}})
-                    : lsSample("web", kQuietP99);
-    web.oncpu_ns = 60'000'000;
+    const uint64_t p99 = hurt ? (split ? 2500 : kHurtP99) : kQuietP99;
     const uint64_t be = quota ? 10'000'000 : (split ? 50'000'000 : 80'000'000);
-    std::vector<ContainerSample> samples{web, beSample("hog1", be), beSample("hog2", be)};
-    samples[1].runq_wait_ns = split ? 150'000'000 : 0;
-    samples[2].runq_wait_ns = split ? 150'000'000 : 0;
+    auto samples = TwoBePods::round(p99, 60'000'000, be, split ? 150'000'000 : 0);
     if (quota) {
       samples[1].nr_throttled = 10;
       samples[2].nr_throttled = 10;
