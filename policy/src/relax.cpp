@@ -117,8 +117,11 @@ std::optional<std::string> EngineState::relaxWouldHurt(const Step& top, const Tr
           std::find(top.targets.begin(), top.targets.end(), id) != top.targets.end();
       const bool running =
           recentCpus(t) >= kRunningCpuFraction || recentWaiting(t) >= kRunningCpuFraction;
+      if (!running) {
+        continue;
+      }
       const std::vector<int> cpus = targetCpus(t);
-      if (running && (targeted || overlaps(cpus))) {
+      if (targeted || overlaps(cpus)) {
         be_weight += w;
         share(targeted && top.lever == Lever::Cpuset ? vcpus : cpus);
       }
