@@ -28,6 +28,11 @@ const volatile __u32 cg_mode = COLOD_CGMODE_V1CPU;
 const volatile __u32 track_preempt_wait = 1;
 /* 0: no change marks in cg_dirty (the reader then copies out every slot at every snapshot). */
 const volatile __u32 mark_changes = 1;
+/* 1: mark in cg_cpus the CPUs each slot is written on. Set by userspace between load and attach
+ * (.bss, not rodata: it knows only then whether the kernel's summing iterator, the marks' one
+ * reader, loaded); 0 when it did not, or the marks cannot hold every possible CPU. One load of
+ * a .bss line the handler reads anyway (attach_gen). */
+__u32 mark_cpus = 0;
 
 #include "common/cg_maps.bpf.h"
 
@@ -136,7 +141,7 @@ struct cpu_state {
 	__u32 slot;
 	__u32 alt_slot;
 	__u32 idle;
-	__u32 pad;
+	__u32 cpu1; /* this CPU's number + 1 (0: not known yet), for the cg_cpus marks */
 	/* While a watch is set: the last RUNNERS switch-ins on this CPU (cgroup id, rq clock), the
 	 * newest at run_pos, run_n of them valid (0 after idle or a gap in the record). Whom a
 	 * woken waiter waited behind is the one of them that held the CPU longest in its wait. */
@@ -282,17 +287,42 @@ static __always_inline struct colod_cg_sched *slot_entry(__u32 slot)
 	return bpf_map_lookup_elem(&cg_sched, &slot);
 }
 
-/* After a write to a slot's cg_sched value: the reader copies it out at the next snapshot. The
- * load keeps the store off the line while the mark is already set (once per snapshot). */
-static __always_inline void mark_changed(__u32 slot)
+/* After a write to a slot's cg_sched value on `cpu`: the reader copies it out at the next
+ * snapshot, and sums this CPU's copy from now on. The loads keep the stores off the lines while
+ * the marks are already set (the dirty mark once per snapshot, the CPU's bit once per slot). The
+ * CPU bit is set before the dirty mark: a reader that clears the dirty mark and then reads the
+ * CPU marks sees the bit of every write whose dirty mark it cleared. */
+static __always_inline void mark_changed(__u32 slot, __u32 cpu)
 {
-	__u64 *d;
+	struct colod_cg_cpus *m;
+	__u64 *d, bit, *w;
 
+	if (mark_cpus) {
+		m = bpf_map_lookup_elem(&cg_cpus, &slot);
+		if (m) {
+			w = &m->w[(cpu / 64) & (COLOD_CPU_MARK_WORDS - 1)];
+			bit = 1ULL << (cpu % 64);
+			/* An add, not an or: the atomic or needs kernel 5.12, the add any. Only this
+			 * CPU adds this bit, and only while it reads clear (the handlers run with
+			 * interrupts off, so they do not nest on a CPU): the add is the or. Atomic:
+			 * other CPUs add their bits to the same word. */
+			if (!(*w & bit))
+				__sync_fetch_and_add(w, bit);
+		}
+	}
 	if (!mark_changes)
 		return;
 	d = bpf_map_lookup_elem(&cg_dirty, &slot);
 	if (d && !*d)
 		*d = 1;
+}
+
+/* This CPU's number, cached in its cpu_state (a helper call on older kernels, per switch). */
+static __always_inline __u32 this_cpu(struct cpu_state *cs)
+{
+	if (!cs->cpu1)
+		cs->cpu1 = bpf_get_smp_processor_id() + 1;
+	return cs->cpu1 - 1;
 }
 
 /* Adds one to the pair in `map`, inserting it if `insert` (and bumping `gen` then). 0 when
@@ -578,7 +608,7 @@ static __always_inline int on_switch(struct task_struct *prev, struct task_struc
 				pe->oncpu_ns += sum - start;
 			if (invol)
 				pe->invol += 1;
-			mark_changed(prev_slot);
+			mark_changed(prev_slot, this_cpu(cs));
 		}
 	}
 	cs->task = (__u64)next;
@@ -691,7 +721,7 @@ static __always_inline int on_switch(struct task_struct *prev, struct task_struc
 	ne->hist[colod_ns_us_slot(wait)] += 1;
 	ne->count += 1;
 	ne->total_ns += wait;
-	mark_changed(next_slot);
+	mark_changed(next_slot, this_cpu(cs));
 	return 0;
 }
 
@@ -776,7 +806,7 @@ static __always_inline int on_wakeup(struct task_struct *p, const bool btf)
 	e->wakeups += 1;
 	/* The woken task is already enqueued here, so nr_running counts it: depth >= 1. */
 	e->depth_sum += depth;
-	mark_changed(slot);
+	mark_changed(slot, bpf_get_smp_processor_id());
 	return 0;
 }
 

@@ -29,12 +29,24 @@ struct colod_cg_sched {
 };
 
 /* Record of the iterator schedsum (bpf/schedsum.bpf.c): a live cgroup's cg_sched entry summed
- * over every possible CPU in the kernel. 200 bytes. */
+ * over the CPUs it has run on (every possible CPU without cg_cpus marks). 200 bytes. */
 struct colod_sched_sum {
 	__u64 id;   /* cgroup id (the key of cg_slots) */
 	__u32 slot; /* its slot in cg_sched */
-	__u32 pad;
+	__u32 cpus; /* per-CPU copies summed into it */
 	struct colod_cg_sched sum;
+};
+
+/* Value of the array cg_cpus (not per-CPU), indexed like cg_sched: the CPUs whose copy of the
+ * slot's cg_sched value has been written since the slot was zeroed, bit (cpu % 64) of word
+ * (cpu / 64). The summing iterator adds only those CPUs' copies, so its work follows the CPUs a
+ * cgroup ran on, not the machine's possible CPUs (which a cloud VM sets far above the online
+ * ones). A bit is set once per slot and CPU, so the switch handler's cost is a load and a test.
+ * 8 words: 512 CPUs; past that the iterator adds every possible CPU's copy. 64 bytes: one cache
+ * line per slot. */
+#define COLOD_CPU_MARK_WORDS 8
+struct colod_cg_cpus {
+	__u64 w[COLOD_CPU_MARK_WORDS];
 };
 
 /* Value of the array cg_pending (not per-CPU), indexed like cg_sched: how many tasks preempted

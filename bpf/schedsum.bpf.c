@@ -6,10 +6,13 @@
  * userspace holds and sums all of it. This iterator walks cg_slots (cgroup id -> slot), adds up
  * each live slot's per-CPU copies here and writes one 200-byte record per cgroup, whatever the
  * machine's size (issue 17), and only for the slots marked changed (cg_dirty) unless asked for
- * all. Histogram buckets are summed modulo 2^32 as userspace did.
+ * all. Of a slot's per-CPU copies it adds only those of the CPUs marked in cg_cpus (the CPUs the
+ * cgroup ran on since its slot was zeroed; the others are zero), so its work is the changed
+ * cgroups x the CPUs they ran on: on a VM with 2 online CPUs and 255 possible it read 255 copies
+ * a cgroup. Histogram buckets are summed modulo 2^32 as userspace did.
  *
  * Needs bpf_loop (5.17) and bpf_map_lookup_percpu_elem (5.19): on an older kernel this object
- * does not load, and the collector reads the maps from userspace as before. Its three maps are
+ * does not load, and the collector reads the maps from userspace as before. Its four maps are
  * the cgsched object's, reused by fd before load.
  */
 #include <vmlinux.h>
@@ -22,20 +25,33 @@
 /* Set by userspace before load: the kernel's possible CPUs (libbpf_num_possible_cpus()). A
  * lookup past the last one returns NULL and ends the loop early anyway. */
 const volatile __u32 possible_cpus = 1;
+/* Set by userspace before load: 1 when cgsched marks CPUs in cg_cpus (its mark_cpus), 0 to add
+ * every possible CPU's copy. */
+const volatile __u32 use_cpu_marks = 0;
 
 /* Set by userspace before each walk (.bss): 0 sums every live slot, 1 only the slots whose
  * cg_dirty mark is set. Either way a slot's mark is cleared before its copies are summed, so a
  * write after the sum marks it again. */
 __u32 changed_only;
 
+struct walk {
+	struct colod_sched_sum r;
+	struct colod_cg_cpus cpus; /* a copy of the slot's marks (all ones without them) */
+};
+
 static int add_cpu(__u32 cpu, void *data)
 {
-	struct colod_sched_sum *r = data;
-	struct colod_cg_sched *v = bpf_map_lookup_percpu_elem(&cg_sched, &r->slot, cpu);
+	struct walk *wk = data;
+	struct colod_sched_sum *r = &wk->r;
+	struct colod_cg_sched *v;
 	int i;
 
+	if (!(wk->cpus.w[(cpu / 64) & (COLOD_CPU_MARK_WORDS - 1)] & (1ULL << (cpu % 64))))
+		return 0; /* never written on this CPU: its copy is zero */
+	v = bpf_map_lookup_percpu_elem(&cg_sched, &r->slot, cpu);
 	if (!v)
 		return 1; /* past nr_cpu_ids: stop */
+	r->cpus += 1;
 	r->sum.count += v->count;
 	r->sum.total_ns += v->total_ns;
 	r->sum.oncpu_ns += v->oncpu_ns;
@@ -52,27 +68,51 @@ static int add_cpu(__u32 cpu, void *data)
 	return 0;
 }
 
+/* The CPUs to add for a slot into wk->cpus, and how many of the possible CPUs the loop must
+ * visit (up to the last word with a mark). */
+static __always_inline __u32 cpus_to_add(struct walk *wk)
+{
+	struct colod_cg_cpus *m;
+	__u32 i, top = 0;
+
+	if (!use_cpu_marks || possible_cpus > COLOD_CPU_MARK_WORDS * 64) {
+		__builtin_memset(&wk->cpus, 0xff, sizeof(wk->cpus));
+		return possible_cpus;
+	}
+	m = bpf_map_lookup_elem(&cg_cpus, &wk->r.slot);
+	if (!m)
+		return 0;
+#pragma unroll
+	for (i = 0; i < COLOD_CPU_MARK_WORDS; i++) {
+		wk->cpus.w[i] = m->w[i];
+		if (m->w[i])
+			top = (i + 1) * 64;
+	}
+	return top < possible_cpus ? top : possible_cpus;
+}
+
 SEC("iter/bpf_map_elem")
 int sum_slots(struct bpf_iter__bpf_map_elem *ctx)
 {
-	struct colod_sched_sum r = {};
+	struct walk wk = {};
 	__u64 *id = ctx->key;
 	__u32 *slot = ctx->value;
 	__u64 *mark;
 
 	if (!id || !slot)
 		return 0; /* the end of the walk */
-	r.id = *id;
-	r.slot = *slot;
+	wk.r.id = *id;
+	wk.r.slot = *slot;
 	/* Keyed from the stack: the iterator's value buffer is not a map key pointer to older
 	 * verifiers (6.1 refused it). */
-	mark = bpf_map_lookup_elem(&cg_dirty, &r.slot);
+	mark = bpf_map_lookup_elem(&cg_dirty, &wk.r.slot);
 	if (changed_only && (!mark || !*mark))
 		return 0; /* unchanged since the last walk */
+	/* The mark before the CPU marks (cgsched sets them in the other order). */
 	if (mark)
 		*mark = 0;
-	bpf_loop(possible_cpus, add_cpu, &r, 0);
-	bpf_seq_write(ctx->meta->seq, &r, sizeof(r));
+	bpf_loop(cpus_to_add(&wk), add_cpu, &wk, 0);
+	bpf_seq_write(ctx->meta->seq, &wk.r, sizeof(wk.r));
 	return 0;
 }
 

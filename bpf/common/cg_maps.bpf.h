@@ -44,4 +44,14 @@ struct {
 	__type(value, __u64);
 } cg_dirty SEC(".maps");
 
+/* The CPUs each slot's cg_sched value was written on (struct colod_cg_cpus): set by the switch
+ * and wakeup handlers after the write, read by the summing iterator, zeroed by userspace with
+ * the slot. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, COLOD_DEFAULT_MAX_CGROUPS);
+	__type(key, __u32);
+	__type(value, struct colod_cg_cpus);
+} cg_cpus SEC(".maps");
+
 #endif /* COLOD_CG_MAPS_BPF_H */

@@ -125,8 +125,13 @@ TEST_F(MapReaderTest, KernelSumsEqualTheSumOfEveryCpuCopy) {
   UniqueFd dirty(bpf_map_create(BPF_MAP_TYPE_ARRAY, "colod_test", 4, 8, kSlots, &mmapable));
   ASSERT_TRUE(dirty) << std::strerror(errno);
   auto marks = ASSERT_OK(bpf::MappedWords::map(dirty.get(), kSlots));
-  auto sums =
-      detail::KernelSums::open(slots.get(), sched.get(), dirty.get(), static_cast<uint32_t>(ncpu));
+  UniqueFd cpu_marks = createMap(BPF_MAP_TYPE_ARRAY, 4, sizeof(colod_cg_cpus), kSlots);
+  ASSERT_TRUE(cpu_marks) << std::strerror(errno);
+  auto sums = detail::KernelSums::open({.cg_slots = slots.get(),
+                                        .cg_sched = sched.get(),
+                                        .cg_dirty = dirty.get(),
+                                        .cg_cpus = cpu_marks.get()},
+                                       static_cast<uint32_t>(ncpu), /*cpu_marks=*/false);
   if (!sums && sums.error().errnoValue() == EPERM) {
     // This host's kernel (6.18, see docs) refuses every BPF iterator program with EPERM, even
     // a trivial one; the collector falls back to the userspace read. vm_collector runs it.
@@ -166,6 +171,7 @@ TEST_F(MapReaderTest, KernelSumsEqualTheSumOfEveryCpuCopy) {
   detail::SchedMap got;
   ASSERT_EQ(ASSERT_OK(sums->read(got, pool)), 20u);
   EXPECT_EQ(sums->lastReadBytes(), 20u * sizeof(colod_sched_sum)) << "not x possible CPUs";
+  EXPECT_EQ(sums->lastCpuCopies(), 20u * cpus) << "without CPU marks, every possible CPU's";
   for (const auto& [id, w] : want) {
     ASSERT_TRUE(got.contains(id)) << id;
     const colod_cg_sched& g = got.at(id).sum;
@@ -199,6 +205,66 @@ TEST_F(MapReaderTest, KernelSumsEqualTheSumOfEveryCpuCopy) {
   marks.words()[65 % kSlots] = 1;  // id 5005
   ASSERT_EQ(ASSERT_OK(sums->read(got, pool, /*all=*/true)), 19u);
   EXPECT_EQ(marks.words()[65 % kSlots], 0u);
+}
+
+// With CPU marks (cg_cpus, set by cgsched where it writes a slot), the kernel adds only the
+// marked CPUs' copies of a slot: a copy on an unmarked CPU is left out (cgsched never wrote it;
+// here it holds a value to show that it is not read), a slot with no mark reads as zero.
+TEST_F(MapReaderTest, KernelSumsAddOnlyTheCpusMarkedForASlot) {
+  const int ncpu = libbpf_num_possible_cpus();
+  ASSERT_GT(ncpu, 0);
+  const auto cpus = static_cast<std::size_t>(ncpu);
+  constexpr uint32_t kSlots = 16;
+  UniqueFd sched = createMap(BPF_MAP_TYPE_PERCPU_ARRAY, 4, sizeof(colod_cg_sched), kSlots);
+  if (!sched && (errno == EPERM || errno == EACCES)) {
+    GTEST_SKIP() << "creating BPF maps not permitted";
+  }
+  ASSERT_TRUE(sched) << std::strerror(errno);
+  UniqueFd slots = createMap(BPF_MAP_TYPE_HASH, 8, 4, kSlots);
+  UniqueFd dirty = createMap(BPF_MAP_TYPE_ARRAY, 4, 8, kSlots);
+  UniqueFd cpu_marks = createMap(BPF_MAP_TYPE_ARRAY, 4, sizeof(colod_cg_cpus), kSlots);
+  ASSERT_TRUE(slots && dirty && cpu_marks) << std::strerror(errno);
+  auto sums = detail::KernelSums::open({.cg_slots = slots.get(),
+                                        .cg_sched = sched.get(),
+                                        .cg_dirty = dirty.get(),
+                                        .cg_cpus = cpu_marks.get()},
+                                       static_cast<uint32_t>(ncpu), /*cpu_marks=*/true);
+  if (!sums && sums.error().errnoValue() == EPERM) {
+    GTEST_SKIP() << "this kernel refuses BPF iterators: " << sums.error().message();
+  }
+  ASSERT_TRUE(sums) << sums.error().message();
+  // Every CPU's copy of slots 1..3 holds (cpu + 1) in count and 10 in oncpu_ns.
+  std::vector<colod_cg_sched> copies(cpus);
+  for (std::size_t c = 0; c < cpus; ++c) {
+    copies[c].count = c + 1;
+    copies[c].oncpu_ns = 10;
+  }
+  // Slot 1: the last CPU marked; slot 2: every CPU; slot 3: none.
+  const auto last = static_cast<uint32_t>(cpus - 1);
+  colod_cg_cpus only_last{};
+  only_last.w[last / 64] = uint64_t{1} << (last % 64);
+  colod_cg_cpus every{};
+  for (uint32_t c = 0; c < cpus; ++c) {
+    every.w[c / 64] |= uint64_t{1} << (c % 64);
+  }
+  const std::pair<uint32_t, const colod_cg_cpus*> marked[] = {{1, &only_last}, {2, &every}};
+  for (uint32_t slot = 1; slot <= 3; ++slot) {
+    const uint64_t id = 700 + slot;
+    ASSERT_EQ(bpf_map_update_elem(sched.get(), &slot, copies.data(), BPF_ANY), 0);
+    ASSERT_EQ(bpf_map_update_elem(slots.get(), &id, &slot, BPF_ANY), 0);
+  }
+  for (const auto& [slot, m] : marked) {
+    ASSERT_EQ(bpf_map_update_elem(cpu_marks.get(), &slot, m, BPF_ANY), 0);
+  }
+  detail::SchedMapPool pool;
+  detail::SchedMap got;
+  ASSERT_EQ(ASSERT_OK(sums->read(got, pool)), 3u);
+  EXPECT_EQ(got.at(701).sum.count, cpus);
+  EXPECT_EQ(got.at(701).sum.oncpu_ns, 10u);
+  EXPECT_EQ(got.at(702).sum.count, cpus * (cpus + 1) / 2);
+  EXPECT_EQ(got.at(702).sum.oncpu_ns, 10u * cpus);
+  EXPECT_EQ(got.at(703).sum.count, 0u);
+  EXPECT_EQ(sums->lastCpuCopies(), 1 + cpus);
 }
 
 TEST_F(MapReaderTest, ArrayReadStopsAtTheGivenBound) {

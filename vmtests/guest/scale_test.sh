@@ -130,6 +130,18 @@ kread=$(field read_bytes_per_tick "$budgeted")
 uread=$(field read_bytes_per_tick "$usersums")
 sums=$(field sums "$budgeted")
 if [ "$want" -ge 64 ]; then
+  # The kernel adds the copies of the CPUs each cgroup ran on (cg_cpus marks), not every
+  # possible CPU's: at most the online CPUs' a record, whatever $want is.
+  copies=$(field sched_cpu_copies_per_tick "$budgeted")
+  entries=$(field sched_entries_read_per_tick "$budgeted")
+  ncpu_online=$(grep -c "^processor" /proc/cpuinfo)
+  if awk -v c="${copies:-0}" -v e="${entries:-0}" -v o="$ncpu_online" \
+    'BEGIN{exit !(c > 0 && c <= e * o)}'; then
+    ok "the kernel sum adds $copies per-CPU copies a tick for $entries cgroups ($ncpu_online online of $want possible)"
+  else
+    notok "the kernel sum adds only the CPUs the cgroups ran on" \
+      "copies=${copies:-none} for ${entries:-none} cgroups, $ncpu_online online of $want possible"
+  fi
   if [ "$sums" = kernel ] && [ "$(field sums "$usersums")" = user ] &&
     awk -v k="${kread:-0}" -v u="${uread:-0}" 'BEGIN{exit !(k > 0 && u > 0 && k * 8 < u)}'; then
     ok "cg_sched summed in the kernel: $kread bytes read per tick, $uread summed in userspace"
@@ -147,6 +159,23 @@ fi
 echo "scale-vm: possible_cpus=$want online=$online cgroups=$cgroups busy=$busy budget_mib=0 $(echo "$unbudgeted" | sed 's/^probe: //')"
 echo "scale-vm: possible_cpus=$want online=$online cgroups=$cgroups busy=$busy budget_mib=$budget_mib $(echo "$usersums" | sed 's/^probe: //')"
 echo "scale-vm: possible_cpus=$want online=$online cgroups=$cgroups busy=$busy budget_mib=$budget_mib $(echo "$budgeted" | sed 's/^probe: //')"
+
+# Variants side by side (benchmarks, not checks): SCALE_VARIANTS="flags;flags;..." runs a probe
+# with each set of flags ("-": none) under the default map budget, round-robin SCALE_ROUNDS
+# times, one "scale-vm-variant:" line each. E.g. (docs/benchmarks.md):
+#   vmtests/run --tests scale --exec "SCALE_VARIANTS='-;--no-cpu-marks;--no-files' sh /vmtests/scale_test.sh 255"
+if [ -n "${SCALE_VARIANTS:-}" ]; then
+  r=0
+  while [ $r -lt "${SCALE_ROUNDS:-2}" ]; do
+    echo "$SCALE_VARIANTS" | tr ';' '\n' | while read -r flags; do
+      [ "$flags" = - ] && flags=""
+      # shellcheck disable=SC2086 # the flags are words
+      probe $budget_mib $flags &&
+        echo "scale-vm-variant: possible_cpus=$want round=$r flags=${flags:--} $(echo "$line" | sed 's/^probe: //')"
+    done
+    r=$((r + 1))
+  done
+fi
 
 for p in $pids; do kill -KILL "$p" 2>/dev/null; done
 wait 2>/dev/null

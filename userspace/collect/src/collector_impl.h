@@ -157,6 +157,12 @@ class Collector::Impl {
   [[nodiscard]] uint64_t sumMapBytes() const;
   Result<SchedRead> readSched();
   [[nodiscard]] bool kernelSumsPay() const;
+  // cgsched marks the CPUs each slot is written on (cg_cpus) for the kernel's sum to add only
+  // those copies: when the kernel may sum and the marks hold every possible CPU.
+  [[nodiscard]] bool cpuMarks() const {
+    return opts.cpu_marks && opts.kernel_sums && !opts.legacy_reads &&
+           ncpu <= COLOD_CPU_MARK_WORDS * 64;
+  }
   // Only the slots marked changed, from userspace (slot_ids names them).
   Result<SchedRead> readChangedSlots();
   // Reads a hash map through `reader` only when `gen` (its BPF generation counter in .bss)

@@ -30,11 +30,12 @@ Result<void> Collector::Impl::load(AttachKind kind) {
   // Every per-slot map (cg_named, cg_dirty, cg_watch included) holds max_cgroups; the pairs
   // maps and the removal queue have their own bounds.
   const std::pair<bpf_map*, uint32_t> sizes[] = {
-      {(*s)->maps.cg_sched, opts.max_cgroups},        {(*s)->maps.cg_slots, opts.max_cgroups},
-      {(*s)->maps.free_slots, opts.max_cgroups},      {(*s)->maps.cg_pending, opts.max_cgroups},
-      {(*s)->maps.cg_watch, opts.max_cgroups},        {(*s)->maps.cg_dirty, opts.max_cgroups},
-      {(*s)->maps.cg_named, opts.max_cgroups},        {(*s)->maps.pairs, opts.max_pairs},
-      {(*s)->maps.named_pairs, opts.max_named_pairs}, {(*s)->maps.gone, opts.removal_queue},
+      {(*s)->maps.cg_sched, opts.max_cgroups},   {(*s)->maps.cg_slots, opts.max_cgroups},
+      {(*s)->maps.free_slots, opts.max_cgroups}, {(*s)->maps.cg_pending, opts.max_cgroups},
+      {(*s)->maps.cg_watch, opts.max_cgroups},   {(*s)->maps.cg_dirty, opts.max_cgroups},
+      {(*s)->maps.cg_named, opts.max_cgroups},   {(*s)->maps.cg_cpus, opts.max_cgroups},
+      {(*s)->maps.pairs, opts.max_pairs},        {(*s)->maps.named_pairs, opts.max_named_pairs},
+      {(*s)->maps.gone, opts.removal_queue},
   };
   for (const auto& [map, entries] : sizes) {
     if (const int rc = bpf_map__set_max_entries(map, entries); rc < 0) {
@@ -54,6 +55,37 @@ Result<void> Collector::Impl::load(AttachKind kind) {
   set((*s)->progs.handle_sched_wakeup_raw, !btf && opts.wakeup_depth);
   set((*s)->progs.handle_sched_wakeup_new_raw, !btf && opts.wakeup_depth);
   COLOD_TRY_VOID(bpf::check(cgsched__load(s->get()), "loading sched programs"), "sched");
+  // The summing iterator loads on cgsched's maps, which exist from here; whether it did decides
+  // the CPU marks, which must be on before the first switch is counted (a copy written before
+  // its CPU's mark would be summed only from that CPU's next write to the slot on).
+  sums.reset();
+  if (opts.kernel_sums && !opts.legacy_reads) {
+    auto k = detail::KernelSums::open({.cg_slots = bpf_map__fd((*s)->maps.cg_slots),
+                                       .cg_sched = bpf_map__fd((*s)->maps.cg_sched),
+                                       .cg_dirty = bpf_map__fd((*s)->maps.cg_dirty),
+                                       .cg_cpus = bpf_map__fd((*s)->maps.cg_cpus)},
+                                      static_cast<uint32_t>(ncpu), cpuMarks());
+    if (k) {
+      sums.emplace(std::move(k).value());
+      (*s)->bss->mark_cpus = cpuMarks() ? 1 : 0;
+      read_note = "collector: cg_sched summed in the kernel (schedsum iterator) over " +
+                  (cpuMarks() ? "the CPUs each cgroup ran on, of " + std::to_string(ncpu) +
+                                    " possible"
+                              : "all " + std::to_string(ncpu) + " possible CPUs");
+      if (opts.user_read_budget_bytes > 0) {
+        read_note += ", or read from userspace while every live cgroup's per-CPU copies take " +
+                     std::to_string(opts.user_read_budget_bytes) + " bytes or less";
+      }
+    } else {
+      read_note = "collector: cg_sched read per possible CPU from userspace (" +
+                  std::to_string(ncpu) +
+                  " copies a cgroup): the kernel's summing iterator did "
+                  "not load (needs kernel 5.19+): " +
+                  k.error().message();
+    }
+  } else {
+    read_note = "collector: cg_sched read per possible CPU from userspace (kernel sums off)";
+  }
   COLOD_TRY_VOID(bpf::check(cgsched__attach(s->get()), "attaching sched programs"), "sched");
 
   ReclaimSkel r{nullptr, nullptr};
@@ -86,29 +118,6 @@ Result<void> Collector::Impl::load(AttachKind kind) {
     return std::move(w).error();
   }
   watch.reset();
-  sums.reset();
-  if (opts.kernel_sums && !opts.legacy_reads) {
-    auto k =
-        detail::KernelSums::open(bpf_map__fd((*s)->maps.cg_slots), bpf_map__fd((*s)->maps.cg_sched),
-                                 bpf_map__fd((*s)->maps.cg_dirty), static_cast<uint32_t>(ncpu));
-    if (k) {
-      sums.emplace(std::move(k).value());
-      read_note = "collector: cg_sched summed over " + std::to_string(ncpu) +
-                  " possible CPUs in the kernel (schedsum iterator)";
-      if (opts.user_read_budget_bytes > 0) {
-        read_note += ", or read from userspace while every live cgroup's per-CPU copies take " +
-                     std::to_string(opts.user_read_budget_bytes) + " bytes or less";
-      }
-    } else {
-      read_note = "collector: cg_sched read per possible CPU from userspace (" +
-                  std::to_string(ncpu) +
-                  " copies a cgroup): the kernel's summing iterator did "
-                  "not load (needs kernel 5.19+): " +
-                  k.error().message();
-    }
-  } else {
-    read_note = "collector: cg_sched read per possible CPU from userspace (kernel sums off)";
-  }
   auto marks = bpf::MappedWords::map(bpf_map__fd((*s)->maps.cg_dirty), opts.max_cgroups);
   if (!marks) {
     return std::move(marks).error().wrap("cg_dirty");
@@ -195,6 +204,7 @@ Result<Collector::Impl::SchedRead> Collector::Impl::readSched() {
   // mark, and slot_ids must name it), and every full_read_every_n_ticks snapshots, which bounds
   // how late a write that raced a mark's clear can be (bpf/common/cg_maps.bpf.h).
   const bool marks = opts.changed_only && !opts.legacy_reads && !dirty.words().empty();
+  stats.sched_cpu_copies = 0;
   const bool periodic =
       !last_full_sched_tick ||
       tick - *last_full_sched_tick >= std::max<uint32_t>(opts.full_read_every_n_ticks, 1);
@@ -212,6 +222,7 @@ Result<Collector::Impl::SchedRead> Collector::Impl::readSched() {
       }
       sched_read_bytes = sums->lastReadBytes();
       stats.sched_entries_read = *n;
+      stats.sched_cpu_copies = sums->lastCpuCopies();
       ++stats.sched_kernel_reads;
       return r;
     } else {
@@ -351,15 +362,21 @@ void Collector::Impl::releaseSlots() {
     return;
   }
   const std::size_t stride = roundUp8(sizeof(colod_cg_sched)) * static_cast<std::size_t>(ncpu);
-  const std::vector<uint8_t> zeros(std::max(stride, sizeof(colod_cg_pending)), 0);
+  const std::vector<uint8_t> zeros(std::max(stride, sizeof(colod_cg_pending)),
+                                   0);  // covers cg_cpus
   const int sched_fd = bpf_map__fd(sched_skel->maps.cg_sched);
   const int pending_fd = bpf_map__fd(sched_skel->maps.cg_pending);
+  const int cpus_fd = bpf_map__fd(sched_skel->maps.cg_cpus);
   const int free_fd = bpf_map__fd(sched_skel->maps.free_slots);
+  static_assert(sizeof(colod_cg_cpus) <= sizeof(colod_cg_pending));
   std::vector<uint32_t> keep;
   for (const uint32_t slot : quarantined_slots) {
-    // Zeroing twice is harmless, so a retry redoes all three; a slot must reach free_slots
-    // once only (twice, two cgroups would share it), and it is the last write.
+    // Zeroing twice is harmless, so a retry redoes all four; a slot must reach free_slots
+    // once only (twice, two cgroups would share it), and it is the last write. The CPU marks
+    // before the values: a mark left over with a zero value only costs the sum a lookup.
     const bool ok =
+        cleanupWrite("cg_cpus",
+                     [&] { return bpf_map_update_elem(cpus_fd, &slot, zeros.data(), BPF_ANY); }) &&
         cleanupWrite("cg_sched",
                      [&] { return bpf_map_update_elem(sched_fd, &slot, zeros.data(), BPF_ANY); }) &&
         cleanupWrite(

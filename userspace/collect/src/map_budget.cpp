@@ -27,7 +27,9 @@ SlotCost slotCost(bool reclaim) {
   c.shared = kHashElem + round8(sizeof(uint64_t)) + round8(sizeof(uint32_t))  // cg_slots
              + sizeof(uint32_t)                                               // free_slots
              + round8(sizeof(colod_cg_pending))                               // cg_pending
-             + round8(sizeof(colod_cg_watch));                                // cg_watch
+             + round8(sizeof(colod_cg_watch))                                 // cg_watch
+             + sizeof(uint64_t)                                               // cg_dirty
+             + sizeof(colod_cg_cpus);                                         // cg_cpus
   if (reclaim) {
     // cg_reclaim (a shared hash: one value per cgroup, not per CPU)
     c.shared += kHashElem + round8(sizeof(uint64_t)) + round8(sizeof(colod_cg_reclaim));

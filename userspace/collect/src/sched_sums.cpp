@@ -27,10 +27,7 @@ KernelSums::KernelSums(KernelSums&&) noexcept = default;
 KernelSums& KernelSums::operator=(KernelSums&&) noexcept = default;
 KernelSums::~KernelSums() = default;
 
-Result<KernelSums> KernelSums::open(int cg_slots_fd,
-                                    int cg_sched_fd,
-                                    int cg_dirty_fd,
-                                    uint32_t possible_cpus) {
+Result<KernelSums> KernelSums::open(const Maps& maps, uint32_t possible_cpus, bool cpu_marks) {
   // Some kernels refuse BPF iterators (seen: EPERM on a 6.18 host for any iter program); the
   // caller says so once, in plain words, and libbpf's warnings are kept to the debug log.
   const bpf::OptionalLoad quiet;
@@ -39,20 +36,21 @@ Result<KernelSums> KernelSums::open(int cg_slots_fd,
     return std::move(s).error();
   }
   (*s)->rodata->possible_cpus = possible_cpus;
-  COLOD_TRY_VOID(
-      bpf::check(bpf_map__reuse_fd((*s)->maps.cg_slots, cg_slots_fd), "reusing cg_slots"),
-      "schedsum");
-  COLOD_TRY_VOID(
-      bpf::check(bpf_map__reuse_fd((*s)->maps.cg_sched, cg_sched_fd), "reusing cg_sched"),
-      "schedsum");
-  COLOD_TRY_VOID(
-      bpf::check(bpf_map__reuse_fd((*s)->maps.cg_dirty, cg_dirty_fd), "reusing cg_dirty"),
-      "schedsum");
+  (*s)->rodata->use_cpu_marks = cpu_marks ? 1 : 0;
+  const std::pair<bpf_map*, int> reuse[] = {{(*s)->maps.cg_slots, maps.cg_slots},
+                                            {(*s)->maps.cg_sched, maps.cg_sched},
+                                            {(*s)->maps.cg_dirty, maps.cg_dirty},
+                                            {(*s)->maps.cg_cpus, maps.cg_cpus}};
+  for (const auto& [map, fd] : reuse) {
+    if (const int rc = bpf_map__reuse_fd(map, fd); rc < 0) {
+      return COLOD_ERR(-rc, "schedsum: reusing ", bpf_map__name(map));
+    }
+  }
   COLOD_TRY_VOID(bpf::check(schedsum__load(s->get()), "loading the summing iterator"), "schedsum");
   auto owned = std::make_unique<Owned>();
   owned->skel = std::move(*s);
   union bpf_iter_link_info info {};
-  info.map.map_fd = static_cast<uint32_t>(cg_slots_fd);
+  info.map.map_fd = static_cast<uint32_t>(maps.cg_slots);
   DECLARE_LIBBPF_OPTS(bpf_iter_attach_opts, opts, .link_info = &info,
                       .link_info_len = sizeof(info));
   errno = 0;
@@ -93,14 +91,15 @@ Result<std::size_t> KernelSums::read(SchedMap& out, SchedMapPool& pool, bool all
     len += static_cast<std::size_t>(n);
   }
   last_bytes_ = len;
-  return parseSchedSums(buf_.data(), len, out, pool);
+  return parseSchedSums(buf_.data(), len, out, pool, &last_copies_);
 }
 
-Result<std::size_t> parseSchedSums(const uint8_t* data,
-                                   std::size_t len,
-                                   SchedMap& out,
-                                   SchedMapPool& pool) {
+Result<std::size_t> parseSchedSums(
+    const uint8_t* data, std::size_t len, SchedMap& out, SchedMapPool& pool, uint64_t* cpu_copies) {
   pool.recycle(out);
+  if (cpu_copies != nullptr) {
+    *cpu_copies = 0;
+  }
   if (len % sizeof(colod_sched_sum) != 0) {
     return COLOD_ERR(EPROTO, "the summing iterator wrote ", len, " bytes, not a whole number of ",
                      sizeof(colod_sched_sum), "-byte records");
@@ -111,6 +110,9 @@ Result<std::size_t> parseSchedSums(const uint8_t* data,
     colod_sched_sum r{};
     std::memcpy(&r, data + i * sizeof(r), sizeof(r));
     pool.put(out, r.id, SchedEntry{r.slot, r.sum});
+    if (cpu_copies != nullptr) {
+      *cpu_copies += r.cpus;
+    }
   }
   return n;
 }

@@ -24,11 +24,16 @@ class KernelSums {
   // Loads the iterator on the cgsched object's maps (by fd). An error when this kernel lacks
   // what it needs (bpf_loop, bpf_map_lookup_percpu_elem: 5.19) or refuses it: the caller then
   // reads the maps from userspace.
-  // cg_dirty_fd: the change marks (bpf/common/cg_maps.bpf.h).
-  static Result<KernelSums> open(int cg_slots_fd,
-                                 int cg_sched_fd,
-                                 int cg_dirty_fd,
-                                 uint32_t possible_cpus);
+  // The cgsched object's maps it reads (bpf/common/cg_maps.bpf.h).
+  struct Maps {
+    int cg_slots = -1;
+    int cg_sched = -1;
+    int cg_dirty = -1;  // the change marks
+    int cg_cpus = -1;   // the CPUs each slot was written on
+  };
+  // cpu_marks: cgsched marks CPUs in cg_cpus (its mark_cpus), so only those copies are added;
+  // false: every possible CPU's.
+  static Result<KernelSums> open(const Maps& maps, uint32_t possible_cpus, bool cpu_marks);
 
   KernelSums(KernelSums&&) noexcept;
   KernelSums& operator=(KernelSums&&) noexcept;
@@ -41,6 +46,8 @@ class KernelSums {
 
   [[nodiscard]] std::size_t lastReadBytes() const { return last_bytes_; }
   [[nodiscard]] std::size_t bufferBytes() const { return buf_.capacity(); }
+  // Per-CPU copies the last read added up, over all its records.
+  [[nodiscard]] uint64_t lastCpuCopies() const { return last_copies_; }
 
  private:
   struct Owned;
@@ -49,14 +56,17 @@ class KernelSums {
   std::unique_ptr<Owned> owned_;
   std::vector<uint8_t> buf_;  // kept across reads; grows with the live cgroups
   std::size_t last_bytes_ = 0;
+  uint64_t last_copies_ = 0;
 };
 
 // Parses the iterator's output (whole colod_sched_sum records) into out, emptied first, its
 // entries in nodes from pool (hundreds a tick at 1000 containers: allocated afresh they were
 // ~6 % of the collector's CPU); an error on a partial record. Separate from the read for tests.
+// cpu_copies (optional): set to the per-CPU copies summed into the records.
 Result<std::size_t> parseSchedSums(const uint8_t* data,
                                    std::size_t len,
                                    SchedMap& out,
-                                   SchedMapPool& pool);
+                                   SchedMapPool& pool,
+                                   uint64_t* cpu_copies = nullptr);
 
 }  // namespace colod::collect::detail

@@ -75,6 +75,8 @@ int main(int argc, char** argv) {
   bool legacy = false;
   bool user_sums = false;
   bool kernel_sums = false;
+  bool no_cpu_marks = false;
+  bool no_files = false;
   bool every_slot = false;
   bool pressure_named_only = false;
   std::string cgroup_root = "/sys/fs/cgroup";
@@ -106,6 +108,10 @@ int main(int argc, char** argv) {
   app.add_flag("--kernel-sums", kernel_sums,
                "Sum them in the kernel whatever they take (user_read_budget_bytes 0)")
       ->excludes("--user-sums");
+  app.add_flag("--no-cpu-marks", no_cpu_marks,
+               "The kernel's sum adds every possible CPU's copy (CollectorOptions::cpu_marks off)");
+  app.add_flag("--no-files", no_files,
+               "Read no cgroup files, only the BPF maps (CollectorOptions::read_files off)");
   app.add_option("--cgroup-root", cgroup_root, "cgroupfs root");
   CLI11_PARSE(app, argc, argv);
 
@@ -127,6 +133,8 @@ int main(int argc, char** argv) {
     opts.user_read_budget_bytes = 0;
   }
   opts.changed_only = !every_slot;
+  opts.cpu_marks = !no_cpu_marks;
+  opts.read_files = !no_files;
   auto col = colod::collect::Collector::create(opts);
   if (!col) {
     std::fprintf(stderr, "colod-collect-scale: %s\n", col.error().message().c_str());
@@ -168,6 +176,7 @@ int main(int argc, char** argv) {
   colod::collect::CollectorStats first{};
   colod::collect::CollectorStats last{};
   uint64_t entries_read = 0;
+  uint64_t cpu_copies = 0;
   const double cpu0 = cpuSeconds();
   const auto t0 = std::chrono::steady_clock::now();
   const int ticks = seconds * 1000 / interval_ms;
@@ -184,6 +193,7 @@ int main(int argc, char** argv) {
     ms.push_back(std::chrono::duration<double, std::milli>(b - a).count());
     read_bytes += s->stats.read_bytes_last_tick;
     entries_read += s->stats.sched_entries_read;
+    cpu_copies += s->stats.sched_cpu_copies;
     reported += s->cgroups.size();
     if (i == 0) {
       first = s->stats;
@@ -199,7 +209,7 @@ int main(int argc, char** argv) {
       "read_buffer_bytes=%llu bpf_map_bytes=%llu rss_mib=%.1f hwm_mib=%.1f cpu_pct=%.2f "
       "file_opens_per_tick=%.1f files_open=%llu every_tick=%zu map_walks_skipped=%llu "
       "sched_entries_read_per_tick=%.1f sched_full_reads=%llu sched_read_calls_per_tick=%.1f "
-      "file_reads_per_tick=%.1f pair_lookups_per_tick=%.1f\n",
+      "file_reads_per_tick=%.1f pair_lookups_per_tick=%.1f sched_cpu_copies_per_tick=%.1f\n",
       legacy ? "legacy" : (every_slot ? "every-slot" : "new"),
       sumsWhere(last.sched_kernel_reads - first.sched_kernel_reads, ticks), max_cgroups,
       col->slots(), ticks, static_cast<double>(reported) / n, percentile(ms, 0.5),
@@ -215,6 +225,7 @@ int main(int argc, char** argv) {
       static_cast<unsigned long long>(last.sched_full_reads - first.sched_full_reads),
       static_cast<double>(last.sched_read_calls - first.sched_read_calls) / n,
       static_cast<double>(last.cgroup_file_reads - first.cgroup_file_reads) / n,
-      static_cast<double>(last.pair_lookups - first.pair_lookups) / n);
+      static_cast<double>(last.pair_lookups - first.pair_lookups) / n,
+      static_cast<double>(cpu_copies) / n);
   return 0;
 }

@@ -165,6 +165,9 @@ struct CollectorStats {
   // Snapshots whose cg_sched read the kernel summed (CollectorOptions::kernel_sums,
   // user_read_budget_bytes); cumulative.
   uint64_t sched_kernel_reads = 0;
+  // Per-CPU copies of cg_sched the kernel's last sum added up (the CPUs each read cgroup ran
+  // on since its slot was zeroed; every possible CPU without the marks); 0 when it did not sum.
+  uint64_t sched_cpu_copies = 0;
   // Calls that read changed slots between full reads (one a run of adjacent slots); cumulative.
   uint64_t sched_read_calls = 0;
   // Pairs looked up one by one between full walks of the pairs map (those of the victims
@@ -275,6 +278,10 @@ struct CollectorOptions {
   // (scripts/bench/scale.sh, 2 possible CPUs, 1000 containers: 0.80 % of a CPU against 0.96 %);
   // on a big node one slot is tens of KB and the kernel sums. 0: the kernel sums whenever it can.
   uint64_t user_read_budget_bytes = 1 << 20;
+  // With kernel_sums: the BPF side marks the CPUs it writes each cgroup's entry on (cg_cpus),
+  // and the kernel's sum adds only those CPUs' copies, not every possible CPU's (a VM often
+  // has far more possible CPUs than online ones). Off: benchmarks only (the variant without).
+  bool cpu_marks = true;
   // Copy out only the cg_sched entries of cgroups that ran since the last snapshot (the BPF
   // side marks each slot it writes, bpf/common/cg_maps.bpf.h), and every live one at the first
   // snapshot, after a cgroup got or lost a slot, and every full_read_every_n_ticks-th snapshot
