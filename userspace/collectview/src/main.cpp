@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
   bool wakeup_depth = false;
   bool no_reclaim = false;
   bool every_slot = false;
+  bool no_cpu_marks = false;
   std::vector<std::string> watch_paths;
   int watch_threshold_us = 3000;
   std::string filter;
@@ -66,6 +67,9 @@ int main(int argc, char** argv) {
   app.add_flag("--every-slot", every_slot,
                "No change marks: read every cgroup's scheduler counters at every snapshot "
                "(compares the marks' cost in scripts/bench/bpf-overhead.sh)");
+  app.add_flag("--no-cpu-marks", no_cpu_marks,
+               "No CPU marks: the kernel's sum adds every possible CPU's copy (compares the "
+               "marks' cost in scripts/bench/bpf-overhead.sh)");
   app.add_option("--watch", watch_paths,
                  "Watch this cgroup (path under the id hierarchy) for wakeups: its run-queue "
                  "wait within 10 ms reaching --watch-threshold-us posts an event (counted on "
@@ -86,6 +90,7 @@ int main(int argc, char** argv) {
   opts.wakeup_depth = wakeup_depth;
   opts.reclaim = !no_reclaim;
   opts.changed_only = !every_slot;
+  opts.cpu_marks = !no_cpu_marks;
   opts.log = [verbose](int level, const std::string& msg) {
     if (level == 0 || verbose) {
       std::fprintf(stderr, "libbpf: %s\n", msg.c_str());
