@@ -8,8 +8,9 @@
  * machine's size (issue 17), and only for the slots marked changed (cg_dirty) unless asked for
  * all. Of a slot's per-CPU copies it adds only those of the CPUs marked in cg_cpus (the CPUs the
  * cgroup ran on since its slot was zeroed; the others are zero), so its work is the changed
- * cgroups x the CPUs they ran on: on a VM with 2 online CPUs and 255 possible it read 255 copies
- * a cgroup. Histogram buckets are summed modulo 2^32 as userspace did.
+ * cgroups x the CPUs they ran on (without the marks, a VM with 2 online CPUs and 255 possible
+ * had it add 255 copies a cgroup, 253 of them zero). Histogram buckets are summed modulo 2^32 as
+ * userspace did.
  *
  * Needs bpf_loop (5.17) and bpf_map_lookup_percpu_elem (5.19): on an older kernel this object
  * does not load, and the collector reads the maps from userspace as before. Its four maps are
@@ -85,7 +86,7 @@ static __always_inline __u32 cpus_to_add(struct walk *wk)
 #pragma unroll
 	for (i = 0; i < COLOD_CPU_MARK_WORDS; i++) {
 		wk->cpus.w[i] = m->w[i];
-		if (m->w[i])
+		if (wk->cpus.w[i])
 			top = (i + 1) * 64;
 	}
 	return top < possible_cpus ? top : possible_cpus;
@@ -108,7 +109,10 @@ int sum_slots(struct bpf_iter__bpf_map_elem *ctx)
 	mark = bpf_map_lookup_elem(&cg_dirty, &wk.r.slot);
 	if (changed_only && (!mark || !*mark))
 		return 0; /* unchanged since the last walk */
-	/* The mark before the CPU marks (cgsched sets them in the other order). */
+	/* The mark before the CPU marks (cgsched sets them in the other order). A CPU's first write
+	 * whose bit is set after this walk read the marks is summed from the next walk on, like a
+	 * value written after the copy: late, never lost, and the sum never goes down (bits are
+	 * cleared only with the slot). */
 	if (mark)
 		*mark = 0;
 	bpf_loop(cpus_to_add(&wk), add_cpu, &wk, 0);
