@@ -7,6 +7,8 @@
 
 #include <cstring>
 #include <map>
+#include <optional>
+#include <string>
 
 #include "bpf_util.h"
 #include "cgsched.h"
@@ -24,7 +26,57 @@ UniqueFd createMap(bpf_map_type type, uint32_t key_size, uint32_t value_size, ui
   return UniqueFd(bpf_map_create(type, "colod_test", key_size, value_size, max, nullptr));
 }
 
-class MapReaderTest : public CollectorTest {};
+class MapReaderTest : public CollectorTest {
+ protected:
+  // The four maps the summing iterator reads (cg_sched's value per possible CPU, the change
+  // marks mmappable), made for the test, and the iterator over them.
+  struct SumMaps {
+    UniqueFd sched;
+    UniqueFd slots;
+    UniqueFd dirty;
+    UniqueFd cpus;
+    std::optional<detail::KernelSums> sums;
+  };
+  // Why this machine cannot run a test of the iterator (""; then m.sums is set, or the test
+  // has failed).
+  std::string openSums(uint32_t slots, bool cpu_marks, SumMaps& m) {
+    m.sched = createMap(BPF_MAP_TYPE_PERCPU_ARRAY, 4, sizeof(colod_cg_sched), slots);
+    if (!m.sched && (errno == EPERM || errno == EACCES)) {
+      return "creating BPF maps not permitted";
+    }
+    LIBBPF_OPTS(bpf_map_create_opts, mmapable, .map_flags = BPF_F_MMAPABLE);
+    m.slots = createMap(BPF_MAP_TYPE_HASH, 8, 4, slots);
+    m.dirty = UniqueFd(bpf_map_create(BPF_MAP_TYPE_ARRAY, "colod_test", 4, 8, slots, &mmapable));
+    m.cpus = createMap(BPF_MAP_TYPE_ARRAY, 4, sizeof(colod_cg_cpus), slots);
+    EXPECT_TRUE(m.sched && m.slots && m.dirty && m.cpus) << std::strerror(errno);
+    if (HasFailure()) {
+      return "";
+    }
+    auto sums =
+        detail::KernelSums::open({.cg_slots = m.slots.get(),
+                                  .cg_sched = m.sched.get(),
+                                  .cg_dirty = m.dirty.get(),
+                                  .cg_cpus = m.cpus.get()},
+                                 static_cast<uint32_t>(libbpf_num_possible_cpus()), cpu_marks);
+    if (!sums && sums.error().errnoValue() == EPERM) {
+      // A 6.18 host once refused every BPF iterator program with EPERM, even a trivial one;
+      // the collector then falls back to the userspace read. vm_collector runs these tests.
+      return "this kernel refuses BPF iterators: " + sums.error().message();
+    }
+    EXPECT_TRUE(sums) << sums.error().message();
+    if (sums) {
+      m.sums.emplace(std::move(sums).value());
+    }
+    return "";
+  }
+};
+
+#define OPEN_SUMS_OR_SKIP(m, slots, cpu_marks)                               \
+  SumMaps m;                                                                 \
+  if (const std::string why = openSums(slots, cpu_marks, m); !why.empty()) { \
+    GTEST_SKIP() << why;                                                     \
+  }                                                                          \
+  ASSERT_TRUE(m.sums.has_value())
 
 TEST_F(MapReaderTest, HashReadsLiveEntriesIntoBuffersSizedByThem) {
   constexpr uint32_t kMax = 16384;
@@ -114,30 +166,11 @@ TEST_F(MapReaderTest, KernelSumsEqualTheSumOfEveryCpuCopy) {
   ASSERT_GT(ncpu, 0);
   const auto cpus = static_cast<std::size_t>(ncpu);
   constexpr uint32_t kSlots = 64;
-  UniqueFd sched = createMap(BPF_MAP_TYPE_PERCPU_ARRAY, 4, sizeof(colod_cg_sched), kSlots);
-  if (!sched && (errno == EPERM || errno == EACCES)) {
-    GTEST_SKIP() << "creating BPF maps not permitted";
-  }
-  ASSERT_TRUE(sched) << std::strerror(errno);
-  UniqueFd slots = createMap(BPF_MAP_TYPE_HASH, 8, 4, kSlots);
-  ASSERT_TRUE(slots) << std::strerror(errno);
-  LIBBPF_OPTS(bpf_map_create_opts, mmapable, .map_flags = BPF_F_MMAPABLE);
-  UniqueFd dirty(bpf_map_create(BPF_MAP_TYPE_ARRAY, "colod_test", 4, 8, kSlots, &mmapable));
-  ASSERT_TRUE(dirty) << std::strerror(errno);
-  auto marks = ASSERT_OK(bpf::MappedWords::map(dirty.get(), kSlots));
-  UniqueFd cpu_marks = createMap(BPF_MAP_TYPE_ARRAY, 4, sizeof(colod_cg_cpus), kSlots);
-  ASSERT_TRUE(cpu_marks) << std::strerror(errno);
-  auto sums = detail::KernelSums::open({.cg_slots = slots.get(),
-                                        .cg_sched = sched.get(),
-                                        .cg_dirty = dirty.get(),
-                                        .cg_cpus = cpu_marks.get()},
-                                       static_cast<uint32_t>(ncpu), /*cpu_marks=*/false);
-  if (!sums && sums.error().errnoValue() == EPERM) {
-    // This host's kernel (6.18, see docs) refuses every BPF iterator program with EPERM, even
-    // a trivial one; the collector falls back to the userspace read. vm_collector runs it.
-    GTEST_SKIP() << "this kernel refuses BPF iterators: " << sums.error().message();
-  }
-  ASSERT_TRUE(sums) << sums.error().message();
+  OPEN_SUMS_OR_SKIP(m, kSlots, /*cpu_marks=*/false);
+  auto& sums = m.sums;
+  UniqueFd& sched = m.sched;
+  UniqueFd& slots = m.slots;
+  auto marks = ASSERT_OK(bpf::MappedWords::map(m.dirty.get(), kSlots));
   // 20 live cgroups on scattered slots; each CPU's copy differs.
   std::vector<colod_cg_sched> copies(cpus);
   std::vector<uint8_t> raw(cpus * sizeof(colod_cg_sched));
@@ -215,24 +248,8 @@ TEST_F(MapReaderTest, KernelSumsAddOnlyTheCpusMarkedForASlot) {
   ASSERT_GT(ncpu, 0);
   const auto cpus = static_cast<std::size_t>(ncpu);
   constexpr uint32_t kSlots = 16;
-  UniqueFd sched = createMap(BPF_MAP_TYPE_PERCPU_ARRAY, 4, sizeof(colod_cg_sched), kSlots);
-  if (!sched && (errno == EPERM || errno == EACCES)) {
-    GTEST_SKIP() << "creating BPF maps not permitted";
-  }
-  ASSERT_TRUE(sched) << std::strerror(errno);
-  UniqueFd slots = createMap(BPF_MAP_TYPE_HASH, 8, 4, kSlots);
-  UniqueFd dirty = createMap(BPF_MAP_TYPE_ARRAY, 4, 8, kSlots);
-  UniqueFd cpu_marks = createMap(BPF_MAP_TYPE_ARRAY, 4, sizeof(colod_cg_cpus), kSlots);
-  ASSERT_TRUE(slots && dirty && cpu_marks) << std::strerror(errno);
-  auto sums = detail::KernelSums::open({.cg_slots = slots.get(),
-                                        .cg_sched = sched.get(),
-                                        .cg_dirty = dirty.get(),
-                                        .cg_cpus = cpu_marks.get()},
-                                       static_cast<uint32_t>(ncpu), /*cpu_marks=*/true);
-  if (!sums && sums.error().errnoValue() == EPERM) {
-    GTEST_SKIP() << "this kernel refuses BPF iterators: " << sums.error().message();
-  }
-  ASSERT_TRUE(sums) << sums.error().message();
+  OPEN_SUMS_OR_SKIP(m, kSlots, /*cpu_marks=*/true);
+  auto& sums = m.sums;
   // Every CPU's copy of slots 1..3 holds (cpu + 1) in count and 10 in oncpu_ns.
   std::vector<colod_cg_sched> copies(cpus);
   for (std::size_t c = 0; c < cpus; ++c) {
@@ -250,11 +267,11 @@ TEST_F(MapReaderTest, KernelSumsAddOnlyTheCpusMarkedForASlot) {
   const std::pair<uint32_t, const colod_cg_cpus*> marked[] = {{1, &only_last}, {2, &every}};
   for (uint32_t slot = 1; slot <= 3; ++slot) {
     const uint64_t id = 700 + slot;
-    ASSERT_EQ(bpf_map_update_elem(sched.get(), &slot, copies.data(), BPF_ANY), 0);
-    ASSERT_EQ(bpf_map_update_elem(slots.get(), &id, &slot, BPF_ANY), 0);
+    ASSERT_EQ(bpf_map_update_elem(m.sched.get(), &slot, copies.data(), BPF_ANY), 0);
+    ASSERT_EQ(bpf_map_update_elem(m.slots.get(), &id, &slot, BPF_ANY), 0);
   }
-  for (const auto& [slot, m] : marked) {
-    ASSERT_EQ(bpf_map_update_elem(cpu_marks.get(), &slot, m, BPF_ANY), 0);
+  for (const auto& [slot, bits] : marked) {
+    ASSERT_EQ(bpf_map_update_elem(m.cpus.get(), &slot, bits, BPF_ANY), 0);
   }
   detail::SchedMapPool pool;
   detail::SchedMap got;
