@@ -806,7 +806,7 @@ static __always_inline int on_wakeup(struct task_struct *p, const bool btf)
 	e->wakeups += 1;
 	/* The woken task is already enqueued here, so nr_running counts it: depth >= 1. */
 	e->depth_sum += depth;
-	mark_changed(slot, bpf_get_smp_processor_id());
+	mark_changed(slot, mark_cpus ? bpf_get_smp_processor_id() : 0); /* no helper call unmarked */
 	return 0;
 }
 
