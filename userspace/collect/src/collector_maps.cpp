@@ -68,10 +68,10 @@ Result<void> Collector::Impl::load(AttachKind kind) {
     if (k) {
       sums.emplace(std::move(k).value());
       (*s)->bss->mark_cpus = cpuMarks() ? 1 : 0;
-      read_note = "collector: cg_sched summed in the kernel (schedsum iterator) over " +
-                  (cpuMarks() ? "the CPUs each cgroup ran on, of " + std::to_string(ncpu) +
-                                    " possible"
-                              : "all " + std::to_string(ncpu) + " possible CPUs");
+      read_note =
+          "collector: cg_sched summed in the kernel (schedsum iterator) over " +
+          (cpuMarks() ? "the CPUs each cgroup ran on, of " + std::to_string(ncpu) + " possible"
+                      : "all " + std::to_string(ncpu) + " possible CPUs");
       if (opts.user_read_budget_bytes > 0) {
         read_note += ", or read from userspace while every live cgroup's per-CPU copies take " +
                      std::to_string(opts.user_read_budget_bytes) + " bytes or less";
@@ -362,8 +362,8 @@ void Collector::Impl::releaseSlots() {
     return;
   }
   const std::size_t stride = roundUp8(sizeof(colod_cg_sched)) * static_cast<std::size_t>(ncpu);
-  const std::vector<uint8_t> zeros(std::max(stride, sizeof(colod_cg_pending)),
-                                   0);  // covers cg_cpus
+  // Long enough for any of the zeroed values (a cg_cpus value is not longer than cg_pending's).
+  const std::vector<uint8_t> zeros(std::max(stride, sizeof(colod_cg_pending)), 0);
   const int sched_fd = bpf_map__fd(sched_skel->maps.cg_sched);
   const int pending_fd = bpf_map__fd(sched_skel->maps.cg_pending);
   const int cpus_fd = bpf_map__fd(sched_skel->maps.cg_cpus);
