@@ -33,8 +33,21 @@ const volatile __u32 mark_changes = 1;
  * reader, loaded); 0 when it did not, or the marks cannot hold every possible CPU. One load of
  * a .bss line the handler reads anyway (attach_gen). */
 __u32 mark_cpus = 0;
+/* 1: count the diagnostics of struct colod_cg_diag in cg_diag (userspace sizes it to
+ * max_slots then, and to one unused entry otherwise). */
+const volatile __u32 diag = 0;
 
 #include "common/cg_maps.bpf.h"
+
+/* Per-cgroup diagnostics no policy reads, per CPU, indexed like cg_sched (struct
+ * colod_cg_diag). Kept out of cg_sched so that their bytes x possible CPUs x slots are paid only
+ * when asked for. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, COLOD_DEFAULT_MAX_CGROUPS);
+	__type(key, __u32);
+	__type(value, struct colod_cg_diag);
+} cg_diag SEC(".maps");
 
 /* Recycled (zeroed) slots; when empty, new slots come from slots_used. */
 struct {
@@ -711,14 +724,19 @@ static __always_inline int on_switch(struct task_struct *prev, struct task_struc
 	} else if (clock > queued) {
 		wait = clock - queued;
 	}
-	if (wait == 0)
-		ne->stale += 1;
-	else if (watched)
+	if (wait == 0) {
+		if (diag) {
+			struct colod_cg_diag *dg = bpf_map_lookup_elem(&cg_diag, &next_slot);
+
+			if (dg)
+				dg->stale += 1;
+		}
+	} else if (watched)
 		/* After a wakeup (not a preemption, which pairs attribute), on a CPU that was busy
 		 * until now: whom it waited behind (another cgroup, or its own). */
 		watch_wait(next_slot, next_id, wait, clock,
 			   resumed || prev_idle ? 0 : who_behind(cs, clock, wait));
-	ne->hist[colod_ns_us_slot(wait)] += 1;
+	ne->hist[colod_ns_us_slot(wait, COLOD_SCHED_HIST_SLOTS)] += 1;
 	ne->count += 1;
 	ne->total_ns += wait;
 	mark_changed(next_slot, this_cpu(cs));
@@ -792,7 +810,7 @@ int BPF_PROG(handle_cgroup_rmdir_raw, struct cgroup *cgrp, const char *path)
 
 static __always_inline int on_wakeup(struct task_struct *p, const bool btf)
 {
-	struct colod_cg_sched *e;
+	struct colod_cg_diag *e;
 	__u64 id, depth;
 	__u32 slot;
 
@@ -800,7 +818,7 @@ static __always_inline int on_wakeup(struct task_struct *p, const bool btf)
 	depth = btf ? p->se.cfs_rq->rq->nr_running : BPF_CORE_READ(p, se.cfs_rq, rq, nr_running);
 	id = btf ? colod_cg_id_btf(p, cg_mode) : colod_cg_id_core(p, cg_mode);
 	slot = cg_slot(id);
-	e = slot_entry(slot);
+	e = bpf_map_lookup_elem(&cg_diag, &slot);
 	if (!e)
 		return 0;
 	e->wakeups += 1;

@@ -5,31 +5,46 @@
 
 #include "colod_common.h"
 
+/* Slots of cg_sched's run-queue histogram: slot i counts waits in [2^i, 2^(i+1)) us, the last
+ * one every wait from 2^19 us (524 ms) up. Fewer than COLOD_HIST_SLOTS (33 s) because the value
+ * is per CPU: each slot costs 4 bytes x possible CPUs x cgroup slots, and a run-queue wait of
+ * half a second is past every threshold a policy compares with (issue 17: 1000 cgroups at 256
+ * possible CPUs within 48 MiB of maps). Userspace reads the last slot as open-ended. */
+#define COLOD_SCHED_HIST_SLOTS 20
+
 /* Value of the per-CPU array cg_sched, indexed by the slot cg_slots maps a cgroup id (__u64)
- * to. 184 bytes. The histogram buckets are __u32 and wrap; userspace takes their deltas modulo
- * 2^32, which is exact (userspace/collect/src/entry_delta.h says why they are not __u64). */
+ * to. 136 bytes: the counters every switch may write and the histogram's slots up to 131 ms
+ * in the first two cache lines. The histogram buckets are __u32 and wrap; userspace takes
+ * their deltas modulo 2^32, which is exact (userspace/collect/src/entry_delta.h says why they
+ * are not __u64). The diagnostics no policy reads (zero-read waits, wakeup depth) are in
+ * cg_diag, a map sized only when they are asked for. */
 struct colod_cg_sched {
-	/* Written at (nearly) every switch, so first: with the low hist slots (the common short
-	 * waits) they share one or two cache lines of the per-CPU value, not three. */
-	__u64 count;                  /* run-queue waits recorded */
-	__u64 total_ns;               /* sum of those waits */
-	__u64 oncpu_ns;               /* CPU time (sum_exec_runtime slices) */
-	__u64 invol;                  /* involuntary switches (preempted while runnable) */
-	__u64 self_preempt;           /* those where next was of the same cgroup: the diagonal of
-				       * the pairs matrix, counted here (no hash lookup, no atomic;
-				       * it was half the handler's cost on a preempting ping-pong) */
-	__u32 hist[COLOD_HIST_SLOTS]; /* run-queue latency, log2 microsecond slots */
-	__u64 stale;                  /* waits that read exactly 0: rq clock update skipped */
-	__u64 preempt_wait_ns;        /* wait after those preemptions, from the preemption to the
-				       * task's next switch-in, on whichever CPU that is */
-	__u64 preempt_waits;          /* the waits summed in preempt_wait_ns: one per involuntary
-				       * switch whose task came back (it always does, if only to exit) */
-	__u64 wakeups;                /* wakeups seen by handle_sched_wakeup */
-	__u64 depth_sum;              /* sum of rq->nr_running at those wakeups */
+	__u64 count;           /* run-queue waits recorded */
+	__u64 total_ns;        /* sum of those waits */
+	__u64 oncpu_ns;        /* CPU time (sum_exec_runtime slices) */
+	__u64 invol;           /* involuntary switches (preempted while runnable) */
+	__u64 self_preempt;    /* those where next was of the same cgroup: the diagonal of the
+				* pairs matrix, counted here (no hash lookup, no atomic; it was
+				* half the handler's cost on a preempting ping-pong) */
+	__u64 preempt_wait_ns; /* wait after those preemptions, from the preemption to the task's
+				* next switch-in, on whichever CPU that is */
+	__u64 preempt_waits;   /* the waits summed in preempt_wait_ns: one per involuntary switch
+				* whose task came back (it always does, if only to exit) */
+	__u32 hist[COLOD_SCHED_HIST_SLOTS]; /* run-queue latency, log2 microsecond slots */
+};
+
+/* Value of the per-CPU array cg_diag, indexed like cg_sched: diagnostics of the run-queue
+ * measurement no policy reads. One entry (unused) unless userspace asks for them (collector
+ * option wakeup_depth, `colod-collect --wakeup-depth`): then max_cgroups entries, and the
+ * wakeup programs attached. 24 bytes. */
+struct colod_cg_diag {
+	__u64 stale;     /* waits that read exactly 0: rq clock update skipped */
+	__u64 wakeups;   /* wakeups seen by handle_sched_wakeup */
+	__u64 depth_sum; /* sum of rq->nr_running at those wakeups */
 };
 
 /* Record of the iterator schedsum (bpf/schedsum.bpf.c): a live cgroup's cg_sched entry summed
- * over the CPUs it has run on (every possible CPU without cg_cpus marks). 200 bytes. */
+ * over the CPUs it has run on (every possible CPU without cg_cpus marks). 152 bytes. */
 struct colod_sched_sum {
 	__u64 id;   /* cgroup id (the key of cg_slots) */
 	__u32 slot; /* its slot in cg_sched */

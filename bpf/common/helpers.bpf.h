@@ -48,10 +48,11 @@ static __always_inline __u64 colod_us_slot(__u64 ns)
  * colod_us_slot(ns) without the division (a 64-bit `/= 1000` is a real divide in BPF: clang
  * has no multiply-high to turn it into a reciprocal multiply). Exact: for ns in [2^L, 2^(L+1))
  * with L >= 10, ns/1000 lies in [2^(L-10), 2^(L-8)), so the slot is L-10, or L-9 once
- * ns >= 1000 << (L-9). Below 1024 ns the slot is 0, as for ns/1000 in {0, 1}.
+ * ns >= 1000 << (L-9). Below 1024 ns the slot is 0, as for ns/1000 in {0, 1}. Clamped to
+ * `slots` - 1 (a constant: the histogram's length), the open-ended last slot.
  * __u64 throughout for the same 6.1 verifier reason as colod_us_slot.
  */
-static __always_inline __u64 colod_ns_us_slot(__u64 ns)
+static __always_inline __u64 colod_ns_us_slot(__u64 ns, const __u64 slots)
 {
 	__u64 l = colod_log2l(ns), slot;
 
@@ -60,8 +61,8 @@ static __always_inline __u64 colod_ns_us_slot(__u64 ns)
 	slot = l - 10;
 	if (ns >= (1000ULL << (slot + 1)))
 		slot += 1;
-	if (slot >= COLOD_HIST_SLOTS)
-		slot = COLOD_HIST_SLOTS - 1;
+	if (slot >= slots)
+		slot = slots - 1;
 	return slot;
 }
 

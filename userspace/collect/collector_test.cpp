@@ -3,6 +3,8 @@
 //
 // Every assertion has a wide margin: other builds and tests share the 2 CPUs, so nothing
 // here depends on absolute timing; contention is made certain with cgroup weights instead.
+#include <bpf/libbpf.h>
+
 #include <algorithm>
 
 #include "collector_test_fixture.h"
@@ -691,6 +693,45 @@ TEST_F(CollectorTest, RawTpFallbackLoadsAndMeasures) {
   EXPECT_GT(wakeups, 0u);
   EXPECT_EQ(s.stats.map_drops, 0u);
   EXPECT_LE(s.stats.map_lock_skips, 2 + wakeups / 100);
+}
+
+// The run-queue diagnostics (wakeup depth, zero-read waits) live in their own per-CPU map,
+// sized for every slot only when asked for: without them no wakeup is counted and the maps are
+// smaller by at least 24 B x possible CPUs per slot; with them the wakeups are read.
+TEST_F(CollectorTest, RunqDiagnosticsAreCountedAndPaidForOnlyWhenAskedFor) {
+  CollectorOptions plain;
+  plain.max_cgroups = 1024;
+  uint64_t plain_bytes = 0;
+  {
+    MAKE_COLLECTOR_OR_SKIP(col, plain);
+    std::this_thread::sleep_for(200ms);
+    const Snapshot s = ASSERT_OK(col.snapshot());
+    uint64_t waits = 0;
+    for (const auto& c : s.cgroups) {
+      waits += c.runq.count;
+      EXPECT_EQ(c.wakeups, 0u) << c.path;
+      EXPECT_EQ(c.runq_depth_sum, 0u) << c.path;
+      EXPECT_EQ(c.runq_stale, 0u) << c.path;
+    }
+    EXPECT_GT(waits, 0u);
+    plain_bytes = col.bpfMapBytes();
+  }
+  CollectorOptions diag = plain;
+  diag.wakeup_depth = true;
+  MAKE_COLLECTOR_OR_SKIP(col, diag);
+  std::this_thread::sleep_for(200ms);
+  const Snapshot s = ASSERT_OK(col.snapshot());
+  uint64_t wakeups = 0;
+  uint64_t depth = 0;
+  for (const auto& c : s.cgroups) {
+    wakeups += c.wakeups;
+    depth += c.runq_depth_sum;
+  }
+  EXPECT_GT(wakeups, 0u);
+  EXPECT_GE(depth, wakeups) << "the woken task is on its run queue: depth >= 1 at each wakeup";
+  EXPECT_EQ(s.stats.diag_read_errors, 0u);
+  const auto ncpu = static_cast<uint64_t>(libbpf_num_possible_cpus());
+  EXPECT_GE(col.bpfMapBytes(), plain_bytes + 24 * ncpu * (1024 - 1));
 }
 
 }  // namespace

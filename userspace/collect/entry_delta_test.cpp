@@ -39,24 +39,58 @@ colod_cg_sched waits(uint32_t slot_of_wait, uint32_t bucket, uint64_t count) {
 
 TEST(SumSchedPerCpu, AddsEveryCounterOfEveryCpu) {
   colod_cg_sched a{}, b{};
-  a.count = 1, a.total_ns = 2, a.oncpu_ns = 3, a.invol = 4, a.self_preempt = 5, a.stale = 6;
-  a.preempt_wait_ns = 7, a.preempt_waits = 8, a.wakeups = 9, a.depth_sum = 10;
+  a.count = 1, a.total_ns = 2, a.oncpu_ns = 3, a.invol = 4, a.self_preempt = 5;
+  a.preempt_wait_ns = 7, a.preempt_waits = 8;
   b = a;
   a.hist[0] = 1;
-  b.hist[25] = 2;
+  b.hist[COLOD_SCHED_HIST_SLOTS - 1] = 2;
   const SchedEntry e = readSched(0, {a, b});
   EXPECT_EQ(e.sum.count, 2u);
   EXPECT_EQ(e.sum.total_ns, 4u);
   EXPECT_EQ(e.sum.oncpu_ns, 6u);
   EXPECT_EQ(e.sum.invol, 8u);
   EXPECT_EQ(e.sum.self_preempt, 10u);
-  EXPECT_EQ(e.sum.stale, 12u);
   EXPECT_EQ(e.sum.preempt_wait_ns, 14u);
   EXPECT_EQ(e.sum.preempt_waits, 16u);
-  EXPECT_EQ(e.sum.wakeups, 18u);
-  EXPECT_EQ(e.sum.depth_sum, 20u);
   EXPECT_EQ(e.sum.hist[0], 1u);
-  EXPECT_EQ(e.sum.hist[25], 2u);
+  EXPECT_EQ(e.sum.hist[COLOD_SCHED_HIST_SLOTS - 1], 2u);
+}
+
+// cg_sched's histogram is shorter than a Log2Hist: its slots land where they belong, the rest
+// stay empty, and a wait in its open-ended last slot reads as at least 2^19 us.
+TEST(ToHist, TheShorterSchedHistogramFillsTheFirstSlots) {
+  colod_cg_sched v{};
+  v.hist[0] = 7;
+  v.hist[COLOD_SCHED_HIST_SLOTS - 1] = 1;
+  const Log2Hist h = toHist(v.hist);
+  EXPECT_EQ(h[0], 7u);
+  EXPECT_EQ(h[COLOD_SCHED_HIST_SLOTS - 1], 1u);
+  for (std::size_t i = COLOD_SCHED_HIST_SLOTS; i < kHistSlots; ++i) {
+    EXPECT_EQ(h[i], 0u) << "slot " << i;
+  }
+  const LatencySummary s = summarize(h, 7 * 500 + 2'000'000'000ull);
+  EXPECT_GE(s.max_us, 1u << (COLOD_SCHED_HIST_SLOTS - 1));
+}
+
+std::vector<uint8_t> diagBytes(const std::vector<colod_cg_diag>& copies) { return perCpu(copies); }
+
+TEST(SumDiagPerCpu, AddsEveryCounterOfEveryCpu) {
+  const auto bytes = diagBytes({{1, 2, 3}, {10, 20, 30}});
+  const colod_cg_diag d = sumDiagPerCpu(bytes.data(), 2);
+  EXPECT_EQ(d.stale, 11u);
+  EXPECT_EQ(d.wakeups, 22u);
+  EXPECT_EQ(d.depth_sum, 33u);
+}
+
+TEST(DiagDelta, SubtractsAndRestartsLikeTheSchedEntry) {
+  const DiagEntry prev{4, {6, 9, 10}};
+  const colod_cg_diag d = diagDelta(DiagEntry{4, {66, 99, 110}}, &prev);
+  EXPECT_EQ(d.stale, 60u);
+  EXPECT_EQ(d.wakeups, 90u);
+  EXPECT_EQ(d.depth_sum, 100u);
+  EXPECT_EQ(diagDelta(DiagEntry{5, {1, 2, 3}}, &prev).wakeups, 2u) << "another slot: new entry";
+  EXPECT_EQ(diagDelta(DiagEntry{4, {7, 4, 20}}, &prev).wakeups, 4u) << "a counter went down";
+  EXPECT_EQ(diagDelta(DiagEntry{4, {1, 2, 3}}, nullptr).depth_sum, 3u) << "no previous read";
 }
 
 // Slot 2 ([4, 8) us) of one CPU passes 2^32 between two reads: the interval shows the 36
@@ -74,7 +108,7 @@ TEST(SchedDelta, BucketCrossingTwoToThe32OnOneCpuGivesTheTrueDelta) {
   EXPECT_EQ(d.hist[2], 36u);
   EXPECT_EQ(d.count, 36u);
   EXPECT_EQ(d.total_ns, 36u * 5000);
-  for (std::size_t i = 0; i < COLOD_HIST_SLOTS; ++i) {
+  for (std::size_t i = 0; i < COLOD_SCHED_HIST_SLOTS; ++i) {
     if (i != 2) {
       EXPECT_EQ(d.hist[i], 0u) << "slot " << i;
     }
@@ -119,13 +153,13 @@ TEST(SchedDelta, CounterGoingDownIsARealReset) {
   EXPECT_EQ(d.count, 3u);
   // Any u64 counter, not only count.
   colod_cg_sched p{}, c{};
-  p.wakeups = 10;
-  c.wakeups = 4;
+  p.preempt_waits = 10;
+  c.preempt_waits = 4;
   c.hist[1] = 1;
   c.count = 1;
   const SchedEntry before{1, p};
   const colod_cg_sched d2 = schedDelta(SchedEntry{1, c}, &before);
-  EXPECT_EQ(d2.wakeups, 4u);
+  EXPECT_EQ(d2.preempt_waits, 4u);
   EXPECT_EQ(d2.hist[1], 1u);
 }
 
@@ -138,10 +172,10 @@ TEST(SchedDelta, WithoutAPreviousReadEverythingIsNew) {
 
 TEST(SchedDelta, SubtractsEveryCounter) {
   colod_cg_sched p{}, c{};
-  p.count = 1, p.total_ns = 2, p.oncpu_ns = 3, p.invol = 4, p.self_preempt = 5, p.stale = 6;
-  p.preempt_wait_ns = 7, p.preempt_waits = 8, p.wakeups = 9, p.depth_sum = 10;
+  p.count = 1, p.total_ns = 2, p.oncpu_ns = 3, p.invol = 4, p.self_preempt = 5;
+  p.preempt_wait_ns = 7, p.preempt_waits = 8;
   c.count = 11, c.total_ns = 22, c.oncpu_ns = 33, c.invol = 44, c.self_preempt = 55;
-  c.stale = 66, c.preempt_wait_ns = 77, c.preempt_waits = 88, c.wakeups = 99, c.depth_sum = 110;
+  c.preempt_wait_ns = 77, c.preempt_waits = 88;
   const SchedEntry prev{2, p};
   const colod_cg_sched d = schedDelta(SchedEntry{2, c}, &prev);
   EXPECT_EQ(d.count, 10u);
@@ -149,11 +183,8 @@ TEST(SchedDelta, SubtractsEveryCounter) {
   EXPECT_EQ(d.oncpu_ns, 30u);
   EXPECT_EQ(d.invol, 40u);
   EXPECT_EQ(d.self_preempt, 50u);
-  EXPECT_EQ(d.stale, 60u);
   EXPECT_EQ(d.preempt_wait_ns, 70u);
   EXPECT_EQ(d.preempt_waits, 80u);
-  EXPECT_EQ(d.wakeups, 90u);
-  EXPECT_EQ(d.depth_sum, 100u);
 }
 
 colod_cg_reclaim stalls(uint32_t slot, uint32_t bucket, uint64_t count) {

@@ -12,11 +12,13 @@ namespace {
 constexpr uint64_t kMiB = 1024 * 1024;
 
 TEST(MapBudget, TheCostFollowsTheSharedValueLayouts) {
-  const SlotCost sched = slotCost(false);
-  const SlotCost both = slotCost(true);
-  EXPECT_EQ(sched.per_cpu, 184U) << "struct colod_cg_sched (bpf/cgsched.h says 184 bytes)";
-  EXPECT_EQ(both.per_cpu, 184U) << "cg_reclaim is shared, not per CPU";
+  const SlotCost sched = slotCost(false, false);
+  const SlotCost both = slotCost(true, false);
+  EXPECT_EQ(sched.per_cpu, 136U) << "struct colod_cg_sched (bpf/cgsched.h says 136 bytes)";
+  EXPECT_EQ(both.per_cpu, 136U) << "cg_reclaim is shared, not per CPU";
   EXPECT_GE(both.shared, sched.shared + 128U) << "plus struct colod_cg_reclaim (128 bytes)";
+  EXPECT_EQ(slotCost(false, true).per_cpu, 136U + 24U)
+      << "the diagnostics' cg_diag (struct colod_cg_diag: 24 bytes) only when asked for";
   // What the kernel charged in the vmtests guest for 4096 slots (colod_bpf_map_bytes, with the
   // pairs and drops maps; docs/benchmarks.md, scale): 50,720,768 B at 64 possible CPUs,
   // 194,695,168 B at 255. The estimate of the slot maps alone stays within 5 % below it.
@@ -29,16 +31,16 @@ TEST(MapBudget, TheCostFollowsTheSharedValueLayouts) {
 }
 
 TEST(MapBudget, WithinTheBudgetNothingChanges) {
-  const SlotSizing s = sizeSlots(slotCost(true), 4096, 2, 64 * kMiB, kMinSlots);
+  const SlotSizing s = sizeSlots(slotCost(true, false), 4096, 2, 64 * kMiB, kMinSlots);
   EXPECT_EQ(s.slots, 4096U);
   EXPECT_FALSE(s.capped);
   EXPECT_EQ(s.bytes, s.wanted_bytes);
   EXPECT_EQ(describeSizing(s, 4096, 2, 64 * kMiB), "");
-  EXPECT_EQ(sizeSlots(slotCost(true), 4096, 512, 0, kMinSlots).slots, 4096U) << "no budget";
+  EXPECT_EQ(sizeSlots(slotCost(true, false), 4096, 512, 0, kMinSlots).slots, 4096U) << "no budget";
 }
 
 TEST(MapBudget, ABigNodeGetsTheSlotsThatFit) {
-  const SlotCost c = slotCost(true);
+  const SlotCost c = slotCost(true, false);
   const SlotSizing s = sizeSlots(c, 4096, 192, 64 * kMiB, kMinSlots);
   EXPECT_TRUE(s.capped);
   EXPECT_FALSE(s.over_budget);
@@ -52,13 +54,13 @@ TEST(MapBudget, ABigNodeGetsTheSlotsThatFit) {
 }
 
 TEST(MapBudget, NeverFewerThanTheFloorEvenOverBudget) {
-  const SlotSizing s = sizeSlots(slotCost(true), 4096, 512, 8 * kMiB, kMinSlots);
+  const SlotSizing s = sizeSlots(slotCost(true, false), 4096, 512, 8 * kMiB, kMinSlots);
   EXPECT_EQ(s.slots, kMinSlots);
   EXPECT_TRUE(s.over_budget);
   EXPECT_GT(s.bytes, 8 * kMiB);
   EXPECT_NE(describeSizing(s, 4096, 512, 8 * kMiB).find("still above it"), std::string::npos);
   // A max_cgroups below the floor is kept as asked.
-  EXPECT_EQ(sizeSlots(slotCost(true), 128, 512, 1 * kMiB, kMinSlots).slots, 128U);
+  EXPECT_EQ(sizeSlots(slotCost(true, false), 128, 512, 1 * kMiB, kMinSlots).slots, 128U);
 }
 
 }  // namespace

@@ -186,14 +186,11 @@ TEST_F(MapReaderTest, KernelSumsEqualTheSumOfEveryCpuCopy) {
       v.oncpu_ns = (c + 1) * 3'000'000'000ull;
       v.invol = c;
       v.self_preempt = i;
-      for (uint32_t b = 0; b < COLOD_HIST_SLOTS; ++b) {
+      for (uint32_t b = 0; b < COLOD_SCHED_HIST_SLOTS; ++b) {
         v.hist[b] = b == 5 ? 0xFFFFFFF0u + static_cast<uint32_t>(c) : b * (i + 1);
       }
-      v.stale = 1;
       v.preempt_wait_ns = c * 7;
       v.preempt_waits = c * 3;
-      v.wakeups = i + c;
-      v.depth_sum = 2 * (i + c);
       std::memcpy(raw.data() + c * sizeof(colod_cg_sched), &v, sizeof(v));
     }
     ASSERT_EQ(bpf_map_update_elem(sched.get(), &slot, copies.data(), BPF_ANY), 0);

@@ -46,7 +46,7 @@ TEST(MapGeneration, WalkOnlyWhenTheCounterMovedOrAfterAnInvalidate) {
   EXPECT_TRUE(g.due(0));
 }
 
-// The summing iterator's output: whole 200-byte records, id -> {slot, sum}.
+// The summing iterator's output: whole 152-byte records, id -> {slot, sum}.
 TEST(ChangeMarks, TakesAndClearsOnlyTheSetMarks) {
   std::vector<uint64_t> marks{0, 1, 0, 0, 1, 1, 0};
   std::vector<uint32_t> out{99};

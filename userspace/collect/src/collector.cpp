@@ -26,7 +26,7 @@
 #include "reclaim.h"
 
 // The shared headers are the ABI between the BPF programs and this file (style rule 21).
-static_assert(sizeof(colod_cg_sched) == 184);
+static_assert(sizeof(colod_cg_sched) == 136);
 static_assert(sizeof(colod_cg_reclaim) == 128);
 static_assert(sizeof(colod_pair_key) == 16);
 static_assert(sizeof(colod_cg_pending) == 64);
@@ -329,6 +329,7 @@ Result<Snapshot> Collector::Impl::snapshot() {
       if (!paths.contains(it->first)) {
         pruneSlot(it->first, it->second.slot, released);
         prev_sched.erase(it->first);
+        prev_diag.erase(it->first);
         prev_files.erase(it->first);
         files.erase(it->first);
         it = cur_sched.erase(it);
@@ -385,19 +386,28 @@ Result<Snapshot> Collector::Impl::snapshot() {
     const auto p = prev_sched.find(id);
     const colod_cg_sched d =
         detail::schedDelta(c->second, p == prev_sched.end() ? nullptr : &p->second);
-    if (d.count == 0 && d.oncpu_ns == 0 && d.invol == 0 && d.wakeups == 0) {
+    colod_cg_diag dg{};
+    if (opts.wakeup_depth) {
+      if (const auto now = readDiag(c->second.slot)) {
+        const detail::DiagEntry e{c->second.slot, *now};
+        const auto pd = prev_diag.find(id);
+        dg = detail::diagDelta(e, pd == prev_diag.end() ? nullptr : &pd->second);
+        prev_diag.insert_or_assign(id, e);
+      }
+    }
+    if (d.count == 0 && d.oncpu_ns == 0 && d.invol == 0 && dg.wakeups == 0) {
       return;  // idle this interval
     }
     CgroupSample& s = sample(id);
     s.runq_hist = detail::toHist(d.hist);
     s.runq = summarize(s.runq_hist, d.total_ns);
-    s.runq_stale = d.stale;
+    s.runq_stale = dg.stale;
     s.involuntary_switches = d.invol;
     s.preempted_wait_ns = d.preempt_wait_ns;
     s.preempted_waits = d.preempt_waits;
     s.oncpu_ns = d.oncpu_ns;
-    s.wakeups = d.wakeups;
-    s.runq_depth_sum = d.depth_sum;
+    s.wakeups = dg.wakeups;
+    s.runq_depth_sum = dg.depth_sum;
     // Preemptions by the cgroup's own tasks are counted in its slot, not in the pairs hash
     // (cheaper at every such switch): reported as the pair victim == aggressor, as before.
     if (d.self_preempt > 0) {
@@ -565,7 +575,7 @@ Result<Collector> Collector::create(const CollectorOptions& options) {
   }
   impl->ncpu = ncpu;
   // The per-CPU maps grow with the possible CPUs: as many slots as fit the budget.
-  impl->sizing = sizeSlots(slotCost(options.reclaim), impl->opts.max_cgroups,
+  impl->sizing = sizeSlots(slotCost(options.reclaim, options.wakeup_depth), impl->opts.max_cgroups,
                            static_cast<uint32_t>(ncpu), options.map_budget_bytes, kMinSlots);
   impl->opts.max_cgroups = impl->sizing.slots;
   impl->sizing_note = describeSizing(impl->sizing, options.max_cgroups, static_cast<uint32_t>(ncpu),

@@ -58,6 +58,9 @@ class Collector::Impl {
   std::optional<detail::Watch> watch;
 
   std::unordered_map<uint64_t, detail::SchedEntry> prev_sched;
+  // cg_diag's last read of each cgroup reported (opts.wakeup_depth only), and its buffer.
+  std::unordered_map<uint64_t, detail::DiagEntry> prev_diag;
+  std::vector<uint8_t> diag_buf;
   detail::SchedMapPool sched_maps;  // the per-tick maps' buckets and nodes, reused
   // What readSched() read: every live cgroup's entry (all), or only those of cgroups whose slot
   // was marked changed, the rest standing as prev_sched holds them.
@@ -172,6 +175,7 @@ class Collector::Impl {
                                     const __u64* gen,
                                     int fd);
   void releaseSlots();
+  std::optional<colod_cg_diag> readDiag(uint32_t slot);
   bool cleanupWrite(std::string_view map, const std::function<int()>& write);
   bool deleteKey(std::string_view map, int fd, const void* key);
   void pruneSlot(uint64_t id, uint32_t slot, bool& released);

@@ -27,6 +27,9 @@ Result<void> Collector::Impl::load(AttachKind kind) {
   // (bpf/cgsched.bpf.c).
   (*s)->rodata->max_slots = opts.max_cgroups;
   (*s)->rodata->mark_changes = opts.changed_only && !opts.legacy_reads ? 1 : 0;
+  // The diagnostics (zero-read waits, wakeup depth) only when asked for: otherwise cg_diag is
+  // one unused entry, not 24 B x possible CPUs x slots.
+  (*s)->rodata->diag = opts.wakeup_depth ? 1 : 0;
   // Every per-slot map (cg_named, cg_dirty, cg_watch included) holds max_cgroups; the pairs
   // maps and the removal queue have their own bounds.
   const std::pair<bpf_map*, uint32_t> sizes[] = {
@@ -36,6 +39,7 @@ Result<void> Collector::Impl::load(AttachKind kind) {
       {(*s)->maps.cg_named, opts.max_cgroups},   {(*s)->maps.cg_cpus, opts.max_cgroups},
       {(*s)->maps.pairs, opts.max_pairs},        {(*s)->maps.named_pairs, opts.max_named_pairs},
       {(*s)->maps.gone, opts.removal_queue},
+      {(*s)->maps.cg_diag, opts.wakeup_depth ? opts.max_cgroups : 1},
   };
   for (const auto& [map, entries] : sizes) {
     if (const int rc = bpf_map__set_max_entries(map, entries); rc < 0) {
@@ -368,10 +372,12 @@ void Collector::Impl::releaseSlots() {
   const int pending_fd = bpf_map__fd(sched_skel->maps.cg_pending);
   const int cpus_fd = bpf_map__fd(sched_skel->maps.cg_cpus);
   const int free_fd = bpf_map__fd(sched_skel->maps.free_slots);
+  const int diag_fd = opts.wakeup_depth ? bpf_map__fd(sched_skel->maps.cg_diag) : -1;
   static_assert(sizeof(colod_cg_cpus) <= sizeof(colod_cg_pending));
+  static_assert(sizeof(colod_cg_diag) <= sizeof(colod_cg_sched));
   std::vector<uint32_t> keep;
   for (const uint32_t slot : quarantined_slots) {
-    // Zeroing twice is harmless, so a retry redoes all four; a slot must reach free_slots
+    // Zeroing twice is harmless, so a retry redoes them all; a slot must reach free_slots
     // once only (twice, two cgroups would share it), and it is the last write. The CPU marks
     // before the values: a mark left over with a zero value only costs the sum a lookup.
     const bool ok =
@@ -382,6 +388,9 @@ void Collector::Impl::releaseSlots() {
         cleanupWrite(
             "cg_pending",
             [&] { return bpf_map_update_elem(pending_fd, &slot, zeros.data(), BPF_ANY); }) &&
+        (diag_fd < 0 ||
+         cleanupWrite("cg_diag",
+                      [&] { return bpf_map_update_elem(diag_fd, &slot, zeros.data(), BPF_ANY); })) &&
         cleanupWrite("free_slots", [&] { return bpf_map_update_elem(free_fd, nullptr, &slot, 0); });
     if (!ok) {
       keep.push_back(slot);
@@ -389,6 +398,17 @@ void Collector::Impl::releaseSlots() {
   }
   quarantined_slots = std::move(keep);
   unreleased_slots = quarantined_slots.size();
+}
+
+// The slot's cg_diag value summed over the CPUs (only with opts.wakeup_depth): one lookup, the
+// per-CPU copies of the cgroups read this snapshot only, so it stays a diagnostic's cost.
+std::optional<colod_cg_diag> Collector::Impl::readDiag(uint32_t slot) {
+  diag_buf.resize(roundUp8(sizeof(colod_cg_diag)) * static_cast<std::size_t>(ncpu));
+  if (bpf_map_lookup_elem(bpf_map__fd(sched_skel->maps.cg_diag), &slot, diag_buf.data()) != 0) {
+    ++stats.diag_read_errors;
+    return std::nullopt;
+  }
+  return detail::sumDiagPerCpu(diag_buf.data(), ncpu);
 }
 
 // One map write of the cleanup of a vanished cgroup (write() returns 0 or -errno, libbpf

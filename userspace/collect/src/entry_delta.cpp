@@ -22,15 +22,15 @@ V sumCopies(const uint8_t* base, int ncpu, Add add) {
 }
 
 // Buckets: unsigned arithmetic, so sums and differences are modulo 2^32 (entry_delta.h).
-void addHist(uint32_t (&s)[COLOD_HIST_SLOTS], const uint32_t (&v)[COLOD_HIST_SLOTS]) {
-  for (std::size_t i = 0; i < COLOD_HIST_SLOTS; ++i) {
+template <std::size_t N>
+void addHist(uint32_t (&s)[N], const uint32_t (&v)[N]) {
+  for (std::size_t i = 0; i < N; ++i) {
     s[i] += v[i];
   }
 }
-void subHist(uint32_t (&d)[COLOD_HIST_SLOTS],
-             const uint32_t (&cur)[COLOD_HIST_SLOTS],
-             const uint32_t (&prev)[COLOD_HIST_SLOTS]) {
-  for (std::size_t i = 0; i < COLOD_HIST_SLOTS; ++i) {
+template <std::size_t N>
+void subHist(uint32_t (&d)[N], const uint32_t (&cur)[N], const uint32_t (&prev)[N]) {
+  for (std::size_t i = 0; i < N; ++i) {
     d[i] = cur[i] - prev[i];
   }
 }
@@ -55,9 +55,14 @@ colod_cg_sched sumSchedPerCpu(const uint8_t* base, int ncpu) {
     s.oncpu_ns += v.oncpu_ns;
     s.invol += v.invol;
     s.self_preempt += v.self_preempt;
-    s.stale += v.stale;
     s.preempt_wait_ns += v.preempt_wait_ns;
     s.preempt_waits += v.preempt_waits;
+  });
+}
+
+colod_cg_diag sumDiagPerCpu(const uint8_t* base, int ncpu) {
+  return sumCopies<colod_cg_diag>(base, ncpu, [](colod_cg_diag& s, const colod_cg_diag& v) {
+    s.stale += v.stale;
     s.wakeups += v.wakeups;
     s.depth_sum += v.depth_sum;
   });
@@ -74,11 +79,8 @@ colod_cg_sched schedDelta(const SchedEntry& cur, const SchedEntry* prev) {
                {c.oncpu_ns, p.oncpu_ns},
                {c.invol, p.invol},
                {c.self_preempt, p.self_preempt},
-               {c.stale, p.stale},
                {c.preempt_wait_ns, p.preempt_wait_ns},
-               {c.preempt_waits, p.preempt_waits},
-               {c.wakeups, p.wakeups},
-               {c.depth_sum, p.depth_sum}})) {
+               {c.preempt_waits, p.preempt_waits}})) {
     return c;
   }
   colod_cg_sched d{};
@@ -88,12 +90,23 @@ colod_cg_sched schedDelta(const SchedEntry& cur, const SchedEntry* prev) {
   d.oncpu_ns = c.oncpu_ns - p.oncpu_ns;
   d.invol = c.invol - p.invol;
   d.self_preempt = c.self_preempt - p.self_preempt;
-  d.stale = c.stale - p.stale;
   d.preempt_wait_ns = c.preempt_wait_ns - p.preempt_wait_ns;
   d.preempt_waits = c.preempt_waits - p.preempt_waits;
-  d.wakeups = c.wakeups - p.wakeups;
-  d.depth_sum = c.depth_sum - p.depth_sum;
   return d;
+}
+
+colod_cg_diag diagDelta(const DiagEntry& cur, const DiagEntry* prev) {
+  const colod_cg_diag& c = cur.sum;
+  if (prev == nullptr || prev->slot != cur.slot) {
+    return c;
+  }
+  const colod_cg_diag& p = prev->sum;
+  if (anyDown({{c.stale, p.stale}, {c.wakeups, p.wakeups}, {c.depth_sum, p.depth_sum}})) {
+    return c;
+  }
+  return colod_cg_diag{.stale = c.stale - p.stale,
+                       .wakeups = c.wakeups - p.wakeups,
+                       .depth_sum = c.depth_sum - p.depth_sum};
 }
 
 colod_cg_reclaim reclaimDelta(const colod_cg_reclaim& cur, const colod_cg_reclaim* prev) {

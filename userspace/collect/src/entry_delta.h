@@ -9,9 +9,9 @@
 // 96 CPUs in minutes. Wrapping is harmless as long as deltas are taken modulo 2^32 (unsigned
 // subtraction): the sum of per-CPU values mod 2^32 is the true total mod 2^32, so the delta
 // is exact while fewer than 2^32 events land in one bucket between two reads (4.3e9 per
-// 100 ms tick: out of reach). Widening the buckets to u64 would have added 104 bytes to every
-// per-CPU value (cg_sched 184 -> 288 B, i.e. x1.57 of the largest map: 4096 slots x 256 CPUs
-// = 193 -> 302 MB) and a cache line to the switch handler's working set, for no gain in
+// 100 ms tick: out of reach). Widening the buckets to u64 would add 80 bytes to every per-CPU
+// value (cg_sched 136 -> 216 B, i.e. x1.59 of the largest map: 4096 slots x 256 CPUs = 143 ->
+// 227 MB) and a cache line to the switch handler's working set, for no gain in
 // correctness.
 // What modular deltas cannot see is a real reset (the entry deleted and re-created, or its
 // slot recycled): a bucket that went down could be a wrap or a restart. So resets are never
@@ -56,12 +56,23 @@ struct SchedEntry {
 // the delta is then cur. A restart the collector did not cause (slot changed, a u64 counter
 // went down) also gives cur, never a difference across the restart.
 colod_cg_sched schedDelta(const SchedEntry& cur, const SchedEntry* prev);
+
+// cg_diag (the diagnostics read only when asked for): the same, for its u64 counters.
+colod_cg_diag sumDiagPerCpu(const uint8_t* base, int ncpu);
+struct DiagEntry {
+  uint32_t slot = 0;
+  colod_cg_diag sum{};
+};
+colod_cg_diag diagDelta(const DiagEntry& cur, const DiagEntry* prev);
 colod_cg_reclaim reclaimDelta(const colod_cg_reclaim& cur, const colod_cg_reclaim* prev);
 
-// Copies a map value's u32 buckets into a Log2Hist.
-inline Log2Hist toHist(const uint32_t (&h)[COLOD_HIST_SLOTS]) {
+// Copies a map value's u32 buckets into a Log2Hist. cg_sched's shorter histogram fills the
+// first COLOD_SCHED_HIST_SLOTS slots; its last slot is open-ended (every wait from 2^19 us up),
+// read as its own power-of-two range by the percentiles (an under-estimate past 1 s).
+template <std::size_t N>
+Log2Hist toHist(const uint32_t (&h)[N]) {
+  static_assert(N <= kHistSlots);
   Log2Hist out{};
-  static_assert(sizeof(out) == sizeof(h));
   std::memcpy(out.data(), h, sizeof(h));
   return out;
 }

@@ -21,9 +21,12 @@ double mib(uint64_t b) { return std::round(static_cast<double>(b) / (1024.0 * 10
 
 }  // namespace
 
-SlotCost slotCost(bool reclaim) {
+SlotCost slotCost(bool reclaim, bool diag) {
   SlotCost c;
   c.per_cpu = round8(sizeof(colod_cg_sched));  // cg_sched (per-CPU array)
+  if (diag) {
+    c.per_cpu += round8(sizeof(colod_cg_diag));  // cg_diag (per-CPU array, sized when asked for)
+  }
   c.shared = kHashElem + round8(sizeof(uint64_t)) + round8(sizeof(uint32_t))  // cg_slots
              + sizeof(uint32_t)                                               // free_slots
              + round8(sizeof(colod_cg_pending))                               // cg_pending

@@ -14,7 +14,7 @@
 
 namespace colod::collect::detail {
 
-static_assert(sizeof(colod_sched_sum) == 200);
+static_assert(sizeof(colod_sched_sum) == 152);
 static_assert(std::is_trivially_copyable_v<colod_sched_sum>);
 
 struct KernelSums::Owned {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // cg_sched summed over CPUs in the kernel: the schedsum iterator (bpf/schedsum.bpf.c) walks
-// cg_slots and writes one record per live cgroup, so a tick reads 200 B a cgroup instead of
-// 184 B x possible CPUs, and userspace neither holds nor sums the per-CPU copies (issue 17).
+// cg_slots and writes one record per live cgroup, so a tick reads 152 B a cgroup instead of
+// 136 B x possible CPUs, and userspace neither holds nor sums the per-CPU copies (issue 17).
 #pragma once
 
 #include <cstddef>

@@ -68,7 +68,7 @@ policy:
   EXPECT_EQ(d.log_format, LogFormat::Json);
   EXPECT_EQ(d.update_retries, 5U);
   EXPECT_EQ(d.bpf_map_budget_mib, 0U) << "0: no budget";
-  EXPECT_EQ(DaemonSettings{}.bpf_map_budget_mib, 64U);
+  EXPECT_EQ(DaemonSettings{}.bpf_map_budget_mib, 46U);
   EXPECT_EQ(c.policy.thresholds.runq_p99_us, 900U);
 }
 

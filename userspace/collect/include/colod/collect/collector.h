@@ -99,6 +99,7 @@ struct CgroupSample {
   Log2Hist runq_hist{};  // delta histogram, microsecond slots
   // Waits that read exactly 0 because the scheduler skipped the rq clock update after a
   // preempting wakeup (a known under-estimate of short waits, bpf/README.md). Included in runq.
+  // Counted only with CollectorOptions::wakeup_depth (a diagnostic; 0 otherwise).
   uint64_t runq_stale = 0;
 
   // Contention: switches where a task of this cgroup was preempted while runnable.
@@ -111,7 +112,7 @@ struct CgroupSample {
   // Waits after wakeups by whom they waited behind; only for watched cgroups (setWatched).
   std::vector<WaitedBehind> waited_behind;
   uint64_t oncpu_ns = 0;        // CPU time of this cgroup's tasks this interval
-  uint64_t wakeups = 0;         // wakeups seen (depth samples)
+  uint64_t wakeups = 0;         // wakeups seen (depth samples); with wakeup_depth only
   uint64_t runq_depth_sum = 0;  // sum of run-queue depth seen at those wakeups
 
   // Memory reclaim stall (direct + memcg reclaim) this interval.
@@ -143,6 +144,7 @@ struct CollectorStats {
   uint64_t map_deletes_pending = 0;  // now: those waiting for their retry (bounded by map sizes)
   uint64_t kernel_sum_errors = 0;    // summing-iterator reads that failed (then userspace sums)
   uint64_t watch_write_errors = 0;   // cg_watch writes refused (retried at the next snapshot)
+  uint64_t diag_read_errors = 0;     // cg_diag lookups that failed (wakeup_depth: those read 0)
   // The read side's cost (issue 17). Bytes copied out of the BPF maps by the last snapshot:
   // live entries x (key + value; per-CPU values x possible CPUs), not max_entries.
   uint64_t read_bytes_last_tick = 0;
@@ -240,8 +242,10 @@ struct CollectorOptions {
   uint32_t removal_queue = 1024;
   std::optional<CgroupMode> force_mode;  // skip probing (tests)
   bool force_raw_tp = false;             // skip the tp_btf probe (tests, old kernels)
-  // Attach sched_wakeup(_new) for run-queue depth at wakeup. Off by default: it costs ~80 ns
-  // per wakeup (bpf/README.md), which a pipe ping-pong pays twice per round trip.
+  // The run-queue diagnostics no policy reads: sched_wakeup(_new) attached for the run-queue
+  // depth at wakeup, and waits that read zero counted (CgroupSample::runq_stale). Off by
+  // default: the wakeup programs cost ~80 ns per wakeup (bpf/README.md), which a pipe ping-pong
+  // pays twice per round trip, and their per-CPU map (cg_diag) 24 B x possible CPUs a slot.
   bool wakeup_depth = false;
   bool reclaim = true;     // attach the vmscan programs
   bool read_files = true;  // read cpu.stat / PSI per cgroup
@@ -272,7 +276,7 @@ struct CollectorOptions {
   // to the userspace read where the kernel cannot (readNote() says why); off with legacy_reads.
   bool kernel_sums = true;
   // With kernel_sums, the snapshots still read cg_sched from userspace while that copies little:
-  // while every live slot's per-CPU copies (184 B x possible CPUs each) come to at most this
+  // while every live slot's per-CPU copies (136 B x possible CPUs each) come to at most this
   // many bytes. The kernel's iterator walks every live cgroup to find the changed ones, and on
   // a host with few possible CPUs that costs more than copying the changed slots out
   // (scripts/bench/scale.sh, 2 possible CPUs, 1000 containers: 0.80 % of a CPU against 0.96 %);

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // How many cgroup slots the collector's BPF maps get. The per-cgroup maps are per-CPU: their
 // memory is slots x possible CPUs x value size, charged to colod's memory cgroup (kernels
-// >= 5.11). 4096 slots take 80 MiB on a 64-CPU node and 240 MiB on a 192-CPU one (vmtests scale
-// set), above the DaemonSet's 128 MiB limit: the slots are sized to a memory budget instead.
+// >= 5.11). 4096 slots take 36 MiB on a 64-CPU node, 104 MiB on a 192-CPU one and 138 MiB at
+// 256 possible CPUs (cg_sched: 136 B per CPU), beside colod's own memory under the DaemonSet's
+// 128 MiB limit: the slots are sized to a memory budget instead.
 // Pure: no syscalls; the collector passes the possible CPUs it counted.
 #pragma once
 
@@ -23,8 +24,9 @@ struct SlotCost {
   uint64_t shared = 0;
 };
 
-// The cost of one slot with the sched maps, and the reclaim map when `reclaim`.
-SlotCost slotCost(bool reclaim);
+// The cost of one slot with the sched maps, the reclaim map when `reclaim`, and the
+// diagnostics' map when `diag` (CollectorOptions::wakeup_depth).
+SlotCost slotCost(bool reclaim, bool diag);
 
 // The maps' bytes for `slots` slots on `possible_cpus` CPUs.
 uint64_t slotBytes(const SlotCost& cost, uint32_t slots, uint32_t possible_cpus);

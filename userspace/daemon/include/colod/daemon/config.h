@@ -68,8 +68,10 @@ struct DaemonSettings {
   uint32_t max_batch = 64;      // container updates per UpdateContainers call
   uint32_t max_cgroups = 4096;  // collector map bound
   // Memory budget of the collector's per-cgroup BPF maps (MiB, 0: none). They are per-CPU and
-  // charged to colod's memory cgroup: on a big node max_cgroups is cut to what fits.
-  uint32_t bpf_map_budget_mib = 64;
+  // charged to colod's memory cgroup: on a big node max_cgroups is cut to what fits. 46: with
+  // the maps not sized by slots (pairs, ring buffer: ~1.3 MiB) colod's BPF maps stay within
+  // 48 MiB, which holds ~1370 slots at 256 possible CPUs (issue 17).
+  uint32_t bpf_map_budget_mib = 46;
   uint32_t decisions_kept = 1024;  // ring of recent decisions served to coloctl
 
   friend bool operator==(const DaemonSettings&, const DaemonSettings&) = default;
