@@ -56,7 +56,6 @@ struct {
 	__type(value, __u32);
 } free_slots SEC(".maps");
 
-const volatile __u32 max_slots = COLOD_DEFAULT_MAX_CGROUPS;
 /* Slots handed out from the top: [0, min(slots_used, max_slots)) have been used. */
 __u64 slots_used = 0;
 /* Bumped after every id inserted into cg_slots: while it stands still (and userspace deleted
@@ -154,7 +153,9 @@ struct cpu_state {
 	__u32 slot;
 	__u32 alt_slot;
 	__u32 idle;
-	__u32 cpu1; /* this CPU's number + 1 (0: not known yet), for the cg_cpus marks */
+	__u32 cpu1; /* this CPU's number + 1 (0: not known yet): its cg_sched copies, its marks */
+	__u32 unsized; /* this CPU is past sched_cpus (counted in drops once) */
+	__u32 pad;
 	/* While a watch is set: the last RUNNERS switch-ins on this CPU (cgroup id, rq clock), the
 	 * newest at run_pos, run_n of them valid (0 after idle or a gap in the record). Whom a
 	 * woken waiter waited behind is the one of them that held the CPU longest in its wait. */
@@ -294,10 +295,32 @@ static __always_inline __u32 cg_slot(__u64 id)
 	return COLOD_NO_SLOT;
 }
 
-/* NULL for COLOD_NO_SLOT (out of the array's range). */
-static __always_inline struct colod_cg_sched *slot_entry(__u32 slot)
+/* This CPU's number, cached in its cpu_state (a helper call on older kernels, per switch). */
+static __always_inline __u32 this_cpu(struct cpu_state *cs)
 {
-	return bpf_map_lookup_elem(&cg_sched, &slot);
+	if (!cs->cpu1)
+		cs->cpu1 = bpf_get_smp_processor_id() + 1;
+	return cs->cpu1 - 1;
+}
+
+/* This CPU's copy of a slot's cg_sched value. NULL for COLOD_NO_SLOT, and on a CPU past the
+ * sched_cpus the map was sized for (hot-added after load: counted once per CPU in drops). */
+static __always_inline struct colod_cg_sched *slot_entry(__u32 slot, struct cpu_state *cs)
+{
+	__u32 cpu, idx;
+
+	if (slot >= max_slots)
+		return NULL;
+	cpu = this_cpu(cs);
+	if (cpu >= sched_cpus) {
+		if (!cs->unsized) {
+			cs->unsized = 1;
+			count_drop(COLOD_DROP_CPU);
+		}
+		return NULL;
+	}
+	idx = cpu * max_slots + slot;
+	return bpf_map_lookup_elem(&cg_sched, &idx);
 }
 
 /* After a write to a slot's cg_sched value on `cpu`: the reader copies it out at the next
@@ -328,14 +351,6 @@ static __always_inline void mark_changed(__u32 slot, __u32 cpu)
 	d = bpf_map_lookup_elem(&cg_dirty, &slot);
 	if (d && !*d)
 		*d = 1;
-}
-
-/* This CPU's number, cached in its cpu_state (a helper call on older kernels, per switch). */
-static __always_inline __u32 this_cpu(struct cpu_state *cs)
-{
-	if (!cs->cpu1)
-		cs->cpu1 = bpf_get_smp_processor_id() + 1;
-	return cs->cpu1 - 1;
 }
 
 /* Adds one to the pair in `map`, inserting it if `insert` (and bumping `gen` then). 0 when
@@ -615,7 +630,7 @@ static __always_inline int on_switch(struct task_struct *prev, struct task_struc
 			cs->alt_id = 0;
 			cs->gen = gen;
 		}
-		pe = slot_entry(prev_slot);
+		pe = slot_entry(prev_slot, cs);
 		if (pe) {
 			if (sum > start)
 				pe->oncpu_ns += sum - start;
@@ -668,7 +683,7 @@ static __always_inline int on_switch(struct task_struct *prev, struct task_struc
 			cs->id = next_id;
 			cs->slot = next_slot;
 		}
-		ne = slot_entry(next_slot);
+		ne = slot_entry(next_slot, cs);
 	}
 	cs->grp = grp;
 	/* This rq's clock: the end of next's wait, and the start of prev's if it was preempted. */

@@ -24,7 +24,11 @@
  * lands inside a map operation in progress on the same CPU, e.g. userspace's batch read of
  * cg_slots: that one event is not counted. Rare, and no reason to size the maps up. */
 #define COLOD_DROP_BUSY 4
-#define COLOD_DROP_MAX 5
+/* Not an event count: CPUs found running past the CPUs cg_sched was sized for at load (a CPU
+ * brought online later, beyond the present ones): their switches are not measured. Counted
+ * once per such CPU. */
+#define COLOD_DROP_CPU 5
+#define COLOD_DROP_MAX 6
 
 /* Default bounds; userspace overrides them with bpf_map__set_max_entries before load. */
 #define COLOD_DEFAULT_MAX_CGROUPS 4096

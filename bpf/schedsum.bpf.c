@@ -1,20 +1,18 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * colod's read of cg_sched, summed in the kernel. cg_sched is per-CPU, and the kernel copies a
- * per-CPU value out once per *possible* CPU: read from userspace, a live cgroup costs 136 B x
- * possible CPUs at every tick (35 KB at 255 CPUs, 70 KB at 512, however few are online), and
- * userspace holds and sums all of it. This iterator walks cg_slots (cgroup id -> slot), adds up
- * each live slot's per-CPU copies here and writes one 152-byte record per cgroup, whatever the
- * machine's size (issue 17), and only for the slots marked changed (cg_dirty) unless asked for
- * all. Of a slot's per-CPU copies it adds only those of the CPUs marked in cg_cpus (the CPUs the
- * cgroup ran on since its slot was zeroed; the others are zero), so its work is the changed
- * cgroups x the CPUs they ran on (without the marks, a VM with 2 online CPUs and 255 possible
- * had it add 255 copies a cgroup, 253 of them zero). Histogram buckets are summed modulo 2^32 as
- * userspace did.
+ * colod's read of cg_sched, summed in the kernel. cg_sched holds a copy of each cgroup's value
+ * per CPU (bpf/common/cg_maps.bpf.h): read from userspace, a live cgroup costs 136 B x CPUs at
+ * every tick (26 KB at 192 CPUs), and userspace holds and sums all of it. This iterator walks
+ * cg_slots (cgroup id -> slot), adds up each live slot's copies here and writes one 152-byte
+ * record per cgroup, whatever the machine's size (issue 17), and only for the slots marked
+ * changed (cg_dirty) unless asked for all. Of a slot's copies it adds only those of the CPUs
+ * marked in cg_cpus (the CPUs the cgroup ran on since its slot was zeroed; the others are zero),
+ * so its work is the changed cgroups x the CPUs they ran on, not x the machine's CPUs.
+ * Histogram buckets are summed modulo 2^32 as userspace did.
  *
- * Needs bpf_loop (5.17) and bpf_map_lookup_percpu_elem (5.19): on an older kernel this object
- * does not load, and the collector reads the maps from userspace as before. Its four maps are
- * the cgsched object's, reused by fd before load.
+ * Needs bpf_loop (5.17): on an older kernel this object does not load, and the collector reads
+ * the maps from userspace as before. Its four maps are the cgsched object's, reused by fd
+ * before load.
  */
 #include <vmlinux.h>
 #include <bpf/bpf_helpers.h>
@@ -23,11 +21,8 @@
 #include "cgsched.h"
 #include "common/cg_maps.bpf.h"
 
-/* Set by userspace before load: the kernel's possible CPUs (libbpf_num_possible_cpus()). A
- * lookup past the last one returns NULL and ends the loop early anyway. */
-const volatile __u32 possible_cpus = 1;
 /* Set by userspace before load: 1 when cgsched marks CPUs in cg_cpus (its mark_cpus), 0 to add
- * every possible CPU's copy. */
+ * every CPU's copy (sched_cpus of them, bpf/common/cg_maps.bpf.h). */
 const volatile __u32 use_cpu_marks = 0;
 
 /* Set by userspace before each walk (.bss): 0 sums every live slot, 1 only the slots whose
@@ -45,13 +40,15 @@ static int add_cpu(__u32 cpu, void *data)
 	struct walk *wk = data;
 	struct colod_sched_sum *r = &wk->r;
 	struct colod_cg_sched *v;
+	__u32 idx;
 	int i;
 
 	if (!(wk->cpus.w[(cpu / 64) & (COLOD_CPU_MARK_WORDS - 1)] & (1ULL << (cpu % 64))))
 		return 0; /* never written on this CPU: its copy is zero */
-	v = bpf_map_lookup_percpu_elem(&cg_sched, &r->slot, cpu);
+	idx = cpu * max_slots + r->slot;
+	v = bpf_map_lookup_elem(&cg_sched, &idx);
 	if (!v)
-		return 1; /* past nr_cpu_ids: stop */
+		return 1; /* past the array (cannot happen below sched_cpus): stop */
 	r->cpus += 1;
 	r->sum.count += v->count;
 	r->sum.total_ns += v->total_ns;
@@ -66,16 +63,16 @@ static int add_cpu(__u32 cpu, void *data)
 	return 0;
 }
 
-/* The CPUs to add for a slot into wk->cpus, and how many of the possible CPUs the loop must
+/* The CPUs to add for a slot into wk->cpus, and how many of the sched_cpus CPUs the loop must
  * visit (up to the last word with a mark). */
 static __always_inline __u32 cpus_to_add(struct walk *wk)
 {
 	struct colod_cg_cpus *m;
 	__u32 i, top = 0;
 
-	if (!use_cpu_marks || possible_cpus > COLOD_CPU_MARK_WORDS * 64) {
+	if (!use_cpu_marks || sched_cpus > COLOD_CPU_MARK_WORDS * 64) {
 		__builtin_memset(&wk->cpus, 0xff, sizeof(wk->cpus));
-		return possible_cpus;
+		return sched_cpus;
 	}
 	m = bpf_map_lookup_elem(&cg_cpus, &wk->r.slot);
 	if (!m)
@@ -86,7 +83,7 @@ static __always_inline __u32 cpus_to_add(struct walk *wk)
 		if (wk->cpus.w[i])
 			top = (i + 1) * 64;
 	}
-	return top < possible_cpus ? top : possible_cpus;
+	return top < sched_cpus ? top : sched_cpus;
 }
 
 SEC("iter/bpf_map_elem")

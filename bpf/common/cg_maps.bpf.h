@@ -6,13 +6,23 @@
 
 #include "cgsched.h"
 
-/* Per-cgroup aggregates, per CPU (no atomics), in an array indexed by a slot that cg_slots
- * assigns to each cgroup id. The indirection is for speed: the running task's slot is cached
- * per CPU (cpu_state), so a switch between tasks of one cgroup costs an inlined array access
- * instead of a hash lookup (measured in bpf/README.md). max_entries of all three = max_slots,
- * set by userspace before load. */
+/* Set by userspace before load, in both objects: the cgroup slots, and the CPUs cg_sched holds a
+ * copy for (CPU ids 0 .. sched_cpus - 1). */
+const volatile __u32 max_slots = COLOD_DEFAULT_MAX_CGROUPS;
+const volatile __u32 sched_cpus = 1;
+
+/* Per-cgroup aggregates, one copy per CPU (no atomics), in an array indexed by
+ * cpu x max_slots + slot, where cg_slots assigns each cgroup id its slot. The indirection is for
+ * speed: the running task's slot is cached per CPU (cpu_state), so a switch between tasks of one
+ * cgroup costs an inlined array access instead of a hash lookup (measured in bpf/README.md).
+ * Not a per-CPU array, which the kernel sizes by *possible* CPUs: a cloud VM that may hot-add
+ * CPUs has many more possible than present (the vmtests guest: 512 possible, 2 present), and
+ * 136 B x 512 x 1000 cgroups is 70 MB for CPUs that do not exist (issue 17). Here the copies are
+ * sched_cpus (userspace: the present CPUs at load), each CPU's region of max_slots values
+ * contiguous, so no two CPUs write the same cache line but at a region's edge. max_entries =
+ * max_slots x sched_cpus, set by userspace before load. */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, COLOD_DEFAULT_MAX_CGROUPS);
 	__type(key, __u32);
 	__type(value, struct colod_cg_sched);

@@ -734,5 +734,38 @@ TEST_F(CollectorTest, RunqDiagnosticsAreCountedAndPaidForOnlyWhenAskedFor) {
   EXPECT_GE(col.bpfMapBytes(), plain_bytes + 24 * ncpu * (1024 - 1));
 }
 
+// cg_sched keeps a copy per present CPU (CollectorOptions::sched_cpus). A CPU past them, as one
+// brought online after colod started, is counted once in unmeasured_cpus and what runs there is
+// not measured (nor written out of the array); the CPUs within are measured as before.
+TEST_F(CollectorTest, ACpuPastTheCopiesIsCountedAndNotMeasured) {
+  if (::sysconf(_SC_NPROCESSORS_ONLN) < 2) {
+    GTEST_SKIP() << "needs CPUs 0 and 1 online";
+  }
+  CollectorOptions opts;
+  opts.sched_cpus = 1;
+  MAKE_COLLECTOR_OR_SKIP(col, opts);
+  const std::string root = col.hierarchyRoot();
+  TestCgroup on0({root}, uniqueName("cpu0"));
+  TestCgroup on1({root}, uniqueName("cpu1"));
+  const uint64_t id0 = ASSERT_OK(cgroup::cgroupId(on0.dirIn(root)));
+  const uint64_t id1 = ASSERT_OK(cgroup::cgroupId(on1.dirIn(root)));
+  {
+    Child a(on0, 0, [] { spinFor(200ms); });
+    Child b(on1, 1, [] { spinFor(200ms); });
+    ASSERT_EQ(a.wait(), 0);
+    ASSERT_EQ(b.wait(), 0);
+  }
+  const Snapshot s = ASSERT_OK(col.snapshot());
+  EXPECT_EQ(s.stats.sched_cpus, 1u);
+  EXPECT_EQ(s.stats.unmeasured_cpus, 1u) << "CPU 1, once, however many switches it made";
+  EXPECT_EQ(s.stats.map_drops, 0u) << "not a full map";
+  const CgroupSample* a = find(s, id0);
+  ASSERT_NE(a, nullptr);
+  EXPECT_GE(a->oncpu_ns, 150'000'000u);
+  // Only what ran on CPU 0 before the child pinned itself to CPU 1 (fork, cgroup join).
+  const CgroupSample* b = find(s, id1);
+  EXPECT_LT(b == nullptr ? 0 : b->oncpu_ns, 20'000'000u);
+}
+
 }  // namespace
 }  // namespace colod::collect

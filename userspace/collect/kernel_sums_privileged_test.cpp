@@ -25,7 +25,7 @@ TEST_F(KernelSumsTest, CountACgroupOnEveryCpuItMovesTo) {
   MAKE_COLLECTOR_OR_SKIP(user_col, user);
   MAKE_COLLECTOR_OR_SKIP(kernel_col, kernel);
   if (!kernel_col.kernelSums()) {
-    GTEST_SKIP() << "this kernel cannot sum cg_sched (needs 5.19+): " << kernel_col.readNote();
+    GTEST_SKIP() << "this kernel cannot sum cg_sched (needs 5.17+): " << kernel_col.readNote();
   }
   cpu_set_t online;
   ASSERT_EQ(::sched_getaffinity(0, sizeof(online), &online), 0);

@@ -28,19 +28,33 @@ UniqueFd createMap(bpf_map_type type, uint32_t key_size, uint32_t value_size, ui
 
 class MapReaderTest : public CollectorTest {
  protected:
-  // The four maps the summing iterator reads (cg_sched's value per possible CPU, the change
-  // marks mmappable), made for the test, and the iterator over them.
+  // The four maps the summing iterator reads (cg_sched's value per slot and possible CPU,
+  // CPU-major as cgsched lays it out; the change marks mmappable), made for the test, and the
+  // iterator over them.
   struct SumMaps {
     UniqueFd sched;
     UniqueFd slots;
     UniqueFd dirty;
     UniqueFd cpus;
     std::optional<detail::KernelSums> sums;
+    uint32_t n_slots = 0;
+    // Writes each CPU's copy of `slot` (copies[c] at index c x n_slots + slot).
+    int put(uint32_t slot, const std::vector<colod_cg_sched>& copies) const {
+      for (uint32_t c = 0; c < copies.size(); ++c) {
+        const uint32_t key = c * n_slots + slot;
+        if (const int rc = bpf_map_update_elem(sched.get(), &key, &copies[c], BPF_ANY); rc != 0) {
+          return rc;
+        }
+      }
+      return 0;
+    }
   };
   // Why this machine cannot run a test of the iterator (""; then m.sums is set, or the test
   // has failed).
   std::string openSums(uint32_t slots, bool cpu_marks, SumMaps& m) {
-    m.sched = createMap(BPF_MAP_TYPE_PERCPU_ARRAY, 4, sizeof(colod_cg_sched), slots);
+    const auto ncpu = static_cast<uint32_t>(libbpf_num_possible_cpus());
+    m.n_slots = slots;
+    m.sched = createMap(BPF_MAP_TYPE_ARRAY, 4, sizeof(colod_cg_sched), slots * ncpu);
     if (!m.sched && (errno == EPERM || errno == EACCES)) {
       return "creating BPF maps not permitted";
     }
@@ -52,12 +66,11 @@ class MapReaderTest : public CollectorTest {
     if (HasFailure()) {
       return "";
     }
-    auto sums =
-        detail::KernelSums::open({.cg_slots = m.slots.get(),
-                                  .cg_sched = m.sched.get(),
-                                  .cg_dirty = m.dirty.get(),
-                                  .cg_cpus = m.cpus.get()},
-                                 static_cast<uint32_t>(libbpf_num_possible_cpus()), cpu_marks);
+    auto sums = detail::KernelSums::open({.cg_slots = m.slots.get(),
+                                          .cg_sched = m.sched.get(),
+                                          .cg_dirty = m.dirty.get(),
+                                          .cg_cpus = m.cpus.get()},
+                                         ncpu, slots, cpu_marks);
     if (!sums && sums.error().errnoValue() == EPERM) {
       // A 6.18 host once refused every BPF iterator program with EPERM, even a trivial one;
       // the collector then falls back to the userspace read. vm_collector runs these tests.
@@ -168,7 +181,6 @@ TEST_F(MapReaderTest, KernelSumsEqualTheSumOfEveryCpuCopy) {
   constexpr uint32_t kSlots = 64;
   OPEN_SUMS_OR_SKIP(m, kSlots, /*cpu_marks=*/false);
   auto& sums = m.sums;
-  UniqueFd& sched = m.sched;
   UniqueFd& slots = m.slots;
   auto marks = ASSERT_OK(bpf::MappedWords::map(m.dirty.get(), kSlots));
   // 20 live cgroups on scattered slots; each CPU's copy differs.
@@ -193,9 +205,9 @@ TEST_F(MapReaderTest, KernelSumsEqualTheSumOfEveryCpuCopy) {
       v.preempt_waits = c * 3;
       std::memcpy(raw.data() + c * sizeof(colod_cg_sched), &v, sizeof(v));
     }
-    ASSERT_EQ(bpf_map_update_elem(sched.get(), &slot, copies.data(), BPF_ANY), 0);
+    ASSERT_EQ(m.put(slot, copies), 0);
     ASSERT_EQ(bpf_map_update_elem(slots.get(), &id, &slot, BPF_ANY), 0);
-    want[id] = detail::sumSchedPerCpu(raw.data(), ncpu);
+    want[id] = detail::sumSchedPerCpu(raw.data(), ncpu, sizeof(colod_cg_sched));
   }
   detail::SchedMapPool pool;
   detail::SchedMap got;
@@ -264,7 +276,7 @@ TEST_F(MapReaderTest, KernelSumsAddOnlyTheCpusMarkedForASlot) {
   const std::pair<uint32_t, const colod_cg_cpus*> marked[] = {{1, &only_last}, {2, &every}};
   for (uint32_t slot = 1; slot <= 3; ++slot) {
     const uint64_t id = 700 + slot;
-    ASSERT_EQ(bpf_map_update_elem(m.sched.get(), &slot, copies.data(), BPF_ANY), 0);
+    ASSERT_EQ(m.put(slot, copies), 0);
     ASSERT_EQ(bpf_map_update_elem(m.slots.get(), &id, &slot, BPF_ANY), 0);
   }
   for (const auto& [slot, bits] : marked) {

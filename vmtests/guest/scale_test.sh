@@ -72,11 +72,20 @@ done
 ulimit -n "$(ulimit -Hn)" 2>/dev/null
 
 # probe <budget MiB> [probe flags]: one measured run; sets $line (the probe's numbers) and $err.
+# cg_sched gets a copy for every possible CPU ($cpu_copies, default "possible"): the maps and the
+# read of a node whose possible CPUs are all present, which this guest's 2 present CPUs stand
+# in for. colod itself sizes by the present CPUs (the last probe below).
 probe() {
   budget=$1
   shift
+  # (unless the flags name their own, as a SCALE_VARIANTS entry may)
+  case " $* " in
+  *" --cpu-copies "*) cc="" ;;
+  *) cc="--cpu-copies ${cpu_copies:-possible}" ;;
+  esac
+  # shellcheck disable=SC2086 # $cc is zero or two words
   out=$($bin/colod-collect-scale --seconds "$seconds" --warmup-ticks 5 --max-cgroups 4096 \
-    --map-budget-mib "$budget" --cgroup-root /sys/fs/cgroup "$@" 2>/tmp/scale.err)
+    --map-budget-mib "$budget" --cgroup-root /sys/fs/cgroup $cc "$@" 2>/tmp/scale.err)
   rc=$?
   err=$(cat /tmp/scale.err)
   line=$(echo "$out" | grep '^probe:' | tail -n 1)
@@ -158,6 +167,21 @@ else
   [ -n "$sums" ] && ok "cg_sched read ($sums sums, $kread bytes per tick) at $want possible CPUs" ||
     notok "cg_sched read at $want possible CPUs" "no sums field"
 fi
+# As colod sizes cg_sched in this VM: a copy per present CPU, so the possible CPUs it may hot-add
+# cost no memory: 4096 slots take what they take on a 2-CPU node, whatever $want is.
+cpu_copies=present probe 0
+cpu_copies=possible
+present_line=$line
+present=$(awk -F'[-,]' '{ m = 0; for (i = 1; i <= NF; i++) if ($i + 0 > m) m = $i + 0; print m + 1 }' \
+  /sys/devices/system/cpu/present)
+pcopies=$(field cpu_copies "$present_line")
+pmap=$(field bpf_map_bytes "$present_line")
+if [ "${pcopies:-0}" = "$present" ] && [ "${pmap:-0}" -gt 0 ] && [ "$pmap" -le $((8 * 1024 * 1024)) ]; then
+  ok "cg_sched sized for the $present present CPUs of $want possible: $pmap bytes of maps for 4096 slots"
+else
+  notok "cg_sched sized for the present CPUs" "cpu_copies=${pcopies:-none} (present $present), bpf_map_bytes=${pmap:-none}"
+fi
+echo "scale-vm: possible_cpus=$want online=$online cgroups=$cgroups busy=$busy budget_mib=0 $(echo "$present_line" | sed 's/^probe: //')"
 echo "scale-vm: possible_cpus=$want online=$online cgroups=$cgroups busy=$busy budget_mib=0 $(echo "$unbudgeted" | sed 's/^probe: //')"
 echo "scale-vm: possible_cpus=$want online=$online cgroups=$cgroups busy=$busy budget_mib=$budget_mib $(echo "$usersums" | sed 's/^probe: //')"
 echo "scale-vm: possible_cpus=$want online=$online cgroups=$cgroups busy=$busy budget_mib=$budget_mib $(echo "$budgeted" | sed 's/^probe: //')"

@@ -20,6 +20,7 @@
 #include "colod/cgroup/cgroup.h"
 #include "colod/cgroup/parse.h"
 #include "colod/collect/map_budget.h"
+#include "cpu_copies.h"
 #include "entry_delta.h"
 #include "file_cache.h"
 #include "permute.h"
@@ -494,9 +495,15 @@ Result<Snapshot> Collector::Impl::snapshot() {
   auto sumDrops = [&](const __u64(&counts)[COLOD_DROP_MAX]) {
     for (uint32_t i = 0; i < COLOD_DROP_MAX; ++i) {
       const uint64_t x = __atomic_load_n(&counts[i], __ATOMIC_RELAXED);
-      (i == COLOD_DROP_BUSY ? lock_skips : drops) += x;
+      if (i == COLOD_DROP_CPU) {
+        stats.unmeasured_cpus += x;
+      } else {
+        (i == COLOD_DROP_BUSY ? lock_skips : drops) += x;
+      }
     }
   };
+  stats.unmeasured_cpus = 0;
+  stats.sched_cpus = sched_cpus;
   sumDrops(sched_skel->bss->drop_counts);
   if (reclaim_skel) {
     sumDrops(reclaim_skel->bss->drop_counts);
@@ -509,10 +516,12 @@ Result<Snapshot> Collector::Impl::snapshot() {
   stats.read_bytes_last_tick = sched_read_bytes + pairs_read_bytes +
                                (reclaim_skel ? reclaim_reader.lastReadBytes() : 0) +
                                behind_read_bytes;
-  stats.read_buffer_bytes =
-      (sums ? sums->bufferBytes() : slots_reader.bufferBytes() + sched_reader.bufferBytes()) +
-      pair_maps[kRestPairs].reader.bufferBytes() + pair_maps[kNamedPairs].reader.bufferBytes() +
-      reclaim_reader.bufferBytes() + behind_reader.bufferBytes();
+  stats.read_buffer_bytes = (sums ? sums->bufferBytes()
+                                  : slots_reader.bufferBytes() + sched_copies.capacity() +
+                                        slot_value.capacity() + cpu_values.capacity()) +
+                            pair_maps[kRestPairs].reader.bufferBytes() +
+                            pair_maps[kNamedPairs].reader.bufferBytes() +
+                            reclaim_reader.bufferBytes() + behind_reader.bufferBytes();
   stats.bpf_map_bytes = map_bytes;
   stats.cgroup_file_opens = files.opens();
   stats.cgroup_file_misses_cached = files.missingHits();
@@ -574,12 +583,29 @@ Result<Collector> Collector::create(const CollectorOptions& options) {
     return COLOD_ERR(ncpu < 0 ? -ncpu : EINVAL, "counting possible CPUs");
   }
   impl->ncpu = ncpu;
-  // The per-CPU maps grow with the possible CPUs: as many slots as fit the budget.
+  // cg_sched's copies: the present CPUs (cpu_copies.h), unless a test or probe asks otherwise.
+  const auto present = detail::presentCpuEnd();
+  impl->sched_cpus = options.sched_cpus
+                         ? std::clamp<uint32_t>(*options.sched_cpus, 1, static_cast<uint32_t>(ncpu))
+                         : detail::schedCopies(present, static_cast<uint32_t>(ncpu));
+  if (!present && !options.sched_cpus) {
+    impl->sizing_note = "collector: " + present.error().message() +
+                        ": cg_sched sized for every possible CPU (" + std::to_string(ncpu) + ")";
+  }
+  // The maps grow with the CPUs: as many slots as fit the budget.
+  const MapCpus cpus{.copies = impl->sched_cpus, .possible = static_cast<uint32_t>(ncpu)};
   impl->sizing = sizeSlots(slotCost(options.reclaim, options.wakeup_depth), impl->opts.max_cgroups,
-                           static_cast<uint32_t>(ncpu), options.map_budget_bytes, kMinSlots);
+                           cpus, options.map_budget_bytes, kMinSlots);
   impl->opts.max_cgroups = impl->sizing.slots;
-  impl->sizing_note = describeSizing(impl->sizing, options.max_cgroups, static_cast<uint32_t>(ncpu),
-                                     options.map_budget_bytes);
+  if (uint64_t{impl->opts.max_cgroups} * impl->sched_cpus > UINT32_MAX) {
+    return COLOD_ERR(EINVAL, "max_cgroups ", impl->opts.max_cgroups, " x ", impl->sched_cpus,
+                     " CPUs: more cg_sched entries than an array map indexes");
+  }
+  if (std::string note =
+          describeSizing(impl->sizing, options.max_cgroups, cpus, options.map_budget_bytes);
+      !note.empty()) {
+    impl->sizing_note = impl->sizing_note.empty() ? note : impl->sizing_note + "; " + note;
+  }
   impl->initReaders();
   std::size_t max_open = 0;
   if (options.max_open_files) {

@@ -48,7 +48,10 @@ class Collector::Impl {
   CgroupMode mode = CgroupMode::V1Cpu;
   AttachKind attach = AttachKind::TpBtf;
   std::string id_root;  // hierarchy whose inodes are the ids
-  int ncpu = 1;
+  int ncpu = 1;         // possible CPUs: the per-CPU maps' copies
+  // cg_sched's copies of each slot (the present CPUs, cpu_copies.h): its index is
+  // cpu x opts.max_cgroups + slot (bpf/common/cg_maps.bpf.h).
+  uint32_t sched_cpus = 1;
   SchedSkel sched_skel{nullptr, nullptr};
   ReclaimSkel reclaim_skel{nullptr, nullptr};
   // The summing iterator on sched_skel's maps (destroyed before them); empty: userspace sums.
@@ -72,7 +75,7 @@ class Collector::Impl {
   bpf::MappedWords dirty;
   std::vector<uint32_t> changed_slots;   // reused: the marks taken by this snapshot
   std::vector<uint64_t> slot_ids;        // slot -> cgroup id at the last full read (0: none)
-  std::vector<uint8_t> slot_value;       // reused: one run of slots' per-CPU copies
+  std::vector<uint8_t> slot_value;       // reused: one run of slots' CPU copies
   std::vector<bpf::IndexRun> slot_runs;  // reused: the runs the changed slots are read in
   std::vector<uint32_t> run_keys;        // reused: a batch read's keys
   bool batch_reads = true;               // the kernel reads array ranges in one call
@@ -134,7 +137,6 @@ class Collector::Impl {
   std::unordered_map<uint64_t, std::string> paths;  // live cgroups: id -> rel path
   // Map readers whose buffers live across snapshots (issue 17), set up in create().
   bpf::MapReader slots_reader{sizeof(uint64_t), sizeof(uint32_t)};
-  bpf::MapReader sched_reader{sizeof(uint32_t), 0};
   bpf::MapReader pairs_reader{sizeof(colod_pair_key), sizeof(uint64_t)};
   bpf::MapReader behind_reader{sizeof(colod_pair_key), sizeof(colod_behind)};
   bpf::MapReader reclaim_reader{sizeof(uint64_t), 0};
@@ -142,7 +144,9 @@ class Collector::Impl {
   // when their BPF generation counters moved or a deletion here changed them.
   bpf::MapGeneration slots_gen;
   bpf::MapGeneration reclaim_gen;
-  std::vector<const uint8_t*> slot_values;  // cg_sched value of each slot (readSched)
+  // Every live slot's CPU copies at a full read (readSchedCopies' layout), kept across reads.
+  std::vector<uint8_t> sched_copies;
+  std::vector<uint8_t> cpu_values;  // reused: one CPU's region of a run
   detail::CgroupFileCache files{0};
   std::unordered_set<uint64_t> every_tick;  // setEveryTick()
   uint64_t map_bytes = 0;
@@ -164,10 +168,11 @@ class Collector::Impl {
   // those copies: when the kernel may sum and the marks hold every possible CPU.
   [[nodiscard]] bool cpuMarks() const {
     return opts.cpu_marks && opts.kernel_sums && !opts.legacy_reads &&
-           ncpu <= COLOD_CPU_MARK_WORDS * 64;
+           sched_cpus <= COLOD_CPU_MARK_WORDS * 64;
   }
   // Only the slots marked changed, from userspace (slot_ids names them).
   Result<SchedRead> readChangedSlots();
+  Result<void> readSchedCopies(bpf::IndexRun run, std::vector<uint8_t>& out);
   // Reads a hash map through `reader` only when `gen` (its BPF generation counter in .bss)
   // moved or `seen` was invalidated; otherwise the last read stands. Returns the entry count.
   Result<std::size_t> readIfChanged(bpf::MapReader& reader,

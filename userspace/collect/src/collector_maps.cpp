@@ -26,6 +26,7 @@ Result<void> Collector::Impl::load(AttachKind kind) {
   // cg_pending counts each slot's preempted tasks: all four hold max_cgroups
   // (bpf/cgsched.bpf.c).
   (*s)->rodata->max_slots = opts.max_cgroups;
+  (*s)->rodata->sched_cpus = sched_cpus;
   (*s)->rodata->mark_changes = opts.changed_only && !opts.legacy_reads ? 1 : 0;
   // The diagnostics (zero-read waits, wakeup depth) only when asked for: otherwise cg_diag is
   // one unused entry, not 24 B x possible CPUs x slots.
@@ -33,11 +34,16 @@ Result<void> Collector::Impl::load(AttachKind kind) {
   // Every per-slot map (cg_named, cg_dirty, cg_watch included) holds max_cgroups; the pairs
   // maps and the removal queue have their own bounds.
   const std::pair<bpf_map*, uint32_t> sizes[] = {
-      {(*s)->maps.cg_sched, opts.max_cgroups},   {(*s)->maps.cg_slots, opts.max_cgroups},
-      {(*s)->maps.free_slots, opts.max_cgroups}, {(*s)->maps.cg_pending, opts.max_cgroups},
-      {(*s)->maps.cg_watch, opts.max_cgroups},   {(*s)->maps.cg_dirty, opts.max_cgroups},
-      {(*s)->maps.cg_named, opts.max_cgroups},   {(*s)->maps.cg_cpus, opts.max_cgroups},
-      {(*s)->maps.pairs, opts.max_pairs},        {(*s)->maps.named_pairs, opts.max_named_pairs},
+      {(*s)->maps.cg_sched, opts.max_cgroups * sched_cpus},
+      {(*s)->maps.cg_slots, opts.max_cgroups},
+      {(*s)->maps.free_slots, opts.max_cgroups},
+      {(*s)->maps.cg_pending, opts.max_cgroups},
+      {(*s)->maps.cg_watch, opts.max_cgroups},
+      {(*s)->maps.cg_dirty, opts.max_cgroups},
+      {(*s)->maps.cg_named, opts.max_cgroups},
+      {(*s)->maps.cg_cpus, opts.max_cgroups},
+      {(*s)->maps.pairs, opts.max_pairs},
+      {(*s)->maps.named_pairs, opts.max_named_pairs},
       {(*s)->maps.gone, opts.removal_queue},
       {(*s)->maps.cg_diag, opts.wakeup_depth ? opts.max_cgroups : 1},
   };
@@ -68,27 +74,25 @@ Result<void> Collector::Impl::load(AttachKind kind) {
                                        .cg_sched = bpf_map__fd((*s)->maps.cg_sched),
                                        .cg_dirty = bpf_map__fd((*s)->maps.cg_dirty),
                                        .cg_cpus = bpf_map__fd((*s)->maps.cg_cpus)},
-                                      static_cast<uint32_t>(ncpu), cpuMarks());
+                                      sched_cpus, opts.max_cgroups, cpuMarks());
     if (k) {
       sums.emplace(std::move(k).value());
       (*s)->bss->mark_cpus = cpuMarks() ? 1 : 0;
-      read_note =
-          "collector: cg_sched summed in the kernel (schedsum iterator) over " +
-          (cpuMarks() ? "the CPUs each cgroup ran on, of " + std::to_string(ncpu) + " possible"
-                      : "all " + std::to_string(ncpu) + " possible CPUs");
+      read_note = "collector: cg_sched summed in the kernel (schedsum iterator) over " +
+                  (cpuMarks() ? "the CPUs each cgroup ran on, of " + std::to_string(sched_cpus)
+                              : "all " + std::to_string(sched_cpus) + " CPUs");
       if (opts.user_read_budget_bytes > 0) {
-        read_note += ", or read from userspace while every live cgroup's per-CPU copies take " +
+        read_note += ", or read from userspace while every live cgroup's CPU copies take " +
                      std::to_string(opts.user_read_budget_bytes) + " bytes or less";
       }
     } else {
-      read_note = "collector: cg_sched read per possible CPU from userspace (" +
-                  std::to_string(ncpu) +
-                  " copies a cgroup): the kernel's summing iterator did "
-                  "not load (needs kernel 5.19+): " +
+      read_note = "collector: cg_sched read from userspace (" + std::to_string(sched_cpus) +
+                  " CPU copies a cgroup): the kernel's summing iterator did not load (needs "
+                  "kernel 5.17+): " +
                   k.error().message();
     }
   } else {
-    read_note = "collector: cg_sched read per possible CPU from userspace (kernel sums off)";
+    read_note = "collector: cg_sched read from userspace (kernel sums off)";
   }
   COLOD_TRY_VOID(bpf::check(cgsched__attach(s->get()), "attaching sched programs"), "sched");
 
@@ -152,9 +156,7 @@ Result<void> Collector::Impl::load(AttachKind kind) {
 
 void Collector::Impl::initReaders() {
   const bool legacy = opts.legacy_reads;
-  const auto cpus = static_cast<std::size_t>(ncpu);
   slots_reader = bpf::MapReader(sizeof(uint64_t), sizeof(uint32_t), legacy);
-  sched_reader = bpf::MapReader(sizeof(uint32_t), roundUp8(sizeof(colod_cg_sched)) * cpus, legacy);
   for (PairMap& m : pair_maps) {
     m.reader = bpf::MapReader(sizeof(colod_pair_key), sizeof(uint64_t), legacy);
   }
@@ -195,7 +197,7 @@ bool Collector::Impl::kernelSumsPay() const {
   }
   const uint64_t used = __atomic_load_n(&sched_skel->bss->slots_used, __ATOMIC_ACQUIRE);
   const uint64_t live = std::min<uint64_t>(used, opts.max_cgroups);
-  const uint64_t stride = roundUp8(sizeof(colod_cg_sched)) * static_cast<uint64_t>(ncpu);
+  const uint64_t stride = sizeof(colod_cg_sched) * static_cast<uint64_t>(sched_cpus);
   return live * stride > opts.user_read_budget_bytes;
 }
 
@@ -232,8 +234,7 @@ Result<Collector::Impl::SchedRead> Collector::Impl::readSched() {
     } else {
       // Not expected once loaded; the userspace read gives the same sums, so carry on with it.
       read_note =
-          "collector: cg_sched read per possible CPU from userspace: the kernel's "
-          "summing iterator failed (" +
+          "collector: cg_sched read from userspace: the kernel's summing iterator failed (" +
           n.error().message() + ")";
       ++stats.kernel_sum_errors;
       sums.reset();
@@ -256,7 +257,8 @@ Result<Collector::Impl::SchedRead> Collector::Impl::readSched() {
   sched_read_bytes = slots_reader.lastReadBytes();
   stats.sched_entries_read = 0;
   if (slots == 0) {
-    sched_reader.clear();
+    sched_copies.clear();
+    sched_copies.shrink_to_fit();
     slot_ids.clear();
     return r;
   }
@@ -266,19 +268,18 @@ Result<Collector::Impl::SchedRead> Collector::Impl::readSched() {
     // Cleared before the values are read: a write this read misses marks its slot again.
     bpf::clearMarks(dirty.words().first(std::min(top, dirty.words().size())));
   }
-  auto vals = sched_reader.read(bpf_map__fd(sched_skel->maps.cg_sched), top);
-  if (!vals) {
-    return std::move(vals).error();
+  // The legacy read (the baseline of scripts/bench/scale.sh) copies every slot out, into a
+  // buffer of its own each time, as the collector did before issue 17.
+  const bpf::IndexRun all{0, static_cast<uint32_t>(opts.legacy_reads ? opts.max_cgroups : top)};
+  if (opts.legacy_reads) {
+    sched_copies = {};
   }
-  sched_read_bytes += sched_reader.lastReadBytes();
-  slot_values.assign(top, nullptr);
-  for (std::size_t i = 0; i < *vals; ++i) {
-    uint32_t slot = 0;
-    std::memcpy(&slot, sched_reader.key(i), sizeof(slot));
-    if (slot < top) {
-      slot_values[slot] = sched_reader.value(i);
-    }
+  if (auto ok = readSchedCopies(all, sched_copies); !ok) {
+    return std::move(ok).error();
   }
+  sched_read_bytes +=
+      static_cast<uint64_t>(all.count) * sched_cpus * (sizeof(uint32_t) + sizeof(colod_cg_sched));
+  const std::size_t region = static_cast<std::size_t>(all.count) * sizeof(colod_cg_sched);
   slot_ids.assign(top, 0);
   detail::SchedMapPool::reserve(r.entries, slots);
   for (std::size_t i = 0; i < slots; ++i) {
@@ -287,9 +288,12 @@ Result<Collector::Impl::SchedRead> Collector::Impl::readSched() {
     std::memcpy(&id, slots_reader.key(i), sizeof(id));
     std::memcpy(&slot, slots_reader.value(i), sizeof(slot));
     // A slot above `top` was handed out after slots_used was read: next snapshot.
-    if (slot < top && slot_values[slot] != nullptr) {
+    if (slot < top) {
+      const uint8_t* v =
+          sched_copies.data() + static_cast<std::size_t>(slot) * sizeof(colod_cg_sched);
       sched_maps.put(r.entries, id,
-                     detail::SchedEntry{slot, detail::sumSchedPerCpu(slot_values[slot], ncpu)});
+                     detail::SchedEntry{
+                         slot, detail::sumSchedPerCpu(v, static_cast<int>(sched_cpus), region)});
       slot_ids[slot] = id;
     }
   }
@@ -308,35 +312,59 @@ Result<Collector::Impl::SchedRead> Collector::Impl::readChangedSlots() {
   changed_slots.clear();
   const std::size_t top = std::min(slot_ids.size(), dirty.words().size());
   bpf::takeMarks(dirty.words().first(top), changed_slots);
-  const std::size_t stride = roundUp8(sizeof(colod_cg_sched)) * static_cast<std::size_t>(ncpu);
+  // A slot's bytes over its CPU copies: the runs are planned and costed as if a slot were one
+  // value (a run costs a call per CPU, but so does the full read it is weighed against).
+  const std::size_t stride = sizeof(colod_cg_sched) * static_cast<std::size_t>(sched_cpus);
   bpf::planRuns(changed_slots, stride, slot_runs);
   if (bpf::runsCost(slot_runs, stride) >= bpf::walkCost(prev_sched.size(), stride)) {
     r.all = true;
     return r;
   }
-  const int fd = bpf_map__fd(sched_skel->maps.cg_sched);
   detail::SchedMapPool::reserve(r.entries, changed_slots.size());
   std::size_t next = 0;  // into changed_slots, which the runs cover in order
   std::size_t copied = 0;
   for (const bpf::IndexRun& run : slot_runs) {
-    if (auto ok = bpf::readArrayRange(fd, run, stride, run_keys, slot_value, batch_reads); !ok) {
-      return std::move(ok).error().wrap("cg_sched");
+    if (auto ok = readSchedCopies(run, slot_value); !ok) {
+      return std::move(ok).error();
     }
     copied += run.count;
+    const std::size_t region = static_cast<std::size_t>(run.count) * sizeof(colod_cg_sched);
     for (; next < changed_slots.size() && changed_slots[next] < run.first + run.count; ++next) {
       const uint32_t slot = changed_slots[next];
       const uint64_t id = slot_ids[slot];
       if (id == 0) {
         continue;  // not handed out at the last full read: slots_gen moved, the next read is full
       }
-      const uint8_t* v = slot_value.data() + static_cast<std::size_t>(slot - run.first) * stride;
-      sched_maps.put(r.entries, id, detail::SchedEntry{slot, detail::sumSchedPerCpu(v, ncpu)});
+      const uint8_t* v =
+          slot_value.data() + static_cast<std::size_t>(slot - run.first) * sizeof(colod_cg_sched);
+      sched_maps.put(r.entries, id,
+                     detail::SchedEntry{
+                         slot, detail::sumSchedPerCpu(v, static_cast<int>(sched_cpus), region)});
     }
   }
-  sched_read_bytes = copied * (sizeof(uint32_t) + stride);
+  sched_read_bytes = copied * sched_cpus * (sizeof(uint32_t) + sizeof(colod_cg_sched));
   stats.sched_entries_read = r.entries.size();
-  stats.sched_read_calls += slot_runs.size();
+  stats.sched_read_calls += slot_runs.size() * sched_cpus;
   return r;
+}
+
+// Every CPU's copies of the slots in `run`, CPU-major into `out`: CPU c's copy of slot s at
+// (c x run.count + s - run.first) x sizeof(colod_cg_sched). One range read per CPU (its region
+// of cg_sched: index c x max_cgroups + slot, bpf/common/cg_maps.bpf.h).
+Result<void> Collector::Impl::readSchedCopies(bpf::IndexRun run, std::vector<uint8_t>& out) {
+  const std::size_t region = static_cast<std::size_t>(run.count) * sizeof(colod_cg_sched);
+  out.resize(region * sched_cpus);
+  const int fd = bpf_map__fd(sched_skel->maps.cg_sched);
+  for (uint32_t c = 0; c < sched_cpus; ++c) {
+    const bpf::IndexRun cpu_run{c * opts.max_cgroups + run.first, run.count};
+    if (auto ok = bpf::readArrayRange(fd, cpu_run, sizeof(colod_cg_sched), run_keys, cpu_values,
+                                      batch_reads);
+        !ok) {
+      return std::move(ok).error().wrap("cg_sched");
+    }
+    std::memcpy(out.data() + c * region, cpu_values.data(), region);
+  }
+  return {};
 }
 
 Result<std::size_t> Collector::Impl::readIfChanged(bpf::MapReader& reader,
@@ -365,16 +393,17 @@ void Collector::Impl::releaseSlots() {
   if (quarantined_slots.empty()) {
     return;
   }
-  const std::size_t stride = roundUp8(sizeof(colod_cg_sched)) * static_cast<std::size_t>(ncpu);
-  // Long enough for any of the zeroed values (a cg_cpus value is not longer than cg_pending's).
-  const std::vector<uint8_t> zeros(std::max(stride, sizeof(colod_cg_pending)), 0);
+  // Long enough for any of the zeroed values: a cg_cpus value is not longer than cg_pending's,
+  // and cg_diag's per-CPU copies (possible CPUs) are the longest of the rest.
+  const std::size_t diag_stride = roundUp8(sizeof(colod_cg_diag)) * static_cast<std::size_t>(ncpu);
+  const std::vector<uint8_t> zeros(
+      std::max({diag_stride, sizeof(colod_cg_pending), sizeof(colod_cg_sched)}), 0);
   const int sched_fd = bpf_map__fd(sched_skel->maps.cg_sched);
   const int pending_fd = bpf_map__fd(sched_skel->maps.cg_pending);
   const int cpus_fd = bpf_map__fd(sched_skel->maps.cg_cpus);
   const int free_fd = bpf_map__fd(sched_skel->maps.free_slots);
   const int diag_fd = opts.wakeup_depth ? bpf_map__fd(sched_skel->maps.cg_diag) : -1;
   static_assert(sizeof(colod_cg_cpus) <= sizeof(colod_cg_pending));
-  static_assert(sizeof(colod_cg_diag) <= sizeof(colod_cg_sched));
   std::vector<uint32_t> keep;
   for (const uint32_t slot : quarantined_slots) {
     // Zeroing twice is harmless, so a retry redoes them all; a slot must reach free_slots
@@ -383,14 +412,26 @@ void Collector::Impl::releaseSlots() {
     const bool ok =
         cleanupWrite("cg_cpus",
                      [&] { return bpf_map_update_elem(cpus_fd, &slot, zeros.data(), BPF_ANY); }) &&
-        cleanupWrite("cg_sched",
-                     [&] { return bpf_map_update_elem(sched_fd, &slot, zeros.data(), BPF_ANY); }) &&
+        cleanupWrite(
+            "cg_sched",
+            [&] {
+              // Its copy on every CPU (index c x max_cgroups + slot).
+              for (uint32_t c = 0; c < sched_cpus; ++c) {
+                const uint32_t key = c * opts.max_cgroups + slot;
+                if (const int rc = bpf_map_update_elem(sched_fd, &key, zeros.data(), BPF_ANY);
+                    rc != 0) {
+                  return rc;
+                }
+              }
+              return 0;
+            }) &&
         cleanupWrite(
             "cg_pending",
             [&] { return bpf_map_update_elem(pending_fd, &slot, zeros.data(), BPF_ANY); }) &&
         (diag_fd < 0 ||
-         cleanupWrite("cg_diag",
-                      [&] { return bpf_map_update_elem(diag_fd, &slot, zeros.data(), BPF_ANY); })) &&
+         cleanupWrite(
+             "cg_diag",
+             [&] { return bpf_map_update_elem(diag_fd, &slot, zeros.data(), BPF_ANY); })) &&
         cleanupWrite("free_slots", [&] { return bpf_map_update_elem(free_fd, nullptr, &slot, 0); });
     if (!ok) {
       keep.push_back(slot);

@@ -9,13 +9,13 @@ namespace colod::collect::detail {
 
 namespace {
 
-// Per-CPU copies at base, one every roundUp8(sizeof(V)) bytes, handed to add(sum, copy).
+// Per-CPU copies at base, one every `stride` bytes, handed to add(sum, copy).
 template <typename V, typename Add>
-V sumCopies(const uint8_t* base, int ncpu, Add add) {
+V sumCopies(const uint8_t* base, int ncpu, std::size_t stride, Add add) {
   V s{};
   for (int c = 0; c < ncpu; ++c) {
     V v{};
-    std::memcpy(&v, base + static_cast<std::size_t>(c) * roundUp8(sizeof(V)), sizeof(V));
+    std::memcpy(&v, base + static_cast<std::size_t>(c) * stride, sizeof(V));
     add(s, v);
   }
   return s;
@@ -47,25 +47,27 @@ bool anyDown(std::initializer_list<std::pair<uint64_t, uint64_t>> counters) {
 
 }  // namespace
 
-colod_cg_sched sumSchedPerCpu(const uint8_t* base, int ncpu) {
-  return sumCopies<colod_cg_sched>(base, ncpu, [](colod_cg_sched& s, const colod_cg_sched& v) {
-    addHist(s.hist, v.hist);
-    s.count += v.count;
-    s.total_ns += v.total_ns;
-    s.oncpu_ns += v.oncpu_ns;
-    s.invol += v.invol;
-    s.self_preempt += v.self_preempt;
-    s.preempt_wait_ns += v.preempt_wait_ns;
-    s.preempt_waits += v.preempt_waits;
-  });
+colod_cg_sched sumSchedPerCpu(const uint8_t* base, int ncpu, std::size_t stride) {
+  return sumCopies<colod_cg_sched>(base, ncpu, stride,
+                                   [](colod_cg_sched& s, const colod_cg_sched& v) {
+                                     addHist(s.hist, v.hist);
+                                     s.count += v.count;
+                                     s.total_ns += v.total_ns;
+                                     s.oncpu_ns += v.oncpu_ns;
+                                     s.invol += v.invol;
+                                     s.self_preempt += v.self_preempt;
+                                     s.preempt_wait_ns += v.preempt_wait_ns;
+                                     s.preempt_waits += v.preempt_waits;
+                                   });
 }
 
 colod_cg_diag sumDiagPerCpu(const uint8_t* base, int ncpu) {
-  return sumCopies<colod_cg_diag>(base, ncpu, [](colod_cg_diag& s, const colod_cg_diag& v) {
-    s.stale += v.stale;
-    s.wakeups += v.wakeups;
-    s.depth_sum += v.depth_sum;
-  });
+  return sumCopies<colod_cg_diag>(base, ncpu, roundUp8(sizeof(colod_cg_diag)),
+                                  [](colod_cg_diag& s, const colod_cg_diag& v) {
+                                    s.stale += v.stale;
+                                    s.wakeups += v.wakeups;
+                                    s.depth_sum += v.depth_sum;
+                                  });
 }
 
 colod_cg_sched schedDelta(const SchedEntry& cur, const SchedEntry* prev) {

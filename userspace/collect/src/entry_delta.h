@@ -40,9 +40,12 @@ constexpr uint64_t sub(uint64_t cur, uint64_t prev) { return cur >= prev ? cur -
 // Per-CPU map values are laid out value_size rounded up to 8, once per possible CPU.
 constexpr std::size_t roundUp8(std::size_t n) { return (n + 7) & ~std::size_t{7}; }
 
-// Sums the ncpu per-CPU copies at base (stride roundUp8(sizeof(V))). Histogram buckets are
-// summed modulo 2^32 (see the file comment), the u64 counters exactly.
-colod_cg_sched sumSchedPerCpu(const uint8_t* base, int ncpu);
+// Sums the ncpu copies at base, `stride` bytes apart (a per-CPU lookup's roundUp8(sizeof(V));
+// cg_sched's CPU-major regions: the region's length). Histogram buckets are summed modulo 2^32
+// (see the file comment), the u64 counters exactly.
+colod_cg_sched sumSchedPerCpu(const uint8_t* base,
+                              int ncpu,
+                              std::size_t stride = roundUp8(sizeof(colod_cg_sched)));
 
 // One cgroup's cg_sched entry as read: the slot of cg_sched it lives in, and its value
 // summed over CPUs.

@@ -23,9 +23,12 @@ double mib(uint64_t b) { return std::round(static_cast<double>(b) / (1024.0 * 10
 
 SlotCost slotCost(bool reclaim, bool diag) {
   SlotCost c;
-  c.per_cpu = round8(sizeof(colod_cg_sched));  // cg_sched (per-CPU array)
+  // cg_sched (an array: a value per slot and CPU). Its key counted too: kernels before 6.4
+  // account an array element as round_up(key + value, 8) (bpf_map_memory_footprint: 144 B, not
+  // the 136 B allocated), and colod_bpf_map_bytes reports that.
+  c.per_copy = round8(sizeof(uint32_t) + sizeof(colod_cg_sched));
   if (diag) {
-    c.per_cpu += round8(sizeof(colod_cg_diag));  // cg_diag (per-CPU array, sized when asked for)
+    c.per_possible = round8(sizeof(colod_cg_diag));  // cg_diag (per-CPU array, when asked for)
   }
   c.shared = kHashElem + round8(sizeof(uint64_t)) + round8(sizeof(uint32_t))  // cg_slots
              + sizeof(uint32_t)                                               // free_slots
@@ -40,20 +43,21 @@ SlotCost slotCost(bool reclaim, bool diag) {
   return c;
 }
 
-uint64_t slotBytes(const SlotCost& cost, uint32_t slots, uint32_t possible_cpus) {
+uint64_t slotBytes(const SlotCost& cost, uint32_t slots, MapCpus cpus) {
   return static_cast<uint64_t>(slots) *
-         (cost.per_cpu * static_cast<uint64_t>(possible_cpus) + cost.shared);
+         (cost.per_copy * static_cast<uint64_t>(cpus.copies) +
+          cost.per_possible * static_cast<uint64_t>(cpus.possible) + cost.shared);
 }
 
 SlotSizing sizeSlots(const SlotCost& cost,
                      uint32_t wanted,
-                     uint32_t possible_cpus,
+                     MapCpus cpus,
                      uint64_t budget_bytes,
                      uint32_t min_slots) {
   SlotSizing s;
-  s.wanted_bytes = slotBytes(cost, wanted, possible_cpus);
+  s.wanted_bytes = slotBytes(cost, wanted, cpus);
   s.slots = wanted;
-  const uint64_t per_slot = slotBytes(cost, 1, possible_cpus);
+  const uint64_t per_slot = slotBytes(cost, 1, cpus);
   if (budget_bytes > 0 && per_slot > 0 && s.wanted_bytes > budget_bytes) {
     const uint64_t fit = budget_bytes / per_slot;
     const uint32_t floor = std::min(min_slots, wanted);
@@ -65,22 +69,22 @@ SlotSizing sizeSlots(const SlotCost& cost,
     }
     s.capped = s.slots < wanted;
   }
-  s.bytes = slotBytes(cost, s.slots, possible_cpus);
+  s.bytes = slotBytes(cost, s.slots, cpus);
   return s;
 }
 
 std::string describeSizing(const SlotSizing& s,
                            uint32_t wanted,
-                           uint32_t possible_cpus,
+                           MapCpus cpus,
                            uint64_t budget_bytes) {
   if (!s.capped) {
     return {};
   }
   std::ostringstream os;
   os << "collector: " << s.slots << " cgroup slots, not the " << wanted << " of max_cgroups: on "
-     << possible_cpus << " possible CPUs they would take " << mib(s.wanted_bytes)
-     << " MiB of BPF maps, above bpf_map_budget_mib " << mib(budget_bytes) << " (" << mib(s.bytes)
-     << " MiB now";
+     << cpus.copies << " CPUs (" << cpus.possible << " possible) they would take "
+     << mib(s.wanted_bytes) << " MiB of BPF maps, above bpf_map_budget_mib " << mib(budget_bytes)
+     << " (" << mib(s.bytes) << " MiB now";
   if (s.over_budget) {
     os << ", still above it: fewer slots would leave containers unseen";
   }

@@ -27,7 +27,10 @@ KernelSums::KernelSums(KernelSums&&) noexcept = default;
 KernelSums& KernelSums::operator=(KernelSums&&) noexcept = default;
 KernelSums::~KernelSums() = default;
 
-Result<KernelSums> KernelSums::open(const Maps& maps, uint32_t possible_cpus, bool cpu_marks) {
+Result<KernelSums> KernelSums::open(const Maps& maps,
+                                    uint32_t sched_cpus,
+                                    uint32_t max_slots,
+                                    bool cpu_marks) {
   // Some kernels refuse BPF iterators (seen: EPERM on a 6.18 host for any iter program); the
   // caller says so once, in plain words, and libbpf's warnings are kept to the debug log.
   const bpf::OptionalLoad quiet;
@@ -35,7 +38,8 @@ Result<KernelSums> KernelSums::open(const Maps& maps, uint32_t possible_cpus, bo
   if (!s) {
     return std::move(s).error();
   }
-  (*s)->rodata->possible_cpus = possible_cpus;
+  (*s)->rodata->sched_cpus = sched_cpus;
+  (*s)->rodata->max_slots = max_slots;
   (*s)->rodata->use_cpu_marks = cpu_marks ? 1 : 0;
   const std::pair<bpf_map*, int> reuse[] = {{(*s)->maps.cg_slots, maps.cg_slots},
                                             {(*s)->maps.cg_sched, maps.cg_sched},

@@ -22,8 +22,8 @@ namespace colod::collect::detail {
 class KernelSums {
  public:
   // Loads the iterator on the cgsched object's maps (by fd). An error when this kernel lacks
-  // what it needs (bpf_loop, bpf_map_lookup_percpu_elem: 5.19) or refuses it: the caller then
-  // reads the maps from userspace.
+  // what it needs (bpf_loop: 5.17) or refuses it: the caller then reads the maps from
+  // userspace.
   // The cgsched object's maps it reads (bpf/common/cg_maps.bpf.h).
   struct Maps {
     int cg_slots = -1;
@@ -31,9 +31,13 @@ class KernelSums {
     int cg_dirty = -1;  // the change marks
     int cg_cpus = -1;   // the CPUs each slot was written on
   };
-  // cpu_marks: cgsched marks CPUs in cg_cpus (its mark_cpus), so only those copies are added;
-  // false: every possible CPU's.
-  static Result<KernelSums> open(const Maps& maps, uint32_t possible_cpus, bool cpu_marks);
+  // sched_cpus, max_slots: cg_sched's shape (a copy per CPU of each slot, CPU-major: index
+  // cpu x max_slots + slot). cpu_marks: cgsched marks CPUs in cg_cpus (its mark_cpus), so only
+  // those copies are added; false: every CPU's.
+  static Result<KernelSums> open(const Maps& maps,
+                                 uint32_t sched_cpus,
+                                 uint32_t max_slots,
+                                 bool cpu_marks);
 
   KernelSums(KernelSums&&) noexcept;
   KernelSums& operator=(KernelSums&&) noexcept;
@@ -46,7 +50,7 @@ class KernelSums {
 
   [[nodiscard]] std::size_t lastReadBytes() const { return last_bytes_; }
   [[nodiscard]] std::size_t bufferBytes() const { return buf_.capacity(); }
-  // Per-CPU copies the last read added up, over all its records.
+  // CPU copies the last read added up, over all its records.
   [[nodiscard]] uint64_t lastCpuCopies() const { return last_copies_; }
 
  private:

@@ -8,7 +8,9 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <charconv>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -79,13 +81,18 @@ int main(int argc, char** argv) {
   bool no_files = false;
   bool every_slot = false;
   bool pressure_named_only = false;
+  std::string cpu_copies_opt = "present";
   std::string cgroup_root = "/sys/fs/cgroup";
   app.add_option("--seconds", seconds, "Measured window")->check(CLI::Range(1, 3600));
   app.add_option("--warmup-ticks", warmup_ticks, "Snapshots before the window")
       ->check(CLI::Range(0, 1000));
   app.add_option("--interval-ms", interval_ms, "Snapshot interval")->check(CLI::Range(10, 10000));
   app.add_option("--map-budget-mib", map_budget_mib,
-                 "CollectorOptions::map_budget_bytes in MiB (colod's default 64; 0: none)");
+                 "CollectorOptions::map_budget_bytes in MiB (colod's default 46; 0: none)");
+  app.add_option("--cpu-copies", cpu_copies_opt,
+                 "CPUs cg_sched keeps a copy for: present (colod's choice), possible (the maps of "
+                 "a node whose possible CPUs are all present), or a number "
+                 "(CollectorOptions::sched_cpus)");
   app.add_option("--max-cgroups", max_cgroups, "CollectorOptions::max_cgroups")
       ->check(CLI::Range(1, 1 << 20));
   app.add_option("--files-every", files_every, "CollectorOptions::files_every_n_ticks")
@@ -135,6 +142,19 @@ int main(int argc, char** argv) {
   opts.changed_only = !every_slot;
   opts.cpu_marks = !no_cpu_marks;
   opts.read_files = !no_files;
+  if (cpu_copies_opt == "possible") {
+    opts.sched_cpus = UINT32_MAX;  // clamped to the possible CPUs
+  } else if (cpu_copies_opt != "present") {
+    uint32_t n = 0;
+    const auto [p, ec] =
+        std::from_chars(cpu_copies_opt.data(), cpu_copies_opt.data() + cpu_copies_opt.size(), n);
+    if (ec != std::errc() || p != cpu_copies_opt.data() + cpu_copies_opt.size() || n == 0) {
+      std::fprintf(stderr,
+                   "colod-collect-scale: --cpu-copies: present, possible or a number > 0\n");
+      return 2;
+    }
+    opts.sched_cpus = n;
+  }
   auto col = colod::collect::Collector::create(opts);
   if (!col) {
     std::fprintf(stderr, "colod-collect-scale: %s\n", col.error().message().c_str());
@@ -204,7 +224,8 @@ int main(int argc, char** argv) {
   const double cpu = cpuSeconds() - cpu0;
   const auto n = static_cast<double>(std::max(ticks, 1));
   std::printf(
-      "probe: read=%s sums=%s max_cgroups=%u slots=%u ticks=%d cgroups_reported_per_tick=%.0f "
+      "probe: read=%s sums=%s max_cgroups=%u slots=%u cpu_copies=%u ticks=%d "
+      "cgroups_reported_per_tick=%.0f "
       "tick_p50_ms=%.2f tick_p99_ms=%.2f tick_max_ms=%.2f read_bytes_per_tick=%.0f "
       "read_buffer_bytes=%llu bpf_map_bytes=%llu rss_mib=%.1f hwm_mib=%.1f cpu_pct=%.2f "
       "file_opens_per_tick=%.1f files_open=%llu every_tick=%zu map_walks_skipped=%llu "
@@ -212,7 +233,7 @@ int main(int argc, char** argv) {
       "file_reads_per_tick=%.1f pair_lookups_per_tick=%.1f sched_cpu_copies_per_tick=%.1f\n",
       legacy ? "legacy" : (every_slot ? "every-slot" : "new"),
       sumsWhere(last.sched_kernel_reads - first.sched_kernel_reads, ticks), max_cgroups,
-      col->slots(), ticks, static_cast<double>(reported) / n, percentile(ms, 0.5),
+      col->slots(), last.sched_cpus, ticks, static_cast<double>(reported) / n, percentile(ms, 0.5),
       percentile(ms, 0.99), percentile(ms, 1.0), static_cast<double>(read_bytes) / n,
       static_cast<unsigned long long>(last.read_buffer_bytes),
       static_cast<unsigned long long>(last.bpf_map_bytes),

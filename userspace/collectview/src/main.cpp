@@ -62,7 +62,8 @@ int main(int argc, char** argv) {
   app.add_option("--cgroup-root", cgroup_root, "cgroupfs root");
   app.add_flag("--raw-tp", raw_tp, "Use raw_tp attachment instead of tp_btf");
   app.add_flag("--wakeup-depth", wakeup_depth,
-               "Attach sched_wakeup for run-queue depth (~80 ns/wakeup)");
+               "Attach sched_wakeup for run-queue depth (~80 ns/wakeup) and count zero-read "
+               "waits (stale) per cgroup");
   app.add_flag("--no-reclaim", no_reclaim, "Do not attach the vmscan reclaim programs");
   app.add_flag("--every-slot", every_slot,
                "No change marks: read every cgroup's scheduler counters at every snapshot "

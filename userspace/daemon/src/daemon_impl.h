@@ -316,6 +316,7 @@ class Daemon::Impl final : public nri::Plugin,
   std::atomic<uint64_t> journal_entries_{0};
   std::atomic<uint64_t> bpf_drops_{0};
   std::atomic<uint64_t> bpf_lock_skips_{0};
+  std::atomic<uint64_t> bpf_unmeasured_cpus_{0};
   std::atomic<uint64_t> bpf_kernel_sum_errors_{0};
   std::atomic<uint64_t> bpf_delete_errors_{0};
   std::atomic<uint64_t> bpf_deletes_pending_{0};

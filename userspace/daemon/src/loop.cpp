@@ -198,6 +198,13 @@ void Daemon::Impl::tick(RoundReason reason) {
   }
   bpf_drops_ = snap->stats.map_drops;
   bpf_lock_skips_ = snap->stats.map_lock_skips;
+  if (snap->stats.unmeasured_cpus > bpf_unmeasured_cpus_) {
+    log()->warn(
+        "{} CPU(s) run past the {} colod's BPF maps were sized for at start (brought online "
+        "since): what runs there is not measured until colod restarts",
+        snap->stats.unmeasured_cpus, snap->stats.sched_cpus);
+  }
+  bpf_unmeasured_cpus_ = snap->stats.unmeasured_cpus;
   if (snap->stats.kernel_sum_errors > bpf_kernel_sum_errors_) {
     // The summing iterator failed mid-run: the collector has fallen back to userspace sums.
     log()->warn("{}", collector_->readNote());
@@ -468,6 +475,7 @@ void Daemon::Impl::publish() {
   d.journal_errors = journal_errors_;
   d.bpf_dropped_events = bpf_drops_;
   d.bpf_lock_skips = bpf_lock_skips_;
+  d.bpf_unmeasured_cpus = bpf_unmeasured_cpus_;
   d.bpf_kernel_sum_errors = bpf_kernel_sum_errors_;
   d.bpf_delete_errors = bpf_delete_errors_;
   d.bpf_deletes_pending = bpf_deletes_pending_;

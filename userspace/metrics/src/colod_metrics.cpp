@@ -128,6 +128,10 @@ std::string formatColodMetrics(const MetricsView& view) {
        "(a program run in an interrupt met a map operation in progress): one event each, rare, "
        "not a full map.",
        static_cast<double>(d.bpf_lock_skips)},
+      {"colod_bpf_unmeasured_cpus", MetricType::Gauge,
+       "CPUs running past the ones colod's BPF maps were sized for at start (the present CPUs "
+       "then; one brought online since): what runs there is not measured until colod restarts.",
+       static_cast<double>(d.bpf_unmeasured_cpus)},
       {"colod_bpf_delete_errors_total", MetricType::Counter,
        "Failed removals of a vanished cgroup's state from the BPF maps (each is retried).",
        static_cast<double>(d.bpf_delete_errors)},

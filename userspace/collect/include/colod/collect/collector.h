@@ -145,6 +145,10 @@ struct CollectorStats {
   uint64_t kernel_sum_errors = 0;    // summing-iterator reads that failed (then userspace sums)
   uint64_t watch_write_errors = 0;   // cg_watch writes refused (retried at the next snapshot)
   uint64_t diag_read_errors = 0;     // cg_diag lookups that failed (wakeup_depth: those read 0)
+  // CPUs seen running past cg_sched's copies (brought online after start, beyond the present
+  // CPUs then): their switches are not measured until colod restarts. Kept out of map_drops.
+  uint64_t unmeasured_cpus = 0;
+  uint32_t sched_cpus = 0;  // the CPUs cg_sched keeps a copy for (CollectorOptions::sched_cpus)
   // The read side's cost (issue 17). Bytes copied out of the BPF maps by the last snapshot:
   // live entries x (key + value; per-CPU values x possible CPUs), not max_entries.
   uint64_t read_bytes_last_tick = 0;
@@ -247,6 +251,11 @@ struct CollectorOptions {
   // default: the wakeup programs cost ~80 ns per wakeup (bpf/README.md), which a pipe ping-pong
   // pays twice per round trip, and their per-CPU map (cg_diag) 24 B x possible CPUs a slot.
   bool wakeup_depth = false;
+  // The CPUs cg_sched keeps a copy for (CPU ids below it are measured). nullopt: the present
+  // CPUs (a VM's possible CPUs beyond them cost no memory). Tests and colod-collect-scale set
+  // it: 1 to see a CPU past the copies counted, the possible CPUs (or more: clamped to them) to
+  // size the maps as a node with all of them present.
+  std::optional<uint32_t> sched_cpus;
   bool reclaim = true;     // attach the vmscan programs
   bool read_files = true;  // read cpu.stat / PSI per cgroup
   // Control files kept open between snapshots (cpu.stat, cpu.pressure, memory.pressure: up to

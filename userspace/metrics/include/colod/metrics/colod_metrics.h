@@ -55,6 +55,7 @@ struct DaemonMetrics {
   uint64_t journal_errors = 0;
   uint64_t bpf_dropped_events = 0;     // BPF map updates that failed (maps full)
   uint64_t bpf_lock_skips = 0;         // BPF map updates refused for a held bucket lock (EBUSY)
+  uint64_t bpf_unmeasured_cpus = 0;    // CPUs past the ones cg_sched was sized for (not measured)
   uint64_t bpf_delete_errors = 0;      // removals of vanished cgroups' map state that failed
   uint64_t bpf_deletes_pending = 0;    // those waiting for their retry now
   uint64_t bpf_map_bytes = 0;          // kernel memory of colod's BPF maps (fdinfo memlock)
