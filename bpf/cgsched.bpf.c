@@ -39,9 +39,9 @@ const volatile __u32 diag = 0;
 
 #include "common/cg_maps.bpf.h"
 
-/* Per-cgroup diagnostics no policy reads, per CPU, indexed like cg_sched (struct
- * colod_cg_diag). Kept out of cg_sched so that their bytes x possible CPUs x slots are paid only
- * when asked for. */
+/* Per-cgroup diagnostics no policy reads (struct colod_cg_diag), per CPU, indexed by the
+ * cgroup's slot. Kept out of cg_sched so that their bytes x CPUs x slots are paid only when
+ * asked for; a per-CPU map (sized by the possible CPUs) because it is opt-in. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, COLOD_DEFAULT_MAX_CGROUPS);
@@ -221,7 +221,7 @@ struct {
 	__type(value, struct colod_cg_pending);
 } cg_pending SEC(".maps");
 
-/* Wakeup watch of protected cgroups (struct colod_cg_watch), indexed like cg_sched. */
+/* Wakeup watch of protected cgroups (struct colod_cg_watch), indexed by the cgroup slot. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, COLOD_DEFAULT_MAX_CGROUPS);

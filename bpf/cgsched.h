@@ -7,13 +7,13 @@
 
 /* Slots of cg_sched's run-queue histogram: slot i counts waits in [2^i, 2^(i+1)) us, the last
  * one every wait from 2^19 us (524 ms) up. Fewer than COLOD_HIST_SLOTS (33 s) because the value
- * is per CPU: each slot costs 4 bytes x possible CPUs x cgroup slots, and a run-queue wait of
+ * has a copy per CPU: each slot costs 4 bytes x CPUs x cgroup slots, and a run-queue wait of
  * half a second is past every threshold a policy compares with (issue 17: 1000 cgroups at 256
- * possible CPUs within 48 MiB of maps). Userspace reads the last slot as open-ended. */
+ * CPUs within 48 MiB of maps). Userspace reads the last slot as open-ended. */
 #define COLOD_SCHED_HIST_SLOTS 20
 
-/* Value of the per-CPU array cg_sched, indexed by the slot cg_slots maps a cgroup id (__u64)
- * to. 136 bytes: the counters every switch may write and the histogram's slots up to 131 ms
+/* Value of the array cg_sched: a copy per CPU of each cgroup slot (the slot cg_slots maps a
+ * cgroup id, __u64, to), at cpu x max_slots + slot (bpf/common/cg_maps.bpf.h). 136 bytes: the counters every switch may write and the histogram's slots up to 131 ms
  * in the first two cache lines. The histogram buckets are __u32 and wrap; userspace takes
  * their deltas modulo 2^32, which is exact (userspace/collect/src/entry_delta.h says why they
  * are not __u64). The diagnostics no policy reads (zero-read waits, wakeup depth) are in
@@ -33,7 +33,7 @@ struct colod_cg_sched {
 	__u32 hist[COLOD_SCHED_HIST_SLOTS]; /* run-queue latency, log2 microsecond slots */
 };
 
-/* Value of the per-CPU array cg_diag, indexed like cg_sched: diagnostics of the run-queue
+/* Value of the per-CPU array cg_diag, indexed by the cgroup slot: diagnostics of the run-queue
  * measurement no policy reads. One entry (unused) unless userspace asks for them (collector
  * option wakeup_depth, `colod-collect --wakeup-depth`): then max_cgroups entries, and the
  * wakeup programs attached. 24 bytes. */
@@ -52,7 +52,7 @@ struct colod_sched_sum {
 	struct colod_cg_sched sum;
 };
 
-/* Value of the array cg_cpus (not per-CPU), indexed like cg_sched: the CPUs whose copy of the
+/* Value of the array cg_cpus (not per-CPU), indexed by the cgroup slot: the CPUs whose copy of the
  * slot's cg_sched value has been written since the slot was zeroed, bit (cpu % 64) of word
  * (cpu / 64). The summing iterator adds only those CPUs' copies, so its work follows the CPUs a
  * cgroup ran on, not the machine's possible CPUs (which a cloud VM sets far above the online
@@ -64,7 +64,7 @@ struct colod_cg_cpus {
 	__u64 w[COLOD_CPU_MARK_WORDS];
 };
 
-/* Value of the array cg_pending (not per-CPU), indexed like cg_sched: how many tasks preempted
+/* Value of the array cg_pending (not per-CPU), indexed by the cgroup slot: how many tasks preempted
  * while in this cgroup have not been switched back in yet, on any CPU. One cache line per slot,
  * so that the atomic updates of one cgroup do not bounce the line other cgroups read. */
 struct colod_cg_pending {
@@ -72,7 +72,7 @@ struct colod_cg_pending {
 	__u64 pad[7];
 };
 
-/* Value of the array cg_watch (not per-CPU), indexed like cg_sched: the wakeup watch of a
+/* Value of the array cg_watch (not per-CPU), indexed by the cgroup slot: the wakeup watch of a
  * protected cgroup. Userspace writes `id` and `threshold_ns` (0: not watched) for the slot of
  * each protected cgroup; the switch handler adds every run-queue wait of that cgroup's tasks
  * to `acc_ns` within a window of window_ns (rodata) that starts at `window_start`, and posts

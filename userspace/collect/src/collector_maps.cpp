@@ -184,10 +184,11 @@ uint64_t Collector::Impl::sumMapBytes() const {
 }
 
 // Per-cgroup scheduler aggregates: ids and slots from cg_slots, values from the slots of the
-// per-CPU array cg_sched. Every live slot at a full read (in one pass up to the highest slot ever
-// handed out); otherwise only the slots the BPF side marked changed since the last read.
+// array cg_sched (a copy per CPU of each slot). Every live slot at a full read (in one pass up
+// to the highest slot ever handed out); otherwise only the slots the BPF side marked changed
+// since the last read.
 // Whether this snapshot's cg_sched read goes through the kernel's summing iterator: only where
-// reading every live slot's per-CPU copies from userspace would copy more than
+// reading every live slot's CPU copies from userspace would copy more than
 // user_read_budget_bytes (CollectorOptions). Sized by the slots handed out (a high-water mark of
 // the live cgroups, known before any read), so a first read on a big node never copies them all
 // out.
