@@ -355,6 +355,9 @@ Result<Collector::Impl::SchedRead> Collector::Impl::readChangedSlots() {
 Result<void> Collector::Impl::readSchedCopies(bpf::IndexRun run, std::vector<uint8_t>& out) {
   const std::size_t region = static_cast<std::size_t>(run.count) * sizeof(colod_cg_sched);
   out.resize(region * sched_cpus);
+  if (run.count == 0) {
+    return {};  // nothing to read (a batch of 0 would read as "no batch support")
+  }
   const int fd = bpf_map__fd(sched_skel->maps.cg_sched);
   for (uint32_t c = 0; c < sched_cpus; ++c) {
     const bpf::IndexRun cpu_run{c * opts.max_cgroups + run.first, run.count};
