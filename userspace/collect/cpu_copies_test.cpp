@@ -24,7 +24,7 @@ TEST(ParseCpuListEnd, OnePastTheHighestCpu) {
 }
 
 TEST(ParseCpuListEnd, RefusesWhatIsNotACpuList) {
-  for (const char* bad : {"", "\n", "a", "0-", "-3", "3-1", "0,,1", "0-1-2", "1048576", "0 1"}) {
+  for (const char* bad : {"", "\n", "a", "0-", "-3", "3-1", "0,,1", "0-1-2", "65536", "0 1"}) {
     SCOPED_TRACE(std::string("'") + bad + "'");
     EXPECT_ERR(parseCpuListEnd(bad), EINVAL, "");
   }

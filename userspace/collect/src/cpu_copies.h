@@ -15,8 +15,8 @@
 
 namespace colod::collect::detail {
 
-// One past the highest CPU of a kernel CPU list ("0-3,8-11\n" -> 12). EINVAL on anything else
-// (empty, a range going down, a number past 2^20).
+// One past the highest CPU of a kernel CPU list ("0-3,8-11\n" -> 12), read by
+// policy::parseCpuList. EINVAL on anything else (empty, a range going down, a CPU past 65535).
 Result<uint32_t> parseCpuListEnd(std::string_view list);
 
 // One past the highest present CPU (/sys/devices/system/cpu/present under `sysfs_cpu`).
