@@ -74,7 +74,7 @@ ulimit -n "$(ulimit -Hn)" 2>/dev/null
 # probe <budget MiB> [probe flags]: one measured run; sets $line (the probe's numbers) and $err.
 # cg_sched gets a copy for every possible CPU ($cpu_copies, default "possible"): the maps and the
 # read of a node whose possible CPUs are all present, which this guest's 2 present CPUs stand
-# in for. colod itself sizes by the present CPUs (the last probe below).
+# in for. colod itself sizes by the present CPUs (the `cpu_copies=present` probe below).
 probe() {
   budget=$1
   shift
