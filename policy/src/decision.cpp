@@ -91,4 +91,11 @@ std::string formatDecision(const Decision& d) {
   return os.str();
 }
 
+std::string formatFinding(const Finding& f, int64_t at_ns) {
+  std::ostringstream os;
+  os << "t=" << at_ns << " finding " << f.rule
+     << " container=" << (f.container_id.empty() ? "-" : f.container_id) << " -- " << f.message;
+  return os.str();
+}
+
 }  // namespace colod::policy

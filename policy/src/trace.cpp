@@ -571,6 +571,14 @@ Result<Trace> decodeTrace(std::string_view text) {
   return trace;
 }
 
+std::string encodeFinding(const Finding& f, int64_t at_ns) {
+  return json{{"at_ns", at_ns},
+              {"finding", f.rule},
+              {"container_id", f.container_id},
+              {"message", f.message}}
+      .dump();
+}
+
 std::string encodeDecision(const Decision& d) {
   json ants = json::array();
   for (const auto& a : d.antagonists) {

@@ -228,7 +228,11 @@ int runCli(const std::vector<std::string>& args, CliIo& io) {
   std::string replay_file;
   std::string replay_config;
   std::string replay_out = "table";
+  bool replay_findings = false;
   replay->add_option("trace", replay_file, "trace file")->required();
+  replay->add_flag("--findings", replay_findings,
+                   "also each round's findings (why nothing was decided: no antagonist, not enough "
+                   "evidence, behind uncontrolled work, ...), with the round's time");
   replay->add_option("--config", replay_config, "config (daemon file or policy section)");
   addOutput(replay, replay_out)->description("output format: table or json (JSON lines)");
   replay->add_flag_callback(
@@ -316,14 +320,34 @@ int runCli(const std::vector<std::string>& args, CliIo& io) {
     if (!rounds) {
       return report.fail(rounds.error(), kExitInvalid);
     }
+    // A round's time: replayTrace returns one result per snapshot and per admission, in order.
+    std::vector<int64_t> round_ns;
+    for (const auto& ev : trace->events) {
+      if (const auto* s = std::get_if<policy::Snapshot>(&ev)) {
+        round_ns.push_back(s->now_ns);
+      } else if (const auto* a = std::get_if<policy::TraceAdmit>(&ev)) {
+        round_ns.push_back(a->now_ns);
+      }
+    }
     uint64_t n = 0;
-    for (const auto& round : *rounds) {
+    uint64_t nf = 0;
+    for (size_t i = 0; i < rounds->size(); ++i) {
+      const auto& round = (*rounds)[i];
+      const int64_t at = i < round_ns.size() ? round_ns[i] : 0;
+      for (const auto& f : replay_findings ? round.findings : std::vector<policy::Finding>{}) {
+        io.out << (replay_out == "json" ? encodeFinding(f, at) : formatFinding(f, at)) << "\n";
+        ++nf;
+      }
       for (const auto& d : round.decisions) {
         io.out << (replay_out == "json" ? encodeDecision(d) : formatDecision(d)) << "\n";
         ++n;
       }
     }
-    io.err << "coloctl: " << rounds->size() << " rounds, " << n << " decisions\n";
+    io.err << "coloctl: " << rounds->size() << " rounds, " << n << " decisions";
+    if (replay_findings) {
+      io.err << ", " << nf << " findings";
+    }
+    io.err << "\n";
     return kExitOk;
   }
 

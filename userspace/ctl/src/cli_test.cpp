@@ -417,5 +417,32 @@ TEST_F(CtlCli, RecordWritesTheTrace) {
   EXPECT_EQ(run({"record", dir_ + "/no/such/dir/t.jsonl"}).code, kExitError);
 }
 
+// `replay --findings` says why a round decided nothing, with the round's time; without it the
+// replay prints decisions only, as before.
+TEST_F(CtlCli, ReplayFindingsSayWhyNothingWasDecided) {
+  write("t.jsonl",
+        "{\"type\":\"upsert\",\"container\":{\"id\":\"c1\",\"container_name\":\"web\","
+        "\"pod_name\":\"web\",\"pod_namespace\":\"shop\","
+        "\"pod_annotations\":{\"colod.io/tier\":\"gold\"}}}\n"
+        "{\"type\":\"snapshot\",\"now_ns\":5000,\"interval_ns\":100000000,\"node_cpus\":2,"
+        "\"containers\":[]}\n");
+  auto plain = run({"replay", dir_ + "/t.jsonl"});
+  EXPECT_EQ(plain.code, kExitOk) << plain.err;
+  EXPECT_EQ(plain.out, "");
+  EXPECT_EQ(plain.err, "coloctl: 1 rounds, 0 decisions\n");
+  auto text = run({"replay", "--findings", dir_ + "/t.jsonl"});
+  EXPECT_EQ(text.code, kExitOk) << text.err;
+  EXPECT_NE(text.out.find("t=5000 finding unknown_tier container=c1 -- unknown value \"gold\" of "
+                          "colod.io/tier (pod annotation) on shop/web/web; ignored\n"),
+            std::string::npos)
+      << text.out;
+  EXPECT_NE(text.err.find(" findings\n"), std::string::npos) << text.err;
+  auto lines = run({"replay", "--findings", "--json", dir_ + "/t.jsonl"});
+  EXPECT_EQ(lines.code, kExitOk) << lines.err;
+  EXPECT_NE(lines.out.find("{\"at_ns\":5000,\"container_id\":\"c1\",\"finding\":\"unknown_tier\","),
+            std::string::npos)
+      << lines.out;
+}
+
 }  // namespace
 }  // namespace colod::ctl

@@ -34,7 +34,7 @@ enum class Lever {
 // One antagonist with the evidence that ranked it.
 struct Antagonist {
   std::string id;
-  std::string name;                  // "namespace/pod/container" when known
+  std::string name;  // "namespace/pod/container" when known
   // CPU antagonists: the evidence over the blame window (actions.blame_window_intervals, decayed
   // sums): preemptions of the victim by it, the victim's wait attributed to it, and its run time
   // on the CPUs the victim may use.
@@ -122,5 +122,7 @@ struct AppliedAction {
 
 // Text of a decision for logs and the replay tool: one line.
 [[nodiscard]] std::string formatDecision(const Decision& decision);
+// Text of a finding made in the round at `at_ns` (the replay tool's --findings): one line.
+[[nodiscard]] std::string formatFinding(const Finding& finding, int64_t at_ns);
 
 }  // namespace colod::policy

@@ -63,6 +63,9 @@ struct Trace {
 // JSON (one object) of a decision, for `--json` output and the daemon's explain/journal.
 [[nodiscard]] std::string encodeDecision(const Decision& decision);
 [[nodiscard]] Result<Decision> decodeDecision(std::string_view json);
+// JSON (one object) of a finding made in the round at `at_ns`, for `replay --findings --json`:
+// {"at_ns", "finding": rule, "container_id", "message"}.
+[[nodiscard]] std::string encodeFinding(const Finding& finding, int64_t at_ns);
 
 // Replays a trace through an engine built from `config` and returns every round's result in
 // order (one RoundResult per snapshot and per admission). EINVAL if the config is invalid.
