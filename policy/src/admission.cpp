@@ -238,9 +238,16 @@ RoundResult EngineState::admit(ContainerInfo info, int64_t now_ns) {
       step.lever = Lever::Cpuset;
       step.rung = static_cast<int>(cpuset_rung - cpu_ladder.begin());
       step.running_known = true;
+      // BE already running there stays as it is, by the rule of any rung (escalate()): what ran
+      // within the blame window. One created but not yet running joins the step when it shows
+      // (extendSteps()), as one created after the placement would have been placed: two BE pods
+      // landing together, the first spared because the LS it would hurt was not seen running
+      // yet, was kept out of the placement; it then ran hot beside the LS and the ladder went on
+      // to the quota rung, which capped every BE at 0.2 CPU for the phase (session 28).
+      const int64_t since = ticks_ - config_.actions.blame_window_intervals;
       for (const auto& [bid, b] : tracked_) {
-        if (bid != id && touchable(b)) {
-          step.running_at_apply.insert(bid);  // BE already there stays as it is
+        if (bid != id && touchable(b) && b.last_ran_tick >= since) {
+          step.running_at_apply.insert(bid);
         }
       }
       step.applied_tick = ticks_;

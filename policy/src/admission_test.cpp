@@ -235,16 +235,19 @@ TEST(AdmissionTest, EvidenceFromBeforeAPlacementDoesNotBlameUnderIt) {
 
 // Issue #15 (colocation colod phase, session 28): two BE pods arrived together. The first was
 // spared at creation (the probe it would hurt was not seen running yet), the second placed off
-// the LS's CPU 30 ms later. The first then ran hot beside the LS and was behind its wait; the
-// ladder climbed past the cpuset rung the placement held (as if the cpuset had been tried on it)
-// to the quota rung, which capped every BE at 0.2 CPU together for the rest of the phase (BE at an
-// eighth of its work) while the culprit still ran on the LS's CPU. A rung in force that does not
-// hold the BE now to blame is extended to it first.
-TEST(AdmissionTest, ABeToBlameOutsideThePlacementIsMovedNotEveryBeCapped) {
+// the LS's CPU 30 ms later, and the placement took every BE on the node as "already there" and
+// left it be. The first then ran hot beside the LS; the ladder went past the placement's cpuset
+// rung to the quota rung, which capped every BE at 0.2 CPU together for the rest of the phase (BE
+// at an eighth of its work) while the culprit still ran on the LS's CPU. Already there is what
+// ran within the blame window, as for any rung: one not running yet joins the placement when it
+// shows, as it would have been placed had it been created a moment later.
+TEST(AdmissionTest, ABeNotRunningYetAtAPlacementJoinsItWhenItShows) {
   Sim sim{cpusetFirst(), 2};
   sim.add(lsInfo("web", 2));
   sim.add(bigBe("early"));
-  (void)sim.step({lsSample("web", 200)});  // LS running, "early" created but not started
+  sim.add(bigBe("resident"));
+  // LS running, "resident" running lightly beside it, "early" created but not started.
+  (void)sim.step({lsSample("web", 200), beSample("resident", 5'000'000)});
   const RoundResult placed = sim.engine().admit(bigBe("batch"), sim.now());
   ASSERT_EQ(placed.decisions.size(), 1u);
   ASSERT_EQ(placed.decisions[0].target_id, "batch");
@@ -254,14 +257,15 @@ TEST(AdmissionTest, ABeToBlameOutsideThePlacementIsMovedNotEveryBeCapped) {
   std::optional<Decision> first;
   for (int i = 0; i < 30 && !first; ++i) {
     for (const auto& d : sim.step({lsSample("web", 16'000, {{"early", 5, 30'000'000}}),
-                                   beSample("early", 150'000'000), beSample("batch", 90'000'000)})
+                                   beSample("early", 150'000'000), beSample("batch", 90'000'000),
+                                   beSample("resident", 5'000'000)})
                              .decisions) {
       if (!first && d.target_id == "early") {
         first = d;
       }
     }
   }
-  ASSERT_TRUE(first.has_value()) << "the BE behind the LS's wait was never restricted";
+  ASSERT_TRUE(first.has_value()) << "the BE that started beside the LS was never restricted";
   EXPECT_EQ(first->lever, Lever::Cpuset) << first->explanation;
   EXPECT_EQ(first->victim_id, "web");
   EXPECT_EQ(first->new_values.cpuset_cpus, away) << first->explanation;
@@ -272,11 +276,13 @@ TEST(AdmissionTest, ABeToBlameOutsideThePlacementIsMovedNotEveryBeCapped) {
   // Moved, the culprit is off the LS's CPU: the LS recovers and nothing more is taken.
   for (int i = 0; i < 20; ++i) {
     for (const auto& d : sim.step({lsSample("web", 200), beSample("early", 90'000'000),
-                                   beSample("batch", 90'000'000)})
+                                   beSample("batch", 90'000'000), beSample("resident", 5'000'000)})
                              .decisions) {
       EXPECT_NE(d.lever, Lever::CpuQuota) << d.explanation;
     }
   }
+  // The BE that was already running there, and never behind the LS's wait, stays as it is.
+  EXPECT_FALSE(restricted(sim.engine(), "resident"));
 }
 
 // Issue #19: a BE the CPU weights already keep off the LS (a light job with a small request) is

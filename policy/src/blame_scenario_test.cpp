@@ -211,41 +211,6 @@ TEST(BlameScenario, ARungOnTopCountsOnlyWhatHappenedUnderTheRungsInForce) {
   }
 }
 
-// Issue 15 (session 28): a BE that ran lightly beside the LS when the antagonist was moved off
-// its CPU (benign then, so the move left it where it was) turns busy later, and the LS waits
-// behind it. The cpuset rung was never tried on it: it is moved too, rather than the ladder
-// climbing to the quota rung, which caps every BE on the LS's CPUs together.
-TEST(BlameScenario, ABeTurningBusyUnderACpusetRungIsMovedNotCapped) {
-  Sim sim{Config{}};
-  sim.add(pinned(lsInfo("web"), "1"));
-  sim.add(beInfo("hog"));
-  sim.add(beInfo("late"));
-  for (int r = 1; r <= 60; ++r) {
-    const bool hog_moved = restricted(sim.engine(), "hog", Lever::Cpuset);
-    const bool late_moved = restricted(sim.engine(), "late", Lever::Cpuset);
-    const bool late_busy = r > 30;
-    ContainerSample web = lsSample("web", kQuietP99, {});
-    if (r > 5 && !hog_moved) {
-      web = lsSample("web", kHurtP99, {{"hog", 30, 3'000'000}});
-    } else if (late_busy && !late_moved) {
-      web = lsSample("web", kHurtP99, {{"late", 30, 3'000'000}});
-    }
-    (void)sim.step(
-        {web, beSample("hog", 90'000'000), beSample("late", late_busy ? 90'000'000 : 5'000'000)});
-  }
-  EXPECT_TRUE(restricted(sim.engine(), "hog", Lever::Cpuset));
-  ASSERT_TRUE(restricted(sim.engine(), "late", Lever::Cpuset)) << "the new culprit was not moved";
-  EXPECT_FALSE(restricted(sim.engine(), "late", Lever::CpuQuota));
-  EXPECT_FALSE(restricted(sim.engine(), "hog", Lever::CpuQuota));
-  const auto late = std::find_if(sim.decisions().begin(), sim.decisions().end(),
-                                 [](const Decision& d) { return d.target_id == "late"; });
-  ASSERT_NE(late, sim.decisions().end());
-  EXPECT_EQ(late->lever, Lever::Cpuset);
-  EXPECT_EQ(late->victim_id, "web");
-  EXPECT_NE(late->explanation.find("extend rung"), std::string::npos) << late->explanation;
-  EXPECT_NE(late->explanation.find("late"), std::string::npos) << late->explanation;
-}
-
 // Issue 19, the cache trial of blame.sh (session 15, t1 and t3): the antagonist was moved off
 // the LS's CPU, the LS still waited (mostly behind itself), and a light BE that uses 5 % of a
 // CPU preempted it often enough to be ranked under the rung in force. The quota rung on top

@@ -452,16 +452,7 @@ class EngineState {
                        DecisionKind kind,
                        bool replacing,
                        std::vector<Decision>& out,
-                       std::vector<Finding>& findings,
-                       bool extending = false);
-  RungResult extendCpusetInForce(Episode& ep,
-                                 const std::string& key,
-                                 Tracked& victim,
-                                 const std::vector<Antagonist>& antagonists,
-                                 DecisionKind kind,
-                                 std::vector<Decision>& out,
-                                 std::vector<Finding>& findings);
-  void beginVerifying(Episode& ep, const std::string& key, Tracked& victim);
+                       std::vector<Finding>& findings);
   [[nodiscard]] std::string quotaKeptNote(const std::string& id, Lever released) const;
   [[nodiscard]] bool anyCooling(const std::vector<Antagonist>& antagonists,
                                 Lever lever,

@@ -48,8 +48,7 @@ EngineState::RungResult EngineState::applyRung(Episode& ep,
                                                DecisionKind kind,
                                                bool replacing,
                                                std::vector<Decision>& out,
-                                               std::vector<Finding>& findings,
-                                               bool extending) {
+                                               std::vector<Finding>& findings) {
   bool deferred = false;
   const Lever lever = ladder(ep.memory)[static_cast<size_t>(rung)];
   if (anyCooling(antagonists, lever, replacing)) {
@@ -127,13 +126,8 @@ EngineState::RungResult EngineState::applyRung(Episode& ep,
     t.last_original[lever] = r.original;
     r.owners.insert(key);
     std::ostringstream os;
-    if (extending) {
-      os << "extend rung " << rung + 1 << " (" << leverName(lever)
-         << ") in force to the BE now to blame: ";
-    } else {
-      os << decisionKindName(kind) << " rung " << rung + 1 << " (" << leverName(lever) << "): ";
-    }
-    os << victimPhrase(victim, ep.memory) << "; antagonist " << a.name << " ("
+    os << decisionKindName(kind) << " rung " << rung + 1 << " (" << leverName(lever)
+       << "): " << victimPhrase(victim, ep.memory) << "; antagonist " << a.name << " ("
        << static_cast<int>(a.score * 100) << "% of the evidence";
     if (ep.memory) {
       os << ", grew " << a.memory_growth_bytes << " bytes";
@@ -269,18 +263,6 @@ bool EngineState::escalate(Episode& ep,
                       : "no BE container is to blame (not enough evidence, or below the cut-off)";
     return false;
   }
-  if (!replacing && ep.escalations < config_.actions.max_escalations) {
-    const RungResult ext = extendCpusetInForce(ep, key, victim, antagonists, kind, out, findings);
-    if (ext == RungResult::Deferred) {
-      ++stats_.rate_limited;
-      return false;
-    }
-    if (ext == RungResult::Applied) {
-      ++ep.escalations;
-      beginVerifying(ep, key, victim);
-      return true;
-    }
-  }
   while (ep.next_rung < static_cast<int>(lad.size()) &&
          ep.escalations < config_.actions.max_escalations) {
     const int rung = ep.next_rung;
@@ -310,7 +292,36 @@ bool EngineState::escalate(Episode& ep,
     ++ep.next_rung;
     ++ep.escalations;
     if (res == RungResult::Applied) {
-      beginVerifying(ep, key, victim);
+      victim.exhausted_said = false;
+      startFreshEvidence(victim);
+      Step& applied = ep.steps.back();
+      // Who ran within the blame window is there already (a duty cycle is not a start). A BE
+      // that another episode's cpuset holds off the victim's CPUs is benign only while that
+      // hold lasts: this step shares the hold instead (session 19: relaxed by its owner, such a
+      // BE went back beside this victim, and the step, believing it benign, let it stay). An
+      // idle one too: released, it would join this step a round later (a flip for nothing).
+      const int64_t since = ticks_ - config_.actions.blame_window_intervals;
+      for (const auto& [id, t] : tracked_) {
+        if (!touchable(t)) {
+          continue;
+        }
+        if (applied.lever == Lever::Cpuset && heldCpusetShared(key, applied, t, victim)) {
+          continue;
+        }
+        if (t.last_ran_tick >= since) {
+          applied.running_at_apply.insert(id);
+        }
+      }
+      applied.running_known = true;
+      ep.phase = Phase::Verifying;
+      // In timer ticks: event rounds between them add data, not time.
+      ep.verify_until = ticks_ + config_.actions.verify_intervals;
+      ep.verify_hits = 0;
+      ep.verify_intervals = 0;
+      ep.verify_p99_sum = 0;
+      ep.verify_wait_sum = 0;
+      ep.start_p99 = victim.p99;
+      ep.start_wait = windowWait(victim);
       return true;
     }
   }
@@ -330,84 +341,6 @@ bool EngineState::escalate(Episode& ep,
     }
   }
   return false;
-}
-
-// A rung applied: its evidence starts afresh and the verification window opens.
-void EngineState::beginVerifying(Episode& ep, const std::string& key, Tracked& victim) {
-  victim.exhausted_said = false;
-  startFreshEvidence(victim);
-  Step& applied = ep.steps.back();
-  // Who ran within the blame window is there already (a duty cycle is not a start). A BE
-  // that another episode's cpuset holds off the victim's CPUs is benign only while that
-  // hold lasts: this step shares the hold instead (session 19: relaxed by its owner, such a
-  // BE went back beside this victim, and the step, believing it benign, let it stay). An
-  // idle one too: released, it would join this step a round later (a flip for nothing).
-  const int64_t since = ticks_ - config_.actions.blame_window_intervals;
-  for (const auto& [id, t] : tracked_) {
-    if (!touchable(t)) {
-      continue;
-    }
-    if (applied.lever == Lever::Cpuset && heldCpusetShared(key, applied, t, victim)) {
-      continue;
-    }
-    if (t.last_ran_tick >= since) {
-      applied.running_at_apply.insert(id);
-    }
-  }
-  applied.running_known = true;
-  ep.phase = Phase::Verifying;
-  // In timer ticks: event rounds between them add data, not time.
-  ep.verify_until = ticks_ + config_.actions.verify_intervals;
-  ep.verify_hits = 0;
-  ep.verify_intervals = 0;
-  ep.verify_p99_sum = 0;
-  ep.verify_wait_sum = 0;
-  ep.start_p99 = victim.p99;
-  ep.start_wait = windowWait(victim);
-}
-
-// The ladder is per victim, its rungs act on the BE to blame. A cpuset rung in force (an
-// admission placement, or an earlier step) holds the BE that were to blame when it was applied;
-// a BE it does not hold that is to blame now was never tried on it. It is moved too before the
-// ladder climbs: the quota rung above caps every BE on the victim's CPUs together (session 28,
-// colocation colod phase: a BE spared at creation ran hot beside the LS, the quota rung capped
-// all three BE at 0.2 CPU for 20 s, an eighth of their work, and the culprit still ran on the
-// LS's CPU). NothingToDo when no such rung is in force, every BE to blame is held by it or
-// cannot be moved off the victim's CPUs, or the rung was judged useless for this victim.
-EngineState::RungResult EngineState::extendCpusetInForce(Episode& ep,
-                                                         const std::string& key,
-                                                         Tracked& victim,
-                                                         const std::vector<Antagonist>& antagonists,
-                                                         DecisionKind kind,
-                                                         std::vector<Decision>& out,
-                                                         std::vector<Finding>& findings) {
-  if (ep.memory) {
-    return RungResult::NothingToDo;
-  }
-  const auto in_force = std::find_if(ep.steps.begin(), ep.steps.end(),
-                                     [](const Step& s) { return s.lever == Lever::Cpuset; });
-  if (in_force == ep.steps.end()) {
-    return RungResult::NothingToDo;
-  }
-  const int rung = in_force->rung;
-  std::vector<Antagonist> unheld;
-  for (const Antagonist& a : antagonists) {
-    auto it = tracked_.find(a.id);
-    if (it == tracked_.end() || !touchable(it->second)) {
-      continue;
-    }
-    if (auto rt = restrictions_.find(a.id);
-        rt != restrictions_.end() && rt->second.count(Lever::Cpuset) != 0) {
-      continue;
-    }
-    if (restricted(it->second, victim, Lever::Cpuset)) {
-      unheld.push_back(a);
-    }
-  }
-  if (unheld.empty() || judgedUseless(victim, Lever::Cpuset, antagonists, nullptr)) {
-    return RungResult::NothingToDo;
-  }
-  return applyRung(ep, key, victim, rung, unheld, kind, false, out, findings, true);
 }
 
 // Whether a cpuset restriction holds t (then t is not "running at apply" for `step`, a cpuset
