@@ -334,9 +334,11 @@ int runCli(const std::vector<std::string>& args, CliIo& io) {
     for (size_t i = 0; i < rounds->size(); ++i) {
       const auto& round = (*rounds)[i];
       const int64_t at = i < round_ns.size() ? round_ns[i] : 0;
-      for (const auto& f : replay_findings ? round.findings : std::vector<policy::Finding>{}) {
-        io.out << (replay_out == "json" ? encodeFinding(f, at) : formatFinding(f, at)) << "\n";
-        ++nf;
+      if (replay_findings) {
+        for (const auto& f : round.findings) {
+          io.out << (replay_out == "json" ? encodeFinding(f, at) : formatFinding(f, at)) << "\n";
+          ++nf;
+        }
       }
       for (const auto& d : round.decisions) {
         io.out << (replay_out == "json" ? encodeDecision(d) : formatDecision(d)) << "\n";
