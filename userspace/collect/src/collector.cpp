@@ -584,11 +584,11 @@ Result<Collector> Collector::create(const CollectorOptions& options) {
   }
   impl->ncpu = ncpu;
   // cg_sched's copies: the present CPUs (cpu_copies.h), unless a test or probe asks otherwise.
-  const auto present = detail::presentCpuEnd();
-  impl->sched_cpus = options.sched_cpus
-                         ? std::clamp<uint32_t>(*options.sched_cpus, 1, static_cast<uint32_t>(ncpu))
-                         : detail::schedCopies(present, static_cast<uint32_t>(ncpu));
-  if (!present && !options.sched_cpus) {
+  // Asked for, the copies are bounded the same way as the present CPUs (and sysfs is not read).
+  const Result<uint32_t> present =
+      options.sched_cpus ? Result<uint32_t>(*options.sched_cpus) : detail::presentCpuEnd();
+  impl->sched_cpus = detail::schedCopies(present, static_cast<uint32_t>(ncpu));
+  if (!present) {
     impl->sizing_note = "collector: " + present.error().message() +
                         ": cg_sched sized for every possible CPU (" + std::to_string(ncpu) + ")";
   }
