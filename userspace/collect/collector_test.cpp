@@ -750,7 +750,7 @@ TEST_F(CollectorTest, ACpuPastTheCopiesIsCountedAndNotMeasured) {
   const uint64_t id0 = ASSERT_OK(cgroup::cgroupId(on0.dirIn(root)));
   const uint64_t id1 = ASSERT_OK(cgroup::cgroupId(on1.dirIn(root)));
   {
-    Child a(on0, 0, [] { spinFor(200ms); });
+    Child a(on0, 0, [] { spinCpuFor(200ms); });
     Child b(on1, 1, [] { spinFor(200ms); });
     ASSERT_EQ(a.wait(), 0);
     ASSERT_EQ(b.wait(), 0);

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -172,6 +173,20 @@ class Child {
 [[maybe_unused]] void spinFor(std::chrono::microseconds d) {
   const auto end = std::chrono::steady_clock::now() + d;
   while (std::chrono::steady_clock::now() < end) {
+  }
+}
+
+// Spins until the calling thread has run `d` on a CPU: a test that asserts a floor on the
+// on-CPU time the collector saw must not depend on the CPU being free (a wall-clock spin beside
+// other work ran 100 ms of 200 right after a build and failed a 150 ms floor).
+[[maybe_unused]] void spinCpuFor(std::chrono::microseconds d) {
+  auto cpuNow = [] {
+    timespec ts{};
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
+  };
+  const auto end = cpuNow() + d;
+  while (cpuNow() < end) {
   }
 }
 
