@@ -188,6 +188,7 @@ TEST_F(ColodE2E, DetectsVictimRestrictsAntagonistAndReleases) {
             0);
   EXPECT_GT(metricValue(m, "colod_process_resident_memory_bytes"), 1 << 20);
   EXPECT_GE(metricValue(m, "colod_nri_updates_sent_total"), 1);
+  EXPECT_GE(metricValue(m, "colod_nri_update_duration_seconds_count"), 1) << m;
   // The LS wakes colod between ticks; its files and the restricted BE's are read every tick
   // (issue #17: the sets follow the containers and the overlays without a walk per tick).
   EXPECT_EQ(metricValue(m, "colod_watched_cgroups"), 1) << m;

@@ -221,6 +221,26 @@ def decision_times(run, container):
     return sorted(out)
 
 
+SENT_RE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\.(\d{6}) \S+ nri: UpdateContainers "
+                     r"for (\S+) answered in ([\d.]+) ms")
+
+
+def sent_times(run, container):
+    """Unix ns at which colod sent an UpdateContainers call that carried CONTAINER (the last
+    part of a name): colod logs each call when the runtime has answered, with the answer time
+    (colod.log: the log time less that)."""
+    out = []
+    for line in (read(os.path.join(run, "colod.log")) or "").splitlines():
+        m = SENT_RE.match(line)
+        if not m or container not in (n.rsplit("/", 1)[-1] for n in m.group(3).split(",")):
+            continue
+        secs = datetime.datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S").replace(
+            tzinfo=datetime.timezone.utc).timestamp()
+        answered = int(secs) * 1_000_000_000 + int(m.group(2)) * 1000
+        out.append(answered - int(float(m.group(4)) * 1_000_000))
+    return sorted(out)
+
+
 def update_requests(run):
     """Unix ns at which the runtime received a plugin's UpdateContainers (peer.log)."""
     return sorted(int(e["ts_ns"]) for e in peer_events(run) if e.get("event") == "update-request")
@@ -230,7 +250,8 @@ def busy_chain(run):
     """Per busy phase whose busy BE colod restricted by an update: the reaction cut where it
     changes hands, as (decide_ms, send_ms, runtime_ms) lists. decide: the BE's start -> colod's
     decision; send: the decision -> the runtime holds the UpdateContainers request (colod's
-    actuator and its wakeups); runtime: the request -> the cgroup write, the runtime's own part
+    journal and actuator, then the runtime's own wakeup to read it: busy_send_split());
+    runtime: the request -> the cgroup write, the runtime's own part
     (a real runtime runs `runc update` there), which colod does not control. Phases restricted
     before the start, or without a decision and a request between the start and the write,
     are left out."""
@@ -247,6 +268,27 @@ def busy_chain(run):
         send.append((req[0] - dec[0]) / 1e6)
         runtime.append((w - req[0]) / 1e6)
     return decide, send, runtime
+
+
+def busy_send_split(run):
+    """The send of busy_chain() cut at colod's send (colod logs it, sent_times()): colod's part
+    (the decision -> colod sends: the journal, the actuator's wakeup) and the runtime's (colod
+    sends -> the runtime has read the request: the runtime's own access to a CPU). Phases whose
+    send colod did not log (builds before session 29) are left out."""
+    decisions, requests = decision_times(run, BUSY), update_requests(run)
+    sends = sent_times(run, BUSY)
+    colod, reads = [], []
+    for _, t0, w in busy_reactions(run):
+        dec = [d for d in decisions if t0 <= d <= w]
+        if not dec:
+            continue
+        sent = [x for x in sends if dec[0] <= x <= w]
+        req = [r for r in requests if sent and sent[0] <= r <= w]
+        if not sent or not req:
+            continue
+        colod.append((sent[0] - dec[0]) / 1e6)
+        reads.append((req[0] - sent[0]) / 1e6)
+    return colod, reads
 
 
 def phase_cpu(run):
@@ -434,11 +476,15 @@ def main(argv):
     reaction_busy = statistics.median(busy) if busy else None
     hurt, from_hurt = busy_split(run)
     decide, send, runtime = busy_chain(run)
+    send_colod, send_read = busy_send_split(run)
     for what, v in (("BE pods arriving", samples), ("existing BE turning busy", busy),
                     ("busy: trigger -> the LS's first late request, the floor", hurt),
                     ("busy: the LS's first late request -> colod's write", from_hurt),
                     ("busy: trigger -> colod's decision", decide),
                     ("busy: colod's decision -> the runtime holds the update", send),
+                    ("busy: of which colod's decision -> colod's send", send_colod),
+                    ("busy: of which colod's send -> the runtime reads it, not colod's",
+                     send_read),
                     ("busy: the runtime's update -> the cgroup write, not colod's", runtime)):
         if v:
             print(f"reaction ms ({what}): n={len(v)} p50={fmt(statistics.median(v))} "

@@ -275,6 +275,33 @@ class ProtectionTest(unittest.TestCase):
         self.assertEqual([round(x) for x in send], [25])
         self.assertEqual([round(x) for x in runtime], [15])
 
+    def test_busy_send_cut_at_colods_send(self):
+        # colod decided 30 ms after the start and logged its call answered 41.5 ms later with an
+        # answer time of 40 ms: sent 1.5 ms after the decision; the runtime read it 20 ms after
+        # that. A call for another container, and a request before the decision, are not this
+        # reaction's.
+        with tempfile.TemporaryDirectory() as d:
+            s = 10**9
+            t0 = 1_795_900_000 * s  # 2026-11-28T21:06:40Z
+            write(d, "triggers.txt", f"r1-busy colod-started {t0 - s}\nr1-busy be-busy {t0}\n"
+                                     f"r1-busy colod-stopped {t0 + 9 * s}\n")
+            write(d, "colod.log",
+                  "2026-11-28T21:06:40.030000 info decision seq=2 kind=engage lever=cpuset "
+                  "target=bench/be-busy/be-busy victim=bench/ls-probe/ls-probe values=\"cpus=1\"\n"
+                  "2026-11-28T21:06:40.040000 info nri: UpdateContainers for bench/be-cpu/be-cpu "
+                  "answered in 2.0 ms\n"
+                  "2026-11-28T21:06:40.071500 info nri: UpdateContainers for "
+                  "bench/be-cache/be-cache,bench/be-busy/be-busy answered in 40.0 ms\n")
+            write(d, "peer.log", "\n".join([
+                json.dumps({"event": "update-request", "ts_ns": t0 + 25 * 10**6}),
+                json.dumps({"event": "update-request", "ts_ns": t0 + 51500 * 10**3}),
+                cgw(t0 + 70 * 10**6, "be-busy", "1", "0-1")]) + "\n")
+            colod, reads = summarize.busy_send_split(d)
+            _, send, _ = summarize.busy_chain(d)
+        self.assertEqual([round(x, 1) for x in colod], [1.5])
+        self.assertEqual([round(x, 1) for x in reads], [20.0])
+        self.assertEqual([round(x, 1) for x in send], [21.5], "the two parts add up")
+
     def test_protection_line(self):
         out = subprocess.run([sys.executable, os.path.join(HERE, "summarize.py"), self.d],
                              check=True, capture_output=True, text=True).stdout

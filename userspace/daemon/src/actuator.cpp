@@ -2,6 +2,7 @@
 #include "colod/daemon/actuator.h"
 
 #include <algorithm>
+#include <bit>
 #include <set>
 #include <utility>
 
@@ -66,6 +67,16 @@ std::set<std::string> pendingIds(const ReconcilerState& state) {
     }
   }
   return out;
+}
+
+// Slot i of a log2 microsecond histogram: [2^i, 2^(i+1)) µs, below 2 µs in slot 0, the last slot
+// open-ended.
+void recordLatency(UpdateLatency& h, int64_t ns) {
+  const auto us = static_cast<uint64_t>(ns / 1000);
+  const std::size_t slot =
+      us < 2 ? 0 : std::min<std::size_t>(std::bit_width(us) - 1, h.slots.size() - 1);
+  ++h.slots[slot];
+  h.sum_seconds += static_cast<double>(ns) / 1e9;
 }
 
 }  // namespace
@@ -249,6 +260,11 @@ ReconcileStats Actuator::stats() const {
   return state_.stats(now());
 }
 
+UpdateLatency Actuator::updateLatency() const {
+  std::lock_guard lk(mu_);
+  return latency_;
+}
+
 uint64_t Actuator::version() const {
   std::lock_guard lk(mu_);
   return state_.version();
@@ -317,8 +333,24 @@ void Actuator::run() {
         }
       }
       notes.clear();
+      const int64_t sent_at = now();
       const Result<void> r = options_.send(std::move(updates));
+      const int64_t rtt = std::max<int64_t>(now() - sent_at, 0);
+      if (options_.on_sent) {
+        SentUpdate sent;
+        sent.rtt_ns = rtt;
+        sent.ok = r.has_value();
+        for (const auto& p : batch) {
+          sent.ids.push_back(p.id);
+          sent.names.push_back(p.name);
+        }
+        if (!r) {
+          sent.error = r.error().message();
+        }
+        options_.on_sent(sent);
+      }
       lk.lock();
+      recordLatency(latency_, rtt);
       state_.onSent(batch, r ? SendOutcome::Applied : classifySendError(r.error().errnoValue()),
                     r ? std::string() : r.error().message(), now());
       // The stub records a confirmed update in the registry: read it back before planning again.

@@ -103,6 +103,10 @@ class ActuatorTest : public ::testing::Test {
     };
     o.registry = &stub_->registry();
     o.session = [this] { return stub_->stats().connects; };
+    o.on_sent = [this](const SentUpdate& u) {
+      std::lock_guard lk(gate_mu_);
+      sent_.push_back(u);
+    };
     actuator_ = std::make_unique<Actuator>(std::move(o));
     plugin_.actuator = actuator_.get();
     actuator_->start();
@@ -169,6 +173,7 @@ class ActuatorTest : public ::testing::Test {
   std::condition_variable gate_cv_;
   bool hold_sends_ = false;
   int sends_started_ = 0;
+  std::vector<SentUpdate> sent_;  // on_sent, under gate_mu_
 
   Plugin plugin_;
   std::unique_ptr<FakeRuntimeListener> listener_;
@@ -188,6 +193,42 @@ TEST_F(ActuatorTest, AnOverlayIsAppliedAndReleasedToTheRuntimesOwnValue) {
   ASSERT_TRUE(waitFor([&] { return registryQuota(be_) == 150000 && settled(); }, 5s));
   EXPECT_EQ(lastQuotaSent(be_), 150000);
   EXPECT_TRUE(actuator_->entries().empty()) << "nothing of colod's is left";
+}
+
+// Each call's answer time is reported and counted: the send -> the runtime's reply, what of a
+// reaction the runtime's own CPU access takes (a runtime slow to read its socket is modelled
+// by holding the call 30 ms).
+TEST_F(ActuatorTest, EachCallsAnswerTimeIsReportedAndCounted) {
+  holdSends(true);
+  actuator_->setOverlays({{be_, {.name = "ns/pod/be", .overlay = quota(50000), .why = "test"}}});
+  ASSERT_TRUE(waitSendStarted(1, 5s));
+  std::this_thread::sleep_for(30ms);
+  holdSends(false);
+  ASSERT_TRUE(waitFor([&] { return registryQuota(be_) == 50000 && settled(); }, 5s));
+  SentUpdate first;
+  {
+    std::lock_guard lk(gate_mu_);
+    ASSERT_FALSE(sent_.empty());
+    first = sent_.front();
+  }
+  EXPECT_TRUE(first.ok) << first.error;
+  ASSERT_EQ(first.ids, std::vector<std::string>{be_});
+  EXPECT_EQ(first.names, std::vector<std::string>{"ns/pod/be"});
+  EXPECT_GE(first.rtt_ns, 30'000'000);
+  EXPECT_LT(first.rtt_ns, 5'000'000'000);
+  const UpdateLatency lat = actuator_->updateLatency();
+  uint64_t calls = 0;
+  std::size_t top = 0;
+  for (std::size_t i = 0; i < lat.slots.size(); ++i) {
+    calls += lat.slots[i];
+    top = lat.slots[i] != 0 ? i : top;
+  }
+  {
+    std::lock_guard lk(gate_mu_);
+    EXPECT_EQ(calls, sent_.size()) << "one count per call";
+  }
+  EXPECT_GE(top, 14u) << "the held call is in the [16, 32) ms slot or above";
+  EXPECT_GE(lat.sum_seconds, 0.030);
 }
 
 // The CI failure of a clean stop: the BE was restricted, the stop released it while the

@@ -313,6 +313,21 @@ Result<void> Daemon::Impl::init() {
                 n.id.substr(0, 12), n.text);
   };
   aopts.on_converged = [this](const std::string& id) { post([this, id] { onConverged(id); }); };
+  // One line per call with the runtime's answer time: what of a reaction is the runtime's own
+  // (its CPU access, its cgroup writes), not colod's (docs/benchmarks.md, session 29).
+  aopts.on_sent = [](const SentUpdate& u) {
+    std::string who;
+    for (std::size_t i = 0; i < u.ids.size(); ++i) {
+      who += (i == 0 ? "" : ",") + (u.names[i].empty() ? u.ids[i].substr(0, 12) : u.names[i]);
+    }
+    const double ms = static_cast<double>(u.rtt_ns) / 1e6;
+    if (u.ok) {
+      log()->info("nri: UpdateContainers for {} answered in {:.1f} ms", who, ms);
+    } else {
+      // Failures are counted and retried with backoff (an outage would repeat this line).
+      log()->debug("nri: UpdateContainers for {} failed after {:.1f} ms: {}", who, ms, u.error);
+    }
+  };
   actuator_ = std::make_unique<Actuator>(std::move(aopts));
   std::vector<ReconcileEntry> loaded;
   for (const auto& c : journal_loaded_.containers) {

@@ -454,6 +454,12 @@ void Daemon::Impl::publish() {
   d.nri_reconnects = nri_reconnects_;
   d.updates_sent = rs.updates_applied;
   {
+    const UpdateLatency lat = actuator_->updateLatency();
+    static_assert(kUpdateLatencySlots == metrics::kLog2Slots);
+    std::copy(lat.slots.begin(), lat.slots.end(), d.update_rtt_slots.begin());
+    d.update_rtt_sum_seconds = lat.sum_seconds;
+  }
+  {
     uint64_t failed = 0;
     for (const auto& [reason, n] : rs.failures) {
       failed += reason == "not_connected" ? 0 : n;

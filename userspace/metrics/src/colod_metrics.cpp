@@ -40,6 +40,10 @@ std::string formatColodMetrics(const MetricsView& view) {
     w.log2Histogram("colod_runqueue_latency_seconds", containerLabels(c), c.runq_slots, 1e-6,
                     c.runq_sum_seconds);
   }
+  w.family("colod_nri_update_duration_seconds", MetricType::Histogram,
+           "UpdateContainers calls, from colod's send to the runtime's reply.");
+  w.log2Histogram("colod_nri_update_duration_seconds", {}, d.update_rtt_slots, 1e-6,
+                  d.update_rtt_sum_seconds);
   perContainer(w, view, "colod_preemptions_total", MetricType::Counter,
                "Involuntary context switches of the container's runnable tasks.",
                [](const ContainerMetrics& c) { return static_cast<double>(c.preemptions); });

@@ -81,6 +81,20 @@ TEST(ColodMetrics, FormatsPerContainerFamiliesWithEscapedLabels) {
 }
 
 // The actuator's convergence: what is pending, since when, and why attempts failed.
+// The runtime's answer time: a daemon-level histogram in seconds, one bucket per log2 µs slot.
+TEST(ColodMetrics, UpdateDurationHistogram) {
+  MetricsView v = sampleView();
+  v.daemon.update_rtt_slots[3] = 2;   // [8, 16) µs
+  v.daemon.update_rtt_slots[13] = 1;  // [8.192, 16.384) ms
+  v.daemon.update_rtt_sum_seconds = 0.01;
+  const std::string text = formatColodMetrics(v);
+  EXPECT_TRUE(contains(text, "# TYPE colod_nri_update_duration_seconds histogram")) << text;
+  EXPECT_TRUE(contains(text, "colod_nri_update_duration_seconds_bucket{le=\"1.6e-05\"} 2")) << text;
+  EXPECT_TRUE(contains(text, "colod_nri_update_duration_seconds_bucket{le=\"+Inf\"} 3"));
+  EXPECT_TRUE(contains(text, "colod_nri_update_duration_seconds_count 3"));
+  EXPECT_TRUE(contains(text, "colod_nri_update_duration_seconds_sum 0.01"));
+}
+
 TEST(ColodMetrics, ReconcileFamilies) {
   MetricsView v = sampleView();
   v.daemon.reconcile_tracked = 3;

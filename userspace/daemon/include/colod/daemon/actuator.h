@@ -10,8 +10,10 @@
 // the actuator's own thread. Everything else is safe from any thread.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -43,6 +45,25 @@ using Wishes = std::map<std::string, OverlayWish>;
 Wishes wishesFromRestrictions(const std::vector<policy::AppliedAction>& applied,
                               const std::function<std::string(const std::string& id)>& name_of);
 
+// One UpdateContainers call: for whom, and how long the runtime took to answer it (the send to
+// the reply: the runtime's own CPU access and its cgroup writes, not colod's). Reported on the
+// actuator thread right after the reply.
+struct SentUpdate {
+  std::vector<std::string> ids;
+  std::vector<std::string> names;  // namespace/pod/container, "" when unknown (same order)
+  int64_t rtt_ns = 0;
+  bool ok = false;
+  std::string error;  // why not, when !ok
+};
+
+// Round trips of UpdateContainers calls since start, microsecond log2 slots (slot i counts
+// [2^i, 2^(i+1)) µs; the last slot everything above).
+inline constexpr std::size_t kUpdateLatencySlots = 26;
+struct UpdateLatency {
+  std::array<uint64_t, kUpdateLatencySlots> slots{};
+  double sum_seconds = 0;
+};
+
 struct ActuatorOptions {
   ReconcilerOptions reconciler;
   // Sends one UpdateContainers call (the stub's updateContainers: ENOTCONN when not
@@ -56,6 +77,8 @@ struct ActuatorOptions {
   std::function<void(const ReconcileNote&)> on_note;
   // A container's desired state was confirmed by the runtime (desired == spec). Actuator thread.
   std::function<void(const std::string& id)> on_converged;
+  // Every UpdateContainers call once it returned (SentUpdate). Actuator thread.
+  std::function<void(const SentUpdate&)> on_sent;
   // Clock for tests.
   std::function<int64_t()> now_ns;
 };
@@ -120,6 +143,7 @@ class Actuator {
                                            const policy::Resources& spec) const;
   [[nodiscard]] ReconcileStats stats() const;
   [[nodiscard]] uint64_t version() const;
+  [[nodiscard]] UpdateLatency updateLatency() const;
 
  private:
   void run();
@@ -133,6 +157,7 @@ class Actuator {
   ReconcilerState state_;
   static constexpr std::size_t kMaxCreating = 1024;
   std::map<std::string, Creation> creating_;  // containers being created with colod's placement
+  UpdateLatency latency_;
   uint64_t seen_generation_ = UINT64_MAX;
   uint64_t seen_session_ = 0;
   bool kicked_ = false;

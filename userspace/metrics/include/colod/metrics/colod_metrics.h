@@ -40,8 +40,11 @@ struct DaemonMetrics {
   bool nri_connected = false;
   uint64_t nri_reconnects = 0;
   uint64_t updates_sent = 0;
-  uint64_t update_failures = 0;     // UpdateContainers attempts that failed
-  uint64_t updates_dropped = 0;     // overlays refused by the tracked-container bound
+  uint64_t update_failures = 0;  // UpdateContainers attempts that failed
+  uint64_t updates_dropped = 0;  // overlays refused by the tracked-container bound
+  // UpdateContainers round trips (send -> the runtime's reply), microsecond log2 slots.
+  std::array<uint64_t, kLog2Slots> update_rtt_slots{};
+  double update_rtt_sum_seconds = 0;
   uint64_t admissions = 0;          // containers placed by the CreateContainer reply
   uint64_t admission_deferred = 0;  // placements left to an update after creation
   std::map<std::string, uint64_t> plugin_conflicts;  // other plugin ("NN-name") -> fields left
