@@ -170,6 +170,16 @@ TEST_F(ColodE2E, DetectsVictimRestrictsAntagonistAndReleases) {
   EXPECT_NE(unknown.out.find("no container matches"), std::string::npos) << unknown.out;
   auto status = colod_->coloctl("status");
   EXPECT_NE(status.out.find("mode:           act"), std::string::npos) << status.out;
+  // The runtime's answer time to the update above (the view is republished within a tick of
+  // the reply).
+  for (int i = 0;
+       i < 20 && status.out.find("answers UpdateContainers in p50 <= ") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(100ms);
+    status = colod_->coloctl("status");
+  }
+  EXPECT_NE(status.out.find("runtime:        answers UpdateContainers in p50 <= "),
+            std::string::npos)
+      << status.out;
   auto rec = colod_->coloctl("record " + dir_ + "/trace.jsonl --seconds 2");
   EXPECT_EQ(rec.exit_code, 0) << rec.out;
   auto replay = colod_->coloctl("replay " + dir_ + "/trace.jsonl");

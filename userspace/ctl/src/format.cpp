@@ -297,6 +297,35 @@ std::string formatConfigShow(const v1::ConfigShowReply& reply) {
   return out;
 }
 
+namespace {
+
+// "p50 <= 4 ms, p99 <= 16 ms over 12 calls" from log2 microsecond slots: each quantile as the
+// upper bound of the slot that holds it (the slots say no more).
+std::string answerTimes(const google::protobuf::RepeatedField<uint64_t>& slots) {
+  uint64_t total = 0;
+  for (uint64_t n : slots) {
+    total += n;
+  }
+  if (total == 0) {
+    return "no UpdateContainers call yet";
+  }
+  auto upper = [&](double q) {
+    const auto rank = static_cast<uint64_t>(std::ceil(q * static_cast<double>(total)));
+    uint64_t seen = 0;
+    for (int i = 0; i < slots.size(); ++i) {
+      seen += slots[i];
+      if (seen >= rank) {
+        return std::ldexp(1.0, i + 1) / 1000.0;  // ms
+      }
+    }
+    return std::ldexp(1.0, slots.size()) / 1000.0;
+  };
+  return strprintf("answers UpdateContainers in p50 <= %g ms, p99 <= %g ms (%" PRIu64 " calls)",
+                   upper(0.5), upper(0.99), total);
+}
+
+}  // namespace
+
 std::string formatStatus(const v1::StatusReply& s) {
   // Updates are retried until the runtime confirms them: what matters is what is still pending,
   // not how many attempts failed on the way (those are in /metrics by reason).
@@ -310,13 +339,15 @@ std::string formatStatus(const v1::StatusReply& s) {
       " ms\ncgroup mode:    %s\nconfig:         %s\n"
       "held by colod:  %" PRIu64 " containers\nupdates:        %" PRIu64 " confirmed, %" PRIu64
       " failed attempts (all retried); pending: %s\n"
+      "runtime:        %s\n"
       "journal:        %" PRIu64
       " entries\nrss:            %.1f MiB\nbpf maps:       %.1f MiB\ncpu:            %.2f s\n",
       s.version().c_str(), s.mode().c_str(), s.nri_connected() ? "connected" : "disconnected",
       s.nri_reconnects(), s.containers(), s.ticks(), s.interval_ms(), s.cgroup_mode().c_str(),
       s.config_path().empty() ? "(built-in defaults)" : s.config_path().c_str(),
       s.reconcile_tracked(), s.updates_sent(), s.update_failures(), pending.c_str(),
-      s.journal_entries(), static_cast<double>(s.rss_bytes()) / (1 << 20),
+      answerTimes(s.update_rtt_slots()).c_str(), s.journal_entries(),
+      static_cast<double>(s.rss_bytes()) / (1 << 20),
       static_cast<double>(s.bpf_map_bytes()) / (1 << 20), s.cpu_seconds());
 }
 

@@ -320,5 +320,23 @@ TEST(CtlFormat, StatusSaysWhatIsPendingNotJustWhatFailed) {
   EXPECT_NE(formatStatus(s).find("pending: 1 containers (oldest 1500 ms)"), std::string::npos);
 }
 
+// How long the runtime takes to answer: quantiles as the upper bounds of their log2 slots.
+TEST(CtlFormat, StatusSaysHowLongTheRuntimeTakesToAnswer) {
+  control::v1::StatusReply s;
+  EXPECT_NE(formatStatus(s).find("runtime:        no UpdateContainers call yet\n"),
+            std::string::npos)
+      << formatStatus(s);
+  for (int i = 0; i < 26; ++i) {
+    s.add_update_rtt_slots(0);
+  }
+  s.set_update_rtt_slots(11, 98);  // [2.048, 4.096) ms
+  s.set_update_rtt_slots(14, 2);   // [16.4, 32.8) ms
+  const std::string t = formatStatus(s);
+  EXPECT_NE(t.find("runtime:        answers UpdateContainers in p50 <= 4.096 ms, p99 <= 32.768 ms "
+                   "(100 calls)\n"),
+            std::string::npos)
+      << t;
+}
+
 }  // namespace
 }  // namespace colod::ctl

@@ -67,7 +67,9 @@ ordered_json statusDoc(const v1::StatusReply& s) {
           {"reconcile_pending", s.reconcile_pending()},
           {"reconcile_oldest_pending_ms", s.reconcile_oldest_pending_ms()},
           {"reconcile_tracked", s.reconcile_tracked()},
-          {"bpf_map_bytes", s.bpf_map_bytes()}};
+          {"bpf_map_bytes", s.bpf_map_bytes()},
+          {"update_rtt_slots",
+           std::vector<uint64_t>(s.update_rtt_slots().begin(), s.update_rtt_slots().end())}};
 }
 
 ordered_json decisionDoc(const v1::Decision& d) {

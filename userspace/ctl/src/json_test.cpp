@@ -66,7 +66,8 @@ TEST(CtlJson, Status) {
   EXPECT_EQ(doc["cpu_seconds"], 1.5);
   EXPECT_TRUE(doc["reconcile_pending"].is_number_unsigned());
   EXPECT_TRUE(doc["bpf_map_bytes"].is_number_unsigned());
-  EXPECT_EQ(doc.size(), 19U);  // every StatusReply field
+  EXPECT_TRUE(doc["update_rtt_slots"].is_array());
+  EXPECT_EQ(doc.size(), 20U);  // every StatusReply field
 }
 
 TEST(CtlJson, ContainersOneDocumentOrOneLine) {

@@ -518,6 +518,9 @@ void Daemon::Impl::publish() {
   st.set_reconcile_tracked(rs.tracked);
   st.set_interval_ms(conf->daemon.interval.count());
   st.set_bpf_map_bytes(d.bpf_map_bytes);
+  for (uint64_t n : d.update_rtt_slots) {
+    st.add_update_rtt_slots(n);
+  }
   views_.publish(buildView(in));
   // Once a second: the previous view and the collector's per-tick map dumps (~1.5 MB with 1000
   // containers) are free heap now; without a trim glibc keeps those pages resident for the life
