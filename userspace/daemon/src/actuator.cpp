@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cerrno>
 #include <set>
 #include <utility>
 
@@ -350,7 +351,9 @@ void Actuator::run() {
         options_.on_sent(sent);
       }
       lk.lock();
-      recordLatency(latency_, rtt);
+      if (r || r.error().errnoValue() == EREMOTEIO) {
+        recordLatency(latency_, rtt);
+      }
       state_.onSent(batch, r ? SendOutcome::Applied : classifySendError(r.error().errnoValue()),
                     r ? std::string() : r.error().message(), now());
       // The stub records a confirmed update in the registry: read it back before planning again.

@@ -320,9 +320,23 @@ TEST_F(ActuatorTest, ADecisionMadeWhileTheRuntimeIsAwayIsSentWhenItReturns) {
   listener_->shutdown();
   rt_->close();
   ASSERT_TRUE(waitFor([&] { return !stub_->stats().synchronized; }, 5s));
+  auto answered = [&] {
+    uint64_t n = 0;
+    for (uint64_t c : actuator_->updateLatency().slots) {
+      n += c;
+    }
+    return n;
+  };
+  const uint64_t answered_before = answered();
   actuator_->setOverlays({{be_, {.name = "be", .overlay = quota(42187), .why = ""}}});
   std::this_thread::sleep_for(200ms);
   EXPECT_EQ(actuator_->entries().at(0).overlay.cpu_quota, 42187) << "kept, not dropped";
+  EXPECT_EQ(answered(), answered_before) << "a call that reached no runtime is no answer time";
+  {
+    std::lock_guard lk(gate_mu_);
+    ASSERT_FALSE(sent_.empty());
+    EXPECT_FALSE(sent_.back().ok) << "the failed attempt is reported";
+  }
   // It comes back with what it applied before (colod's 56250).
   ctrs_[1].mutable_linux()->mutable_resources()->mutable_cpu()->mutable_quota()->set_value(56250);
   ASSERT_OK(listener_->reopen());

@@ -313,8 +313,9 @@ Result<void> Daemon::Impl::init() {
                 n.id.substr(0, 12), n.text);
   };
   aopts.on_converged = [this](const std::string& id) { post([this, id] { onConverged(id); }); };
-  // One line per call with the runtime's answer time: what of a reaction is the runtime's own
-  // (its CPU access, its cgroup writes), not colod's (docs/benchmarks.md, session 29).
+  // One line per call with the runtime's answer time: how much of a reaction is the runtime's
+  // (its access to a CPU, its cgroup writes) rather than colod's (docs/benchmarks.md, session
+  // 29).
   aopts.on_sent = [](const SentUpdate& u) {
     std::string who;
     for (std::size_t i = 0; i < u.ids.size(); ++i) {

@@ -41,7 +41,7 @@ std::string formatColodMetrics(const MetricsView& view) {
                     c.runq_sum_seconds);
   }
   w.family("colod_nri_update_duration_seconds", MetricType::Histogram,
-           "UpdateContainers calls, from colod's send to the runtime's reply.");
+           "UpdateContainers calls the runtime answered, from colod's send to the reply.");
   w.log2Histogram("colod_nri_update_duration_seconds", {}, d.update_rtt_slots, 1e-6,
                   d.update_rtt_sum_seconds);
   perContainer(w, view, "colod_preemptions_total", MetricType::Counter,

@@ -46,8 +46,8 @@ Wishes wishesFromRestrictions(const std::vector<policy::AppliedAction>& applied,
                               const std::function<std::string(const std::string& id)>& name_of);
 
 // One UpdateContainers call: for whom, and how long the runtime took to answer it (the send to
-// the reply: the runtime's own CPU access and its cgroup writes, not colod's). Reported on the
-// actuator thread right after the reply.
+// the reply: the runtime's access to a CPU and its cgroup writes, then colod's wakeup on the
+// reply). Reported on the actuator thread right after the call returned.
 struct SentUpdate {
   std::vector<std::string> ids;
   std::vector<std::string> names;  // namespace/pod/container, "" when unknown (same order)
@@ -56,8 +56,9 @@ struct SentUpdate {
   std::string error;  // why not, when !ok
 };
 
-// Round trips of UpdateContainers calls since start, microsecond log2 slots (slot i counts
-// [2^i, 2^(i+1)) µs; the last slot everything above).
+// Round trips of the UpdateContainers calls the runtime answered (taken or refused) since
+// start, microsecond log2 slots (slot i counts [2^i, 2^(i+1)) µs; the last slot everything
+// above). A call that never reached it (not connected) or got no answer is not a round trip.
 inline constexpr std::size_t kUpdateLatencySlots = 26;
 struct UpdateLatency {
   std::array<uint64_t, kUpdateLatencySlots> slots{};
