@@ -144,6 +144,25 @@ def cgw(ts, c, new, old, source="update", f="cpuset.cpus"):
             '"source":"%s","ts_ns":%d}' % (c, f, new, old, source, ts))
 
 
+# colod's decision to restrict be-busy, 30 ms after busy_run()'s trigger (colod.log, UTC).
+BUSY_DECISION = ("2026-11-28T21:06:40.030000 info decision seq=2 kind=engage lever=cpuset "
+                 "target=bench/be-busy/be-busy victim=bench/ls-probe/ls-probe "
+                 "values=\"cpus=1\"\n")
+
+
+def busy_run(d, colod_log, requests_us):
+    """A busy phase whose BE turned busy at 2026-11-28T21:06:40Z: colod.log as given, the
+    runtime's update requests at the given µs after that, its cgroup write at +70 ms."""
+    s = 10**9
+    t0 = 1_795_900_000 * s  # 2026-11-28T21:06:40Z
+    write(d, "triggers.txt", f"r1-busy colod-started {t0 - s}\nr1-busy be-busy {t0}\n"
+                             f"r1-busy colod-stopped {t0 + 9 * s}\n")
+    write(d, "colod.log", colod_log)
+    write(d, "peer.log", "\n".join(
+        [json.dumps({"event": "update-request", "ts_ns": t0 + us * 1000}) for us in requests_us]
+        + [cgw(t0 + 70 * 10**6, "be-busy", "1", "0-1")]) + "\n")
+
+
 class ProtectionTest(unittest.TestCase):
     """The issue-15 phases: floor, suppress, busy, foreign, dynamic and the protection line."""
 
@@ -256,20 +275,11 @@ class ProtectionTest(unittest.TestCase):
         # 25 ms later and wrote the cgroup 15 ms after that; a decision on another container and
         # a request before the decision are not this reaction's.
         with tempfile.TemporaryDirectory() as d:
-            s = 10**9
-            t0 = 1_795_900_000 * s  # 2026-11-28T21:06:40Z
-            write(d, "triggers.txt", f"r1-busy colod-started {t0 - s}\nr1-busy be-busy {t0}\n"
-                                     f"r1-busy colod-stopped {t0 + 9 * s}\n")
-            write(d, "colod.log",
-                  "2026-11-28T21:06:40.010000 info decision seq=1 kind=engage lever=cpuset "
-                  "target=bench/be-cpu/be-cpu victim=x values=\"cpus=1\"\n"
-                  "2026-11-28T21:06:40.030000 info decision seq=2 kind=engage lever=cpuset "
-                  "target=bench/be-busy/be-busy victim=bench/ls-probe/ls-probe values=\"cpus=1\"\n"
-                  "2026-11-28T21:06:40.031000 info finding container=abc rule=x\n")
-            write(d, "peer.log", "\n".join([
-                json.dumps({"event": "update-request", "ts_ns": t0 + 20 * 10**6}),
-                json.dumps({"event": "update-request", "ts_ns": t0 + 55 * 10**6}),
-                cgw(t0 + 70 * 10**6, "be-busy", "1", "0-1")]) + "\n")
+            busy_run(d, "2026-11-28T21:06:40.010000 info decision seq=1 kind=engage "
+                        "lever=cpuset target=bench/be-cpu/be-cpu victim=x values=\"cpus=1\"\n"
+                        + BUSY_DECISION +
+                        "2026-11-28T21:06:40.031000 info finding container=abc rule=x\n",
+                     [20_000, 55_000])
             decide, send, runtime = summarize.busy_chain(d)
         self.assertEqual([round(x) for x in decide], [30])
         self.assertEqual([round(x) for x in send], [25])
@@ -281,21 +291,12 @@ class ProtectionTest(unittest.TestCase):
         # that. A call for another container, and a request before the decision, are not this
         # reaction's.
         with tempfile.TemporaryDirectory() as d:
-            s = 10**9
-            t0 = 1_795_900_000 * s  # 2026-11-28T21:06:40Z
-            write(d, "triggers.txt", f"r1-busy colod-started {t0 - s}\nr1-busy be-busy {t0}\n"
-                                     f"r1-busy colod-stopped {t0 + 9 * s}\n")
-            write(d, "colod.log",
-                  "2026-11-28T21:06:40.030000 info decision seq=2 kind=engage lever=cpuset "
-                  "target=bench/be-busy/be-busy victim=bench/ls-probe/ls-probe values=\"cpus=1\"\n"
-                  "2026-11-28T21:06:40.040000 info nri: UpdateContainers for bench/be-cpu/be-cpu "
-                  "answered in 2.0 ms\n"
-                  "2026-11-28T21:06:40.071500 info nri: UpdateContainers for "
-                  "bench/be-cache/be-cache,bench/be-busy/be-busy answered in 40.0 ms\n")
-            write(d, "peer.log", "\n".join([
-                json.dumps({"event": "update-request", "ts_ns": t0 + 25 * 10**6}),
-                json.dumps({"event": "update-request", "ts_ns": t0 + 51500 * 10**3}),
-                cgw(t0 + 70 * 10**6, "be-busy", "1", "0-1")]) + "\n")
+            busy_run(d, BUSY_DECISION +
+                        "2026-11-28T21:06:40.040000 info nri: UpdateContainers for "
+                        "bench/be-cpu/be-cpu answered in 2.0 ms\n"
+                        "2026-11-28T21:06:40.071500 info nri: UpdateContainers for "
+                        "bench/be-cache/be-cache,bench/be-busy/be-busy answered in 40.0 ms\n",
+                     [25_000, 51_500])
             colod, reads = summarize.busy_send_split(d)
             _, send, _ = summarize.busy_chain(d)
         self.assertEqual([round(x, 1) for x in colod], [1.5])
