@@ -285,6 +285,46 @@ TEST(AdmissionTest, ABeNotRunningYetAtAPlacementJoinsItWhenItShows) {
   EXPECT_FALSE(restricted(sim.engine(), "resident"));
 }
 
+// Issue #15 (session 29): the LS was over its threshold behind the host before the BE pods
+// arrived; the placement came with those hits in the window, the LS, unpinned, met the placed BE
+// on the CPU left to BE a few times, and the quota rung went on top 150 ms later and capped
+// every BE under its budget (colocation colod r5: BE -25 % at the same LS p99; blame.sh light:
+// the light innocent capped). Nothing goes on top of a placement before it has been in force for
+// verify_intervals, as long as any rung is verified; still hurt behind the placed BE after that,
+// the LS gets the rung on top.
+TEST(AdmissionTest, NothingGoesOnTopOfAPlacementBeforeItHadTimeToWork) {
+  Sim sim{cpusetFirst(), 2};
+  sim.add(lsInfo("web", 2));
+  sim.add(beInfo("light", 2, 1024));
+  // Hurt behind the host, not BE, for the whole window before the BE arrives.
+  for (int i = 0; i < 6; ++i) {
+    (void)sim.step(
+        {lsSample("web", 16'000, {{"", 10, 0, 10, 8'000'000}}), beSample("light", 5'000'000)});
+  }
+  ASSERT_TRUE(sim.engine().applied().empty());
+  ASSERT_EQ(sim.engine().admit(bigBe("batch"), sim.now()).decisions.size(), 1u);
+  const Config defaults;
+  // Under it the LS, unpinned, meets the placed job on the CPU left to BE: most of its wait is
+  // behind the job now.
+  auto hurt = [&] {
+    return sim.step(
+        {lsSample("web", 16'000, {{"", 4, 0, 4, 4'000'000}, {"batch", 1, 0, 8, 8'000'000}}),
+         beSample("light", 5'000'000), beSample("batch", 90'000'000)});
+  };
+  for (int i = 1; i < defaults.actions.verify_intervals; ++i) {
+    for (const auto& d : hurt().decisions) {
+      EXPECT_NE(d.lever, Lever::CpuQuota) << "round " << i << ": " << d.explanation;
+    }
+  }
+  EXPECT_FALSE(restricted(sim.engine(), "light"));
+  EXPECT_FALSE(restricted(sim.engine(), "batch", Lever::CpuQuota));
+  // Still hurt behind the placed job once the placement had its time: the rung on top comes.
+  for (int i = 0; i < 20 && !restricted(sim.engine(), "batch", Lever::CpuQuota); ++i) {
+    (void)hurt();
+  }
+  EXPECT_TRUE(restricted(sim.engine(), "batch", Lever::CpuQuota));
+}
+
 // Issue #19: a BE the CPU weights already keep off the LS (a light job with a small request) is
 // not restricted at creation; why is said (explain) and nothing is applied.
 TEST(AdmissionTest, ABeTheWeightsAlreadyHoldBackIsNotPlaced) {

@@ -210,6 +210,24 @@ void EngineState::holdEpisode(const std::string& key,
     }
   }
   if (hits >= config_.detection.hit_intervals && hit) {
+    // A rung on top only once the one below has been in force for verify_intervals, as long as
+    // a rung the ladder applies is verified. An admission placement is held, not verified, and
+    // the hits that start its climb may come from before it: the quota rung followed
+    // placements within 150 ms, driven by an LS hurt behind the host before the BE arrived,
+    // and capped every BE under its budget (colocation colod r5: BE -25 % at the same LS p99;
+    // blame.sh light, 2 of 3 trials: the light innocent capped; session 29).
+    if (!ep.memory && !ep.steps.empty() &&
+        ticks_ - ep.steps.back().applied_tick < config_.actions.verify_intervals) {
+      findings.push_back({v.info.id, "rung_settling",
+                          displayName(v.info) + " is over its threshold under rung " +
+                              std::to_string(ep.steps.back().rung + 1) + " (" +
+                              std::string(leverName(ep.steps.back().lever)) + "), in force for " +
+                              std::to_string(ticks_ - ep.steps.back().applied_tick) +
+                              " intervals: nothing goes on top before " +
+                              std::to_string(config_.actions.verify_intervals) +
+                              " (verify_intervals)"});
+      return;
+    }
     if (!budget()) {
       return;
     }
