@@ -177,8 +177,8 @@ class Child {
 }
 
 // Spins until the calling thread has run `d` on a CPU: a test that asserts a floor on the
-// on-CPU time the collector saw must not depend on the CPU being free (a wall-clock spin beside
-// other work ran 100 ms of 200 right after a build and failed a 150 ms floor).
+// on-CPU time the collector saw must not depend on the CPU being free (a wall-clock spin shares
+// its time with whatever else runs there).
 [[maybe_unused]] void spinCpuFor(std::chrono::microseconds d) {
   auto cpuNow = [] {
     timespec ts{};
