@@ -749,8 +749,10 @@ TEST_F(CollectorTest, ACpuPastTheCopiesIsCountedAndNotMeasured) {
   TestCgroup on1({root}, uniqueName("cpu1"));
   const uint64_t id0 = ASSERT_OK(cgroup::cgroupId(on0.dirIn(root)));
   const uint64_t id1 = ASSERT_OK(cgroup::cgroupId(on1.dirIn(root)));
+  SharedWithChildren<CpuTimeSplit> split;
+  ASSERT_TRUE(split.ok());
   {
-    Child a(on0, 0, [] { spinCpuFor(200ms); });
+    Child a(on0, 0, [&split] { spinCpuForOn(200ms, 0, split.operator->()); });
     Child b(on1, 1, [] { spinFor(200ms); });
     ASSERT_EQ(a.wait(), 0);
     ASSERT_EQ(b.wait(), 0);
@@ -760,8 +762,7 @@ TEST_F(CollectorTest, ACpuPastTheCopiesIsCountedAndNotMeasured) {
   EXPECT_EQ(s.stats.unmeasured_cpus, 1u) << "CPU 1, once, however many switches it made";
   EXPECT_EQ(s.stats.map_drops, 0u) << "not a full map";
   // A child's last slice is credited at its final switch, which may come after its parent was
-  // woken by its exit (a CI run read 80 of 200 ms: the snapshot came first). The intervals are
-  // summed until it has landed.
+  // woken by its exit: the intervals are summed until it has landed.
   auto oncpu = [](const Snapshot& snap, uint64_t id) {
     const CgroupSample* c = find(snap, id);
     return c == nullptr ? uint64_t{0} : c->oncpu_ns;
@@ -769,16 +770,19 @@ TEST_F(CollectorTest, ACpuPastTheCopiesIsCountedAndNotMeasured) {
   ASSERT_NE(find(s, id0), nullptr);
   uint64_t a_ns = oncpu(s, id0);
   uint64_t b_ns = oncpu(s, id1);
-  for (int i = 0; i < 40 && a_ns < 150'000'000u; ++i) {
+  // What the child ran on CPU 0 by its own clock (two CI runs read 80-84 ms of 200 here while
+  // every run on this machine read ~200: the child says whether it stayed where it was pinned).
+  const uint64_t on0_ns = split->on_ns;
+  for (int i = 0; i < 40 && a_ns < on0_ns * 9 / 10; ++i) {
     std::this_thread::sleep_for(50ms);
     const Snapshot more = ASSERT_OK(col.snapshot());
     a_ns += oncpu(more, id0);
     b_ns += oncpu(more, id1);
   }
-  // Measured on CPU 0 at all: two CI runs read 80-84 ms of the child's 200 ms of CPU even after
-  // 2 s of polling (isolated runs read ~200): an undercount not yet explained (session 29 note).
-  EXPECT_GE(a_ns, 50'000'000u);
-  EXPECT_GT(a_ns, b_ns);
+  EXPECT_GE(on0_ns, 50'000'000u) << "the child ran " << split->elsewhere_ns / 1'000'000
+                                 << " ms off CPU 0 despite its affinity";
+  EXPECT_GE(a_ns, on0_ns * 9 / 10) << "child on CPU 0: " << on0_ns / 1'000'000 << " ms, "
+                                   << "elsewhere: " << split->elsewhere_ns / 1'000'000 << " ms";
   // Only what ran on CPU 0 before the child pinned itself to CPU 1 (fork, cgroup join).
   EXPECT_LT(b_ns, 20'000'000u);
 }

@@ -8,6 +8,7 @@
 #include <linux/magic.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/wait.h>
@@ -25,6 +26,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -187,6 +189,56 @@ class Child {
   };
   const auto end = cpuNow() + d;
   while (cpuNow() < end) {
+  }
+}
+
+// A T shared between a test and the children it forks (an anonymous shared mapping): what a
+// child saw of itself, reported back without a pipe.
+template <typename T>
+class SharedWithChildren {
+ public:
+  SharedWithChildren()
+      : p_(::mmap(nullptr, sizeof(T), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0)) {
+    if (p_ != MAP_FAILED) {
+      new (p_) T{};
+    }
+  }
+  ~SharedWithChildren() {
+    if (p_ != MAP_FAILED) {
+      ::munmap(p_, sizeof(T));
+    }
+  }
+  SharedWithChildren(const SharedWithChildren&) = delete;
+  SharedWithChildren& operator=(const SharedWithChildren&) = delete;
+  [[nodiscard]] bool ok() const { return p_ != MAP_FAILED; }
+  T* operator->() { return static_cast<T*>(p_); }
+
+ private:
+  void* p_;
+};
+
+// Where a spinning child's CPU time went, as it saw it: on the CPU it was pinned to, or
+// elsewhere (its affinity overridden: a v1 cpuset rewrite, a hotplug).
+struct CpuTimeSplit {
+  uint64_t on_ns = 0;
+  uint64_t elsewhere_ns = 0;
+};
+
+// spinCpuFor that charges each step of the thread's CPU clock to the CPU it ran on.
+[[maybe_unused]] void spinCpuForOn(std::chrono::microseconds d, int cpu, CpuTimeSplit* split) {
+  auto cpuNow = [] {
+    timespec ts{};
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
+  };
+  const uint64_t start = cpuNow();
+  const auto want = static_cast<uint64_t>(d.count()) * 1000u;
+  uint64_t last = start;
+  while (last - start < want) {
+    const int here = ::sched_getcpu();
+    const uint64_t now = cpuNow();
+    (here == cpu ? split->on_ns : split->elsewhere_ns) += now - last;
+    last = now;
   }
 }
 
