@@ -6,6 +6,7 @@
 
 #include "colod/policy/engine.h"
 #include "colod/policy/testing/synthetic.h"
+#include "colod/testing/result_matchers.h"
 
 namespace colod::policy {
 namespace {
@@ -323,6 +324,41 @@ TEST(AdmissionTest, NothingGoesOnTopOfAPlacementBeforeItHadTimeToWork) {
     (void)hurt();
   }
   EXPECT_TRUE(restricted(sim.engine(), "batch", Lever::CpuQuota));
+}
+
+// The settle rule is about a step colod has just applied. A step rebuilt from the journal after a
+// restart has been in force since before it: when the LS is still hurt behind the placed job,
+// the rung on top comes as fast as the hits allow, not verify_intervals later.
+TEST(AdmissionTest, APlacementFromBeforeARestartIsNotWaitedOnAgain) {
+  Sim sim{cpusetFirst(), 2};
+  sim.add(lsInfo("web", 2));
+  ContainerInfo batch = beInfo("batch", 2, 16384);
+  batch.resources.cpuset_cpus = "1";  // the registry shows what colod applied before
+  sim.add(batch);
+  AppliedAction placed;
+  placed.target_id = "batch";
+  placed.victim_id = "web";
+  placed.lever = Lever::Cpuset;
+  placed.applied_values.cpuset_cpus = "1";
+  placed.original_values.cpuset_cpus = "0-1";
+  ASSERT_OK(sim.engine().seedApplied(std::vector<AppliedAction>{placed}, sim.now()));
+  int quota_round = -1;
+  const Config defaults;
+  for (int i = 1; i <= 3 * defaults.actions.verify_intervals && quota_round < 0; ++i) {
+    const RoundResult r = sim.step(
+        {lsSample("web", 16'000, {{"", 4, 0, 4, 4'000'000}, {"batch", 1, 0, 8, 8'000'000}}),
+         beSample("batch", 90'000'000)});
+    for (const auto& d : r.decisions) {
+      if (d.target_id == "batch" && d.lever == Lever::CpuQuota) {
+        quota_round = i;
+      }
+    }
+    for (const auto& f : r.findings) {
+      EXPECT_NE(f.rule, "rung_settling") << "round " << i << ": " << f.message;
+    }
+  }
+  ASSERT_GT(quota_round, 0);
+  EXPECT_LT(quota_round, defaults.actions.verify_intervals);
 }
 
 // Issue #19: a BE the CPU weights already keep off the LS (a light job with a small request) is

@@ -157,6 +157,9 @@ RoundResult EngineState::evaluate(const Snapshot& snap) {
     if (t.info.exclusive_cpus) {
       exclusive_cpus_.insert(exclusive_cpus_.end(), t.cpus.begin(), t.cpus.end());
     }
+    if (t.sampled && t.sample->nr_throttled > 0) {
+      t.last_throttled_tick = ticks_;
+    }
     if (touchable(t) && t.sampled && t.sample->oncpu_ns > 0) {
       running_be_.push_back(&t);  // in id order, as tracked_
       if (cpusUsed(t) >= kRunningCpuFraction) {
@@ -332,6 +335,7 @@ Result<void> EngineState::seed(std::span<const AppliedAction> actions, int64_t n
       s.lever = a.lever;
       s.rung = rung;
       s.applied_tick = ticks_;
+      s.seeded = true;
       ep.steps.push_back(std::move(s));
       sit = ep.steps.end() - 1;
     }

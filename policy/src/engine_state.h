@@ -231,6 +231,9 @@ struct Tracked {
   // waits, shrank a 3 s window to 0.6 s (blame.sh light: a light BE starved for half a second
   // was taken as newly started and joined a cpuset rung).
   int64_t last_ran_tick = kNever;
+  // The last tick its CFS quota throttled it (cpu.stat nr_throttled went up): a cap that has
+  // not throttled it for a while and sits well above its use holds nothing back.
+  int64_t last_throttled_tick = kNever;
   int64_t round_cpus_round = kNever;
   bool round_cpus_all = true;
   std::vector<int> round_cpus;
@@ -270,6 +273,9 @@ struct Step {
   bool running_known = false;  // false for a step seeded from the journal until its first round
   // The timer tick it was applied in (or seeded from the journal): "idle since" is time.
   int64_t applied_tick = kNever;
+  // Rebuilt from the journal after a restart: in force since before it, however recent
+  // applied_tick, so it has had its time to work (the settle rule does not wait on it).
+  bool seeded = false;
 };
 
 enum class Phase { Verifying, Holding };
@@ -419,6 +425,14 @@ class EngineState {
                        bool replacing,
                        Step& step);
   void dropQuotaTarget(const std::string& id);
+  [[nodiscard]] bool unthrottledFor(const Tracked& t, int64_t ticks) const;
+  void releaseQuotaCap(Tracked& t,
+                       const Restriction& r,
+                       const std::string& why,
+                       const Tracked* victim,
+                       const Episode* ep,
+                       const std::vector<Antagonist>& antagonists,
+                       std::vector<Decision>& out);
   void redistributeQuota(DecisionKind kind,
                          const std::string& rule,
                          const std::string& why,

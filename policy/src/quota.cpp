@@ -144,6 +144,32 @@ void EngineState::dropQuotaTarget(const std::string& id) {
   }
 }
 
+// Whether t's CFS quota has not throttled it for `ticks` timer ticks (or ever).
+bool EngineState::unthrottledFor(const Tracked& t, int64_t ticks) const {
+  return t.last_throttled_tick == kNever || ticks_ - t.last_throttled_tick >= ticks;
+}
+
+// Gives t its own CFS quota back (a Relax decision): the cap r no longer binds. The caller
+// takes t out of the capped set.
+void EngineState::releaseQuotaCap(Tracked& t,
+                                  const Restriction& r,
+                                  const std::string& why,
+                                  const Tracked* victim,
+                                  const Episode* ep,
+                                  const std::vector<Antagonist>& antagonists,
+                                  std::vector<Decision>& out) {
+  const Resources orig = restoreValues(r.original, Lever::CpuQuota, node_cpus_);
+  std::ostringstream os;
+  os << "relax rung " << r.rung + 1 << " (cpu_quota) on " << displayName(t.info) << ": " << why
+     << "; " << describeValues(current(t, Lever::CpuQuota), Lever::CpuQuota) << " -> "
+     << describeValues(orig, Lever::CpuQuota);
+  t.last_change_round = round_;
+  t.last_explanation = os.str();
+  out.push_back(makeDecision(DecisionKind::Relax, Lever::CpuQuota, r.rung, t, orig, orig, victim,
+                             ep, antagonists, "quota_cap_not_binding", os.str()));
+  ++changes_this_round_;
+}
+
 // Splits quota_budget_ among the capped BE containers: each gets its floor, the rest by CPU
 // use this interval; never looser than its own original quota. Emits a decision per container
 // whose value changes. The set is coupled, so it is not cut by max_changes_per_round.
@@ -200,10 +226,25 @@ void EngineState::redistributeQuota(DecisionKind kind,
     rest = std::max(0.0, quota_budget_ - floor_cpus * static_cast<double>(targets.size()));
     std::vector<std::string> loose;
     for (const Target& x : targets) {
-      // Once applied, a cap stays through the container's lulls (no churn on a duty cycle).
+      // Once applied, a cap stays through the container's lulls (no churn on a duty cycle),
+      // unless the budget is being given back and it has not throttled the container for the
+      // quiet stretch that led here: then it holds nothing back and goes (relaxed below).
       const double peak = std::max(x.t->peak_cpus, cpusUsed(*x.t));
       const double cpus = share_of(x);
-      if (!x.r->applied.cpu_quota && cpus >= kQuotaBindsFactor * peak) {
+      if (cpus < kQuotaBindsFactor * peak) {
+        continue;
+      }
+      if (x.r->applied.cpu_quota) {
+        if (kind == DecisionKind::Relax && unthrottledFor(*x.t, config_.actions.quiet_intervals)) {
+          std::ostringstream os;
+          os << "its share of the BE budget (" << std::round(cpus * 100) / 100
+             << " CPUs) is more than " << kQuotaBindsFactor << "x what it uses at its peak ("
+             << std::round(peak * 100) / 100 << " CPUs) and the cap has not throttled it for "
+             << config_.actions.quiet_intervals << " intervals: it holds nothing back";
+          releaseQuotaCap(*x.t, *x.r, why + "; " + os.str(), victim, ep, antagonists, out);
+          loose.push_back(x.t->info.id);
+        }
+      } else {
         std::ostringstream os;
         os << displayName(x.t->info) << ": cpu_quota: its share of the BE budget ("
            << std::round(cpus * 100) / 100 << " CPUs) is more than " << kQuotaBindsFactor

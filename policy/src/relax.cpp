@@ -216,7 +216,9 @@ void EngineState::holdEpisode(const std::string& key,
     // placements within 150 ms, driven by an LS hurt behind the host before the BE arrived,
     // and capped every BE under its budget (colocation colod r5: BE -25 % at the same LS p99;
     // blame.sh light, 2 of 3 trials: the light innocent capped; session 29).
-    if (!ep.memory && !ep.steps.empty() &&
+    // A step rebuilt from the journal after a restart has been in force since before it: the
+    // ladder does not wait on it again (an incident colod restarted in would cost 1 s more).
+    if (!ep.memory && !ep.steps.empty() && !ep.steps.back().seeded &&
         ticks_ - ep.steps.back().applied_tick < config_.actions.verify_intervals) {
       findings.push_back({v.info.id, "rung_settling",
                           displayName(v.info) + " is over its threshold under rung " +
@@ -268,8 +270,14 @@ void EngineState::holdEpisode(const std::string& key,
       why << displayName(v.info) << " quiet for " << quiet << " intervals: BE budget "
           << std::round(was * 100) / 100 << " -> " << std::round(quota_budget_ * 100) / 100
           << " CPUs";
+      const std::vector<Antagonist> antagonists = top.antagonists;  // top may go below
       redistributeQuota(DecisionKind::Relax, "quota_budget_relaxed", why.str(), &v, &ep,
-                        top.antagonists, out, findings);
+                        antagonists, out, findings);
+      if (ep.steps.back().targets.empty()) {
+        // Every cap it held was given back (none bound any more): the rung itself goes.
+        relaxTop(key, ep, v, "victim_quiet", why.str(), out);
+        return;
+      }
       ep.last_relax_round = round_;
       v.last_relax_round = round_;
       return;

@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: Apache-2.0
+// Scenarios of the aggregate BE quota budget given back (issue 15, do no harm), on synthetic
+// traces with synthetic time (100 ms intervals, 2 CPUs): a cap that no longer binds goes at a
+// relax step, before the rung; the rung goes with its last binding cap.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "colod/policy/engine.h"
+#include "colod/policy/testing/synthetic.h"
+#include "scenario_support.h"
+
+namespace colod::policy {
+namespace {
+
+using testing::beInfo;
+using testing::beSample;
+using testing::lsInfo;
+using testing::lsSample;
+using testing::restricted;
+using testing::Sim;
+
+// Sum of the BE quotas in force (µs per 100 ms period).
+int64_t quotaSum(const Engine& e) {
+  int64_t sum = 0;
+  for (const auto& a : e.applied()) {
+    if (a.lever == Lever::CpuQuota && a.applied_values.cpu_quota) {
+      sum += *a.applied_values.cpu_quota;
+    }
+  }
+  return sum;
+}
+
+// web, always runnable, waits `wait_load` tasks on average behind `by` (on-CPU 40 ms per 100).
+ContainerSample starved(const std::string& by, double wait_load) {
+  auto s = lsSample("web", 60'000, {{by, 3, 150'000'000}});
+  s.runq_count = 3;
+  s.runq_wait_ns = static_cast<uint64_t>(wait_load * static_cast<double>(testing::kIntervalNs));
+  s.oncpu_ns = 40'000'000;
+  return s;
+}
+
+// A BE's sample; throttled by its cap while it asks more than the cap gives.
+ContainerSample be(const std::string& id, uint64_t oncpu_ns, bool throttled) {
+  auto s = beSample(id, oncpu_ns);
+  s.nr_throttled = throttled ? 4 : 0;
+  return s;
+}
+
+Config quotaOnly() {
+  Config c;
+  c.actions.cpu_ladder = {Lever::CpuQuota};
+  return c;
+}
+
+// hog1 and hog2 both preempt web and are capped (web hurts while the budget is above 0.35 CPU,
+// until round 60). hog2's job ends at round 50 (a trickle of 0.02 CPU after it); hog1 keeps
+// asking 0.6 CPU and its cap throttles it. While the budget is given back, hog2's cap no longer
+// binds (far above its use, no throttling): it goes at a relax step, before the rung; hog1's
+// stays until the rung goes.
+TEST(QuotaScenario, ACapThatStoppedBindingIsGivenBackFirst) {
+  Sim sim{quotaOnly()};
+  sim.add(lsInfo("web"));
+  sim.add(beInfo("hog1"));
+  sim.add(beInfo("hog2"));
+  int hog2_released = -1;
+  int hog1_released = -1;
+  for (int r = 1; r <= 120; ++r) {
+    const Engine& e = sim.engine();
+    const int64_t sum = quotaSum(e);
+    const bool hog2_busy = r <= 50;
+    const bool hurt = r > 5 && r <= 60 && (sum == 0 || sum > 35'000);
+    auto web = starved("hog1", 0.5);
+    web.preempted_by = {{"hog1", 6, 30'000'000}, {"hog2", 5, 20'000'000}};
+    const RoundResult res =
+        sim.step({hurt ? web : lsSample("web", 200),
+                  be("hog1", 60'000'000, restricted(e, "hog1", Lever::CpuQuota)),
+                  be("hog2", hog2_busy ? 50'000'000 : 2'000'000,
+                     hog2_busy && restricted(e, "hog2", Lever::CpuQuota))});
+    for (const auto& d : res.decisions) {
+      EXPECT_FALSE(hog2_released > 0 && d.target_id == "hog2")
+          << "round " << r << ": " << d.explanation;
+      if (d.target_id == "hog2" && d.rule == "quota_cap_not_binding") {
+        hog2_released = r;
+        EXPECT_EQ(d.kind, DecisionKind::Relax);
+        EXPECT_EQ(d.new_values, d.original_values) << "its own quota back";
+        EXPECT_NE(d.explanation.find("holds nothing back"), std::string::npos) << d.explanation;
+      }
+      if (d.target_id == "hog1" && d.kind == DecisionKind::Relax &&
+          d.rule != "quota_budget_relaxed") {
+        EXPECT_NE(d.rule, "quota_cap_not_binding") << d.explanation;
+        hog1_released = r;
+      }
+    }
+  }
+  EXPECT_GT(hog2_released, 60) << "only once web is quiet and the budget is given back";
+  EXPECT_GT(hog1_released, hog2_released);
+  EXPECT_TRUE(sim.engine().applied().empty()) << "given back after quiet";
+}
+
+// Only hog1 preempts web and is capped; its job shrinks to 0.05 CPU at round 50. Its cap stops
+// binding while the budget is given back: it goes, and the rung with it (no more budget steps
+// over nobody, and the episode ends).
+TEST(QuotaScenario, TheQuotaRungGoesWithItsLastBindingCap) {
+  Sim sim{quotaOnly()};
+  sim.add(lsInfo("web"));
+  sim.add(beInfo("hog1"));
+  sim.add(beInfo("hog2"));
+  int released = -1;
+  for (int r = 1; r <= 120; ++r) {
+    const Engine& e = sim.engine();
+    const bool busy = r <= 50;
+    const bool hurt = r > 5 && r <= 60 && (quotaSum(e) == 0 || quotaSum(e) > 35'000);
+    const RoundResult res = sim.step(
+        {hurt ? starved("hog1", 0.5) : lsSample("web", 200),
+         be("hog1", busy ? 60'000'000 : 5'000'000, busy && restricted(e, "hog1", Lever::CpuQuota)),
+         be("hog2", 20'000'000, false)});
+    for (const auto& d : res.decisions) {
+      EXPECT_EQ(d.target_id, "hog1") << d.explanation;
+      EXPECT_LT(released, 0) << "nothing after the release: " << d.explanation;
+      if (d.kind == DecisionKind::Relax && d.rule != "quota_budget_relaxed") {
+        EXPECT_EQ(d.rule, "quota_cap_not_binding") << d.explanation;
+        released = r;
+      }
+    }
+  }
+  EXPECT_GT(released, 60);
+  EXPECT_TRUE(sim.engine().applied().empty());
+  EXPECT_EQ(sim.engine().stats().active_episodes, 0u);
+}
+
+// A cap that still throttles its container is kept at every relax step, however far its share
+// is above the container's use this interval (its peak is what it asked under the cap).
+TEST(QuotaScenario, ACapThatThrottlesIsKeptUntilTheRungGoes) {
+  Sim sim{quotaOnly()};
+  sim.add(lsInfo("web"));
+  sim.add(beInfo("hog1"));
+  for (int r = 1; r <= 120; ++r) {
+    const Engine& e = sim.engine();
+    const bool hurt = r > 5 && r <= 60 && (quotaSum(e) == 0 || quotaSum(e) > 35'000);
+    // After round 50 it runs little but is throttled at every burst.
+    const RoundResult res = sim.step(
+        {hurt ? starved("hog1", 0.5) : lsSample("web", 200),
+         be("hog1", r <= 50 ? 60'000'000 : 5'000'000, restricted(e, "hog1", Lever::CpuQuota))});
+    for (const auto& d : res.decisions) {
+      EXPECT_NE(d.rule, "quota_cap_not_binding") << "round " << r << ": " << d.explanation;
+    }
+  }
+  EXPECT_TRUE(sim.engine().applied().empty()) << "given back with the rung";
+}
+
+}  // namespace
+}  // namespace colod::policy
