@@ -416,6 +416,8 @@ class EngineState {
   [[nodiscard]] bool anyQuota() const;
   [[nodiscard]] uint64_t minQuotaUs() const;
   [[nodiscard]] double quotaFloor(size_t n_targets) const;
+  [[nodiscard]] double usableCpus(const Tracked& t) const;
+  [[nodiscard]] double quotaCeiling() const;
   [[nodiscard]] size_t quotaTargets() const;
   [[nodiscard]] double initialQuotaBudget(const Tracked& victim, size_t n_targets) const;
   bool addQuotaTargets(const std::string& key,

@@ -42,6 +42,37 @@ double EngineState::quotaFloor(size_t n_targets) const {
                   per * static_cast<double>(n_targets));
 }
 
+// The CPUs t may run on: the cpuset colod holds it to, else its own, else the node's.
+double EngineState::usableCpus(const Tracked& t) const {
+  if (auto it = restrictions_.find(t.info.id); it != restrictions_.end()) {
+    if (auto jt = it->second.find(Lever::Cpuset);
+        jt != it->second.end() && jt->second.applied.cpuset_cpus) {
+      if (auto held = parseCpuList(*jt->second.applied.cpuset_cpus); held && !held->empty()) {
+        return std::min(static_cast<double>(held->size()), nodeCpus());
+      }
+    }
+  }
+  if (!t.cpus.empty()) {
+    return std::min(static_cast<double>(t.cpus.size()), nodeCpus());
+  }
+  return nodeCpus();
+}
+
+// The most the capped set can use at all: the sum of its containers' usable CPUs, at most the
+// node. A budget above it holds nothing back (a BE placed on one CPU, relaxed to a budget of
+// 1.66 CPUs, was tightened to 1.24 first when the LS was hurt again: one verify window lost).
+double EngineState::quotaCeiling() const {
+  double sum = 0;
+  for (const auto& [id, levers] : restrictions_) {
+    if (levers.count(Lever::CpuQuota) == 0) {
+      continue;
+    }
+    auto tt = tracked_.find(id);
+    sum += tt == tracked_.end() ? nodeCpus() : usableCpus(tt->second);
+  }
+  return std::min(sum, nodeCpus());
+}
+
 size_t EngineState::quotaTargets() const {
   size_t n = 0;
   for (const auto& [id, levers] : restrictions_) {
@@ -367,9 +398,10 @@ bool EngineState::tightenQuota(Episode& ep,
   auto sit = std::find_if(ep.steps.begin(), ep.steps.end(),
                           [](const Step& st) { return st.lever == Lever::CpuQuota; });
   addQuotaTargets(key, sit->rung, sit->antagonists, {}, false, *sit);
-  const double was = quota_budget_;
-  quota_budget_ = std::max(quotaFloor(quotaTargets()),
-                           quota_budget_ * (1.0 - config_.levers.quota_step_fraction));
+  // From what the capped set can use at all: the first step then binds.
+  const double was = std::min(quota_budget_, quotaCeiling());
+  quota_budget_ =
+      std::max(quotaFloor(quotaTargets()), was * (1.0 - config_.levers.quota_step_fraction));
   std::ostringstream why;
   why << victimPhrase(v, false) << "; still hurt with the BE quota in force: budget "
       << std::round(was * 100) / 100 << " -> " << std::round(quota_budget_ * 100) / 100 << " CPUs";

@@ -150,5 +150,49 @@ TEST(QuotaScenario, ACapThatThrottlesIsKeptUntilTheRungGoes) {
   EXPECT_TRUE(sim.engine().applied().empty()) << "given back with the rung";
 }
 
+// hog runs on CPU 1 only (its cpuset) and is capped while web hurts. Given back, the budget
+// stops at the 1 CPU hog can use at all (a cap of 1.16 or 1.66 CPUs on it holds nothing back),
+// and when web hurts again from there, the first tighten starts from that CPU and binds at once
+// (from 1.09 CPUs it made 0.82, above what hog could use with it: a verify window lost).
+TEST(QuotaScenario, TheBudgetStopsAtWhatTheCappedBeCanUse) {
+  Sim sim{quotaOnly()};
+  sim.add(lsInfo("web"));
+  ContainerInfo hog = beInfo("hog");
+  hog.resources.cpuset_cpus = "1";
+  sim.add(hog);
+  int at_ceiling = -1;
+  int64_t first_retighten = -1;
+  for (int r = 1; r <= 200; ++r) {
+    const Engine& e = sim.engine();
+    const int64_t sum = quotaSum(e);
+    // Hurt until the budget binds; quiet until the budget is given back to hog's one CPU; hurt
+    // again until the rung tightens once more.
+    const bool first = r > 5 && r <= 40 && (sum == 0 || sum > 35'000);
+    const bool again = at_ceiling > 0 && r > at_ceiling && first_retighten < 0;
+    const RoundResult res =
+        sim.step({first || again ? starved("hog", 0.5) : lsSample("web", 200),
+                  be("hog", 90'000'000, restricted(e, "hog", Lever::CpuQuota))});
+    for (const auto& d : res.decisions) {
+      ASSERT_EQ(d.target_id, "hog");
+      if (d.lever != Lever::CpuQuota || !d.new_values.cpu_quota || *d.new_values.cpu_quota < 0) {
+        continue;
+      }
+      EXPECT_LE(*d.new_values.cpu_quota, 100'000)
+          << "round " << r << ": never above its one CPU: " << d.explanation;
+      if (d.rule == "quota_budget_relaxed" && *d.new_values.cpu_quota >= 90'000 && at_ceiling < 0) {
+        at_ceiling = r;
+      }
+      if (at_ceiling > 0 && r > at_ceiling && d.rule == "quota_budget_tightened" &&
+          first_retighten < 0) {
+        first_retighten = *d.new_values.cpu_quota;
+      }
+    }
+  }
+  ASSERT_GT(at_ceiling, 0) << "the budget was given back to hog's CPU";
+  ASSERT_GT(first_retighten, 0) << "hurt again from there: tightened";
+  EXPECT_LE(first_retighten, 75'000) << "the first tighten binds (1 CPU x 0.75)";
+  EXPECT_TRUE(sim.engine().applied().empty()) << "given back after quiet";
+}
+
 }  // namespace
 }  // namespace colod::policy

@@ -261,11 +261,14 @@ void EngineState::holdEpisode(const std::string& key,
       }
       ep.relax_held = false;
     }
-    if (top.lever == Lever::CpuQuota && quota_budget_ > 0 &&
+    const double ceiling = top.lever == Lever::CpuQuota ? quotaCeiling() : node;
+    if (top.lever == Lever::CpuQuota && quota_budget_ > 0 && quota_budget_ + 1e-6 < ceiling &&
         quota_budget_ + config_.levers.quota_step_fraction * node < node) {
-      // Give the quota back step by step: raise the aggregate budget, keep the rung.
+      // Give the quota back step by step: raise the aggregate budget, keep the rung. Not past
+      // what the capped BE can use at all (their cpusets): there it holds nothing back, and
+      // the next relax gives the rung back.
       const double was = quota_budget_;
-      quota_budget_ += config_.levers.quota_step_fraction * node;
+      quota_budget_ = std::min(quota_budget_ + config_.levers.quota_step_fraction * node, ceiling);
       std::ostringstream why;
       why << displayName(v.info) << " quiet for " << quiet << " intervals: BE budget "
           << std::round(was * 100) / 100 << " -> " << std::round(quota_budget_ * 100) / 100
