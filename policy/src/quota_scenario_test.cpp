@@ -32,13 +32,9 @@ int64_t quotaSum(const Engine& e) {
   return sum;
 }
 
-// web, always runnable, waits `wait_load` tasks on average behind `by` (on-CPU 40 ms per 100).
+// web, always runnable, waits `wait_load` tasks on average behind `by`.
 ContainerSample starved(const std::string& by, double wait_load) {
-  auto s = lsSample("web", 60'000, {{by, 3, 150'000'000}});
-  s.runq_count = 3;
-  s.runq_wait_ns = static_cast<uint64_t>(wait_load * static_cast<double>(testing::kIntervalNs));
-  s.oncpu_ns = 40'000'000;
-  return s;
+  return scenario::starved("web", by, wait_load);
 }
 
 // A BE's sample; throttled by its cap while it asks more than the cap gives.

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Helpers shared by the blame and do-no-harm scenario tests (synthetic traces, synthetic time).
+// Helpers shared by the scenario tests (synthetic traces, synthetic time).
 #pragma once
 
 #include <cstdint>
@@ -47,6 +47,19 @@ inline const Finding* findFinding(const std::vector<RoundResult>& rounds, const 
     }
   }
   return nullptr;
+}
+
+// A starved, always-runnable victim: its tasks rarely wake up, so the histogram has only a few
+// samples, but they wait most of the time: wait_ns / interval = `wait_load` tasks waiting on
+// average behind `by`, on-CPU 40 ms per 100 ms.
+inline ContainerSample starved(const std::string& id,
+                               const std::string& by,
+                               double wait_load = 1.6) {
+  auto s = testing::lsSample(id, 60'000, {{by, 3, 150'000'000}});
+  s.runq_count = 3;
+  s.runq_wait_ns = static_cast<uint64_t>(wait_load * static_cast<double>(testing::kIntervalNs));
+  s.oncpu_ns = 40'000'000;
+  return s;
 }
 
 }  // namespace colod::policy::scenario

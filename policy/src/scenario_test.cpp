@@ -10,6 +10,7 @@
 #include "colod/policy/engine.h"
 #include "colod/policy/testing/synthetic.h"
 #include "colod/policy/tier.h"
+#include "scenario_support.h"
 
 namespace colod::policy {
 namespace {
@@ -21,8 +22,8 @@ using testing::lsSample;
 using testing::restricted;
 using testing::Sim;
 
-constexpr uint64_t kQuietP99 = 300;
-constexpr uint64_t kHurtP99 = 5000;
+using scenario::kHurtP99;
+using scenario::kQuietP99;
 
 uint64_t mix(uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;
@@ -66,16 +67,8 @@ ContainerSample hurtByHog1(uint64_t p99 = kHurtP99) {
   return lsSample("web", p99, {{"hog1", 80, 8'000'000}, {"hog2", 5, 200'000}});
 }
 
-// A starved, always-runnable victim (the full-loop finding): its tasks rarely wake up, so the
-// histogram has only a few samples, but they wait most of the time: wait_ns / interval =
-// `wait_load` tasks waiting on average, on-CPU 40 ms per 100 ms.
-ContainerSample starved(const std::string& id, const std::string& by, double wait_load = 1.6) {
-  auto s = lsSample(id, 60'000, {{by, 3, 150'000'000}});
-  s.runq_count = 3;
-  s.runq_wait_ns = static_cast<uint64_t>(wait_load * static_cast<double>(testing::kIntervalNs));
-  s.oncpu_ns = 40'000'000;
-  return s;
-}
+// A starved, always-runnable victim (the full-loop finding).
+using scenario::starved;
 
 // background() with `victim` replacing the sample of the same id (or added first).
 std::vector<ContainerSample> withSample(ContainerSample victim, std::vector<ContainerSample> bg) {
