@@ -83,7 +83,9 @@ size_t EngineState::quotaTargets() const {
 
 // First budget: what the node has left after the LS demand (on-CPU of every non-BE container
 // plus the victim's wait load: CPU it wanted and did not get) and the headroom, at most
-// be_quota_fraction of the node, never below the floor.
+// be_quota_fraction of the node, and one tighten step below what the capped set can use at all
+// (quotaCeiling(): a first cap of 1 CPU on a BE held to one CPU binds nothing), never below the
+// floor.
 double EngineState::initialQuotaBudget(const Tracked& victim, size_t n_targets) const {
   const double node = nodeCpus();
   double demand = victim.wait_load;
@@ -94,7 +96,8 @@ double EngineState::initialQuotaBudget(const Tracked& victim, size_t n_targets) 
   }
   const auto& lv = config_.levers;
   const double b =
-      std::min(lv.be_quota_fraction * node, node - demand - lv.quota_headroom_fraction * node);
+      std::min({lv.be_quota_fraction * node, node - demand - lv.quota_headroom_fraction * node,
+                quotaCeiling() * (1.0 - lv.quota_step_fraction)});
   return std::clamp(b, quotaFloor(n_targets), node);
 }
 

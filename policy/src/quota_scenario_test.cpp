@@ -4,6 +4,7 @@
 // relax step, before the rung; the rung goes with its last binding cap.
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -188,6 +189,30 @@ TEST(QuotaScenario, TheBudgetStopsAtWhatTheCappedBeCanUse) {
   ASSERT_GT(first_retighten, 0) << "hurt again from there: tightened";
   EXPECT_LE(first_retighten, 75'000) << "the first tighten binds (1 CPU x 0.75)";
   EXPECT_TRUE(sim.engine().applied().empty()) << "given back after quiet";
+}
+
+// The same BE held to one CPU, the LS's demand low enough that the node would leave the BE a
+// budget of 0.9 CPU (the build before capped it there: within what it used of its one CPU): the
+// first cap starts one tighten step below that CPU, so it binds at once.
+TEST(QuotaScenario, TheFirstCapOfAConfinedBeBinds) {
+  Sim sim{quotaOnly()};
+  sim.add(lsInfo("web"));
+  ContainerInfo hog = beInfo("hog");
+  hog.resources.cpuset_cpus = "1";
+  sim.add(hog);
+  std::optional<int64_t> first;
+  for (int r = 1; r <= 40 && !first; ++r) {
+    const RoundResult res = sim.step(
+        {r > 5 ? starved("hog", 0.5) : lsSample("web", 200), be("hog", 90'000'000, false)});
+    for (const auto& d : res.decisions) {
+      if (d.lever == Lever::CpuQuota && d.new_values.cpu_quota) {
+        first = *d.new_values.cpu_quota;
+      }
+    }
+  }
+  ASSERT_TRUE(first.has_value());
+  EXPECT_LE(*first, 75'000) << "1 CPU x (1 - quota_step_fraction)";
+  EXPECT_GE(*first, 10'000) << "never below the floor";
 }
 
 }  // namespace
