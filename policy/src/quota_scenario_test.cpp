@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// Scenarios of the aggregate BE quota budget given back (issue 15, do no harm), on synthetic
-// traces with synthetic time (100 ms intervals, 2 CPUs): a cap that no longer binds goes at a
-// relax step, before the rung; the rung goes with its last binding cap.
+// Scenarios of the aggregate BE quota budget (issue 15, do no harm), on synthetic traces with
+// synthetic time (100 ms intervals, 2 CPUs): a cap that no longer binds goes at a relax step,
+// before the rung, and the rung with its last binding cap; the budget never goes past what the
+// capped BE can use at all (their cpusets), so its first cap and its tightens bind.
 #include <gtest/gtest.h>
 
 #include <optional>
@@ -150,7 +151,8 @@ TEST(QuotaScenario, ACapThatThrottlesIsKeptUntilTheRungGoes) {
 // hog runs on CPU 1 only (its cpuset) and is capped while web hurts. Given back, the budget
 // stops at the 1 CPU hog can use at all (a cap of 1.16 or 1.66 CPUs on it holds nothing back),
 // and when web hurts again from there, the first tighten starts from that CPU and binds at once
-// (from 1.09 CPUs it made 0.82, above what hog could use with it: a verify window lost).
+// (the build before relaxed it to 1.38 and 1.53 CPUs, and its first tighten made 1.03: a verify
+// window lost).
 TEST(QuotaScenario, TheBudgetStopsAtWhatTheCappedBeCanUse) {
   Sim sim{quotaOnly()};
   sim.add(lsInfo("web"));
