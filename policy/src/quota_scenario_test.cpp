@@ -46,6 +46,14 @@ ContainerSample be(const std::string& id, uint64_t oncpu_ns, bool throttled) {
   return s;
 }
 
+// web, and the BE hog held to CPU 1 (its cpuset) of the two.
+void addWebAndConfinedHog(Sim& sim) {
+  sim.add(lsInfo("web"));
+  ContainerInfo hog = beInfo("hog");
+  hog.resources.cpuset_cpus = "1";
+  sim.add(hog);
+}
+
 Config quotaOnly() {
   Config c;
   c.actions.cpu_ladder = {Lever::CpuQuota};
@@ -155,10 +163,7 @@ TEST(QuotaScenario, ACapThatThrottlesIsKeptUntilTheRungGoes) {
 // window lost).
 TEST(QuotaScenario, TheBudgetStopsAtWhatTheCappedBeCanUse) {
   Sim sim{quotaOnly()};
-  sim.add(lsInfo("web"));
-  ContainerInfo hog = beInfo("hog");
-  hog.resources.cpuset_cpus = "1";
-  sim.add(hog);
+  addWebAndConfinedHog(sim);
   int at_ceiling = -1;
   int64_t first_retighten = -1;
   for (int r = 1; r <= 200; ++r) {
@@ -198,10 +203,7 @@ TEST(QuotaScenario, TheBudgetStopsAtWhatTheCappedBeCanUse) {
 // first cap starts one tighten step below that CPU, so it binds at once.
 TEST(QuotaScenario, TheFirstCapOfAConfinedBeBinds) {
   Sim sim{quotaOnly()};
-  sim.add(lsInfo("web"));
-  ContainerInfo hog = beInfo("hog");
-  hog.resources.cpuset_cpus = "1";
-  sim.add(hog);
+  addWebAndConfinedHog(sim);
   std::optional<int64_t> first;
   for (int r = 1; r <= 40 && !first; ++r) {
     const RoundResult res = sim.step(
