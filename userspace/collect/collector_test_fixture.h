@@ -178,20 +178,6 @@ class Child {
   }
 }
 
-// Spins until the calling thread has run `d` on a CPU: a test that asserts a floor on the
-// on-CPU time the collector saw must not depend on the CPU being free (a wall-clock spin shares
-// its time with whatever else runs there).
-[[maybe_unused]] void spinCpuFor(std::chrono::microseconds d) {
-  auto cpuNow = [] {
-    timespec ts{};
-    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
-  };
-  const auto end = cpuNow() + d;
-  while (cpuNow() < end) {
-  }
-}
-
 // A T shared between a test and the children it forks (an anonymous shared mapping): what a
 // child saw of itself, reported back without a pipe.
 template <typename T>
@@ -224,7 +210,8 @@ struct CpuTimeSplit {
   uint64_t elsewhere_ns = 0;
 };
 
-// spinCpuFor that charges each step of the thread's CPU clock to the CPU it ran on.
+// Spins until the calling thread has run `d` on a CPU (a wall-clock spin would share its time
+// with whatever else runs there), charging each step of its CPU clock to the CPU it ran on.
 [[maybe_unused]] void spinCpuForOn(std::chrono::microseconds d, int cpu, CpuTimeSplit* split) {
   auto cpuNow = [] {
     timespec ts{};
