@@ -780,13 +780,10 @@ TEST_F(CollectorTest, ACpuPastTheCopiesIsCountedAndNotMeasured) {
   }
   EXPECT_GE(on0_ns, 150'000'000u) << "the child ran " << split->elsewhere_ns / 1'000'000
                                   << " ms off CPU 0 despite its affinity";
-  // Measured on CPU 0 at all. Not all of it: in about 7 of 100 runs with the child forked onto
-  // CPU 0 (the parent pinned there) and preempted while it spins, 10-94 % of its time on CPU 0
-  // is in no cgroup's sum, in no later interval either (fresh-clone CI runs read 155, 84 and 80
-  // of 200 ms; 12 ms was the least seen). Not explained yet: an open defect of the switch
-  // handler's accounting (bpf/README.md, known limits), with how to reproduce it in the
-  // session 30 note. Nothing here asserts what it would break.
-  EXPECT_GT(a_ns, 0u) << "child on CPU 0: " << on0_ns / 1'000'000 << " ms";
+  // All of it, within a tenth (a test that asserted only "some" hid a real undercount for two
+  // sessions: a preempted child's last switch-in went untraced on the sandbox kernel, and the
+  // slice was credited from a start the kernel had reset; see oncpu_privileged_test.cpp).
+  EXPECT_GE(a_ns, on0_ns * 9 / 10) << "child on CPU 0: " << on0_ns / 1'000'000 << " ms";
   // Only what ran on CPU 0 before the child pinned itself to CPU 1 (fork, cgroup join).
   EXPECT_LT(b_ns, 20'000'000u);
 }
