@@ -403,6 +403,10 @@ static __always_inline void count_pair(__u64 victim, __u64 aggressor, __u32 vict
 }
 
 /* The preemption mark of a task; created when `create` (the mark is zeroed then). */
+/* Field reads: direct CO-RE-relocated loads on BTF pointers (tp_btf), BPF_CORE_READ otherwise
+ * (raw_tp, whose arguments are plain u64). `btf` is a compile-time constant at every call. */
+#define TASK_READ(btf, t, field) ((btf) ? (t)->field : BPF_CORE_READ(t, field))
+
 static __always_inline struct preempt_mark *mark_of(struct task_struct *t, const bool create,
 						    const bool btf)
 {
@@ -473,6 +477,13 @@ static __always_inline bool take_mark(struct task_struct *next, __u32 slot,
 		return false;
 	m->pending = 0;
 	unpend(m->slot == slot ? g : bpf_map_lookup_elem(&cg_pending, &m->slot));
+	/* A mark whose resume went unseen (its switch-in untraced: bpf/README.md, known limits; or
+	 * taken in a cgroup whose count was 0, the task moved while queued) is stale: the task has
+	 * run and maybe slept since, and the time from the preemption to now is no wait. The kernel
+	 * stamps every arrival (sched_info.last_arrival, not yet this one's at the tracepoint): one
+	 * after the preemption means it was resumed since. */
+	if (TASK_READ(btf, next, sched_info.last_arrival) > m->at)
+		return false;
 	*at = m->at;
 	return true;
 }
@@ -571,10 +582,6 @@ static __noinline int watch_wait(__u32 slot, __u64 id, __u64 wait, __u64 clock, 
 		count_drop(COLOD_DROP_EVENT);
 	return 0; /* a subprogram's R0 must be set (the verifier reads it at exit) */
 }
-
-/* Field reads: direct CO-RE-relocated loads on BTF pointers (tp_btf), BPF_CORE_READ otherwise
- * (raw_tp, whose arguments are plain u64). `btf` is a compile-time constant at every call. */
-#define TASK_READ(btf, t, field) ((btf) ? (t)->field : BPF_CORE_READ(t, field))
 
 static __always_inline __u64 task_cg_id(struct task_struct *t, const bool btf)
 {
