@@ -402,11 +402,11 @@ static __always_inline void count_pair(__u64 victim, __u64 aggressor, __u32 vict
 		count_drop(err == -16 /* EBUSY */ ? COLOD_DROP_BUSY : COLOD_DROP_PAIR);
 }
 
-/* The preemption mark of a task; created when `create` (the mark is zeroed then). */
 /* Field reads: direct CO-RE-relocated loads on BTF pointers (tp_btf), BPF_CORE_READ otherwise
  * (raw_tp, whose arguments are plain u64). `btf` is a compile-time constant at every call. */
 #define TASK_READ(btf, t, field) ((btf) ? (t)->field : BPF_CORE_READ(t, field))
 
+/* The preemption mark of a task; created when `create` (the mark is zeroed then). */
 static __always_inline struct preempt_mark *mark_of(struct task_struct *t, const bool create,
 						    const bool btf)
 {

@@ -569,12 +569,6 @@ TEST_F(CollectorTest, PreemptedVictimMigratedToAnotherCpuKeepsItsWait) {
     ASSERT_TRUE(pinCpuset(h.dirIn(cpusetRoot()), kCpu));
   }
   const uint64_t v_id = ASSERT_OK(cgroup::cgroupId(v.dirIn(cpu_root)));
-  auto schedstat = [](pid_t pid) {
-    uint64_t exec_ns = 0, run_delay_ns = 0;
-    std::ifstream in("/proc/" + std::to_string(pid) + "/schedstat");
-    in >> exec_ns >> run_delay_ns;
-    return std::pair<uint64_t, uint64_t>{exec_ns, run_delay_ns};
-  };
   auto affinity = [](pid_t pid) {
     cpu_set_t set;
     CPU_ZERO(&set);
@@ -592,7 +586,7 @@ TEST_F(CollectorTest, PreemptedVictimMigratedToAnotherCpuKeepsItsWait) {
   }
   ASSERT_EQ(affinity(victim.pid()), kCpu) << "the victim did not set itself up";
   std::this_thread::sleep_for(20ms);
-  const uint64_t rd0 = schedstat(victim.pid()).second;
+  const uint64_t rd0 = taskSchedstat(victim.pid()).waited_ns;
   ASSERT_OK(col.snapshot());
 
   uint64_t invol = 0, waits = 0, preempted_wait_ns = 0, total_ns = 0, drops = 0;
@@ -630,7 +624,9 @@ TEST_F(CollectorTest, PreemptedVictimMigratedToAnotherCpuKeepsItsWait) {
   victim.signal(SIGKILL);
   siginfo_t info{};
   ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(victim.pid()), &info, WEXITED | WNOWAIT), 0);
-  const auto [exec_ns, rd1] = schedstat(victim.pid());
+  const TaskSchedstat st = taskSchedstat(victim.pid());
+  const uint64_t exec_ns = st.ran_ns;
+  const uint64_t rd1 = st.waited_ns;
   const uint64_t kernel_invol = nonvoluntarySwitches(victim.pid());
   hogger.signal(SIGCONT);
   std::this_thread::sleep_for(50ms);

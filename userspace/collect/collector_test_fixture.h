@@ -229,6 +229,19 @@ struct CpuTimeSplit {
   }
 }
 
+// The kernel's account of a task so far (/proc/<pid>/schedstat, CONFIG_SCHED_INFO): its CPU
+// time and its run-queue waits, ns. A zombie's still reads (before the reap).
+struct TaskSchedstat {
+  uint64_t ran_ns = 0;
+  uint64_t waited_ns = 0;
+};
+[[maybe_unused]] TaskSchedstat taskSchedstat(pid_t pid) {
+  TaskSchedstat st;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/schedstat");
+  in >> st.ran_ns >> st.waited_ns;
+  return st;
+}
+
 // Sleeps 1 ms, works 3 ms, for `total`: a latency-sensitive service in miniature. The work
 // is longer than an EEVDF base slice (0.75 ms * (1 + log2(ncpu))), so a competitor with a
 // higher weight preempts it: the preemption matrix then has something to show.

@@ -4,8 +4,6 @@
 // project's sandbox kernel fires no sched_switch when a thread of its agent switches out, so
 // whoever runs next on that CPU comes in unseen: bpf/README.md, known limits). Real BPF, a real
 // cgroup, a real spinner; its own CPU clock is the reference.
-#include <fstream>
-
 #include "collector_test_fixture.h"
 
 namespace colod::collect {
@@ -23,44 +21,54 @@ class OnCpuTest : public CollectorTest, public ::testing::WithParamInterface<boo
   }
 };
 
-// The task's CPU time so far, by the kernel (/proc/<pid>/schedstat, first field, ns).
-uint64_t ranNs(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/schedstat");
-  uint64_t ns = 0;
-  in >> ns;
-  return ns;
-}
+// A spinner the test stops, and where its CPU time went (by its own clock).
+struct StoppableSpin {
+  std::atomic<int> stop{0};
+  CpuTimeSplit split;
+};
 
 // A spinner already running when the collector attaches: its switch-in is not in the
-// handler's per-CPU record, and its first switch seen is its exit. The slice is counted from
-// the kernel's arrival stamp, not from se.prev_sum_exec_runtime, which the kernel resets
-// during the exit (the build before credited tens of microseconds of it).
+// handler's per-CPU record, and its first switch seen is often its exit. The slice is counted
+// from the kernel's arrival stamp, not from se.prev_sum_exec_runtime, which the kernel resets
+// during the exit (the build before credited 38-47 us of ~430 ms in 3 of 5 runs).
 TEST_P(OnCpuTest, ASliceWhoseSwitchInWasNotSeenIsCountedWhole) {
+  if (::access("/proc/self/schedstat", R_OK) != 0) {
+    GTEST_SKIP() << "no /proc/<pid>/schedstat (CONFIG_SCHED_INFO): the slice has no arrival "
+                    "stamp to start from, and the test no reference";
+  }
   std::string root;
   {
     MAKE_COLLECTOR_OR_SKIP(probe, options());
     root = probe.hierarchyRoot();
   }
   TestCgroup cg({root}, uniqueName("unseen"));
-  SharedWithChildren<CpuTimeSplit> split;
-  ASSERT_TRUE(split.ok());
-  Child spinner(cg, 0, [&split] { spinCpuForOn(600ms, 0, split.operator->()); });
+  SharedWithChildren<StoppableSpin> spin;
+  ASSERT_TRUE(spin.ok());
+  StoppableSpin* c = spin.operator->();
+  Child spinner(cg, 0, [c] {
+    while (c->stop.load() == 0) {
+      spinCpuForOn(1ms, 0, &c->split);
+    }
+  });
   std::this_thread::sleep_for(50ms);
   MAKE_COLLECTOR_OR_SKIP(col, options());
   EXPECT_EQ(col.attachKind(), GetParam() ? AttachKind::RawTp : AttachKind::TpBtf);
-  // What it had run by the time the programs were attached: the rest runs under them.
-  const uint64_t before_ns = ranNs(spinner.pid());
+  // What it had run by the time the programs were attached: the rest runs under them (a wall
+  // time, not a CPU time: the collector's load can take long under an emulator).
+  const uint64_t before_ns = taskSchedstat(spinner.pid()).ran_ns;
   const uint64_t id = ASSERT_OK(cgroup::cgroupId(cg.dirIn(root)));
+  std::this_thread::sleep_for(300ms);
+  c->stop.store(1);
   ASSERT_EQ(spinner.wait(), 0);
-  const uint64_t total_ns = split->on_ns + split->elsewhere_ns;
-  ASSERT_GT(total_ns, before_ns + 200'000'000u)
-      << "the spinner was nearly done before the collector attached: nothing to measure";
+  const uint64_t total_ns = c->split.on_ns + c->split.elsewhere_ns;
+  ASSERT_GT(total_ns, before_ns + 30'000'000u)
+      << "the spinner hardly ran in the 300 ms after the attach: nothing to measure";
   // Its last slice lands at its final switch, which can come after the parent is woken.
   uint64_t ns = 0;
   for (int i = 0; i < 20 && ns < (total_ns - before_ns) * 9 / 10; ++i) {
     const Snapshot s = ASSERT_OK(col.snapshot());
-    if (const CgroupSample* c = find(s, id); c != nullptr) {
-      ns += c->oncpu_ns;
+    if (const CgroupSample* sample = find(s, id); sample != nullptr) {
+      ns += sample->oncpu_ns;
     }
     std::this_thread::sleep_for(20ms);
   }

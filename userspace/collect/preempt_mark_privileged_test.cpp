@@ -2,8 +2,6 @@
 // Privileged test of the preemption marks (bpf/cgsched.bpf.c, preempt_mark): a mark whose
 // resume the handler did not take is stale, and must not turn into a wait later. Real BPF,
 // real cgroups, real spinners on one CPU; the kernel's own run_delay is the reference.
-#include <fstream>
-
 #include "collector_test_fixture.h"
 
 namespace colod::collect {
@@ -13,15 +11,6 @@ using namespace std::chrono_literals;
 
 // Both handler builds: tp_btf (marks in task storage) and raw_tp (marks keyed by pid).
 class PreemptMarkTest : public CollectorTest, public ::testing::WithParamInterface<bool> {};
-
-// What the kernel says the task waited on run queues so far (/proc/<pid>/schedstat, ns).
-uint64_t runDelayNs(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/schedstat");
-  uint64_t exec_ns = 0;
-  uint64_t delay_ns = 0;
-  in >> exec_ns >> delay_ns;
-  return delay_ns;
-}
 
 // A victim preempted in cgroup A (its mark holds A), moved to B while it waits, resumed there
 // while nothing in B waited after a preemption (so the mark is not looked at), then asleep for
@@ -81,7 +70,7 @@ TEST_P(PreemptMarkTest, AMarkLeftFromBeforeAMoveIsNotAWaitAfterASleep) {
     for (const auto& d : b.dirs()) {
       ASSERT_TRUE(writeFile(d + "/cgroup.procs", std::to_string(victim.pid())));
     }
-    const uint64_t victim_rd0 = runDelayNs(victim.pid());
+    const uint64_t victim_rd0 = taskSchedstat(victim.pid()).waited_ns;
     moved->store(1);
     ASSERT_OK(col.snapshot());
     std::this_thread::sleep_for(50ms);  // resumed in B, asleep
@@ -94,7 +83,8 @@ TEST_P(PreemptMarkTest, AMarkLeftFromBeforeAMoveIsNotAWaitAfterASleep) {
     add(ASSERT_OK(col.snapshot()));
     Child spinner(b, kCpu, [] { hog(); });
     std::this_thread::sleep_for(350ms);  // the victim has woken in B
-    const uint64_t reference_ns = runDelayNs(victim.pid()) - victim_rd0 + runDelayNs(spinner.pid());
+    const uint64_t reference_ns =
+        taskSchedstat(victim.pid()).waited_ns - victim_rd0 + taskSchedstat(spinner.pid()).waited_ns;
     add(ASSERT_OK(col.snapshot()));
     std::printf("round %d: B recorded %llu us of waits, the kernel %llu us\n", round,
                 static_cast<unsigned long long>(recorded_ns / 1000),
