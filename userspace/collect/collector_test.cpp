@@ -15,9 +15,8 @@ namespace {
 using namespace std::chrono_literals;
 
 TEST_F(CollectorTest, ContendedSleeperSeesHogAsAggressorAndHighRunqLatency) {
-  if (v2() ? !v2Controller("cpu") : hier_.cpu.empty()) {
-    GTEST_SKIP() << (v2() ? "cgroup2 root does not delegate the cpu controller"
-                          : "no v1 cpu controller on this host");
+  if (const std::string why = noCpuController(); !why.empty()) {
+    GTEST_SKIP() << why;
   }
   const Phases phase;
   MAKE_COLLECTOR_OR_SKIP(col);
@@ -542,9 +541,8 @@ TEST_F(CollectorTest, FailedMapDeletionsAreCountedAndRetriedUntilDone) {
 // run-queue waits (/proc/<pid>/schedstat run_delay, which does add the part before each move)
 // is the reference.
 TEST_F(CollectorTest, PreemptedVictimMigratedToAnotherCpuKeepsItsWait) {
-  if (v2() ? !v2Controller("cpu") : hier_.cpu.empty()) {
-    GTEST_SKIP() << (v2() ? "cgroup2 root does not delegate the cpu controller"
-                          : "no v1 cpu controller on this host");
+  if (const std::string why = noCpuController(); !why.empty()) {
+    GTEST_SKIP() << why;
   }
   cpu_set_t mine;
   CPU_ZERO(&mine);

@@ -242,6 +242,11 @@ struct TaskSchedstat {
   return st;
 }
 
+// The test names of a suite run over both attach kinds (its bool parameter: force_raw_tp).
+[[maybe_unused]] std::string attachKindName(const ::testing::TestParamInfo<bool>& p) {
+  return p.param ? "RawTp" : "TpBtf";
+}
+
 // Sleeps 1 ms, works 3 ms, for `total`: a latency-sensitive service in miniature. The work
 // is longer than an EEVDF base slice (0.75 ms * (1 + log2(ncpu))), so a competitor with a
 // higher weight preempts it: the preemption matrix then has something to show.
@@ -358,6 +363,14 @@ class CollectorTest : public ::testing::Test {
   // The layout decides which hierarchy carries the cpu and memory knobs: the v1 cpu (cpuset,
   // memory) controllers on hybrid/v1 hosts, the one cgroup2 tree on pure v2 hosts (the VM).
   [[nodiscard]] bool v2() const { return hier_.layout == cgroup::Layout::V2; }
+  // Why this host cannot weigh or pin test cgroups' CPU ("" when it can).
+  [[nodiscard]] std::string noCpuController() const {
+    if (v2() ? !v2Controller("cpu") : hier_.cpu.empty()) {
+      return v2() ? "cgroup2 root does not delegate the cpu controller"
+                  : "no v1 cpu controller on this host";
+    }
+    return "";
+  }
   [[nodiscard]] std::string cpuRoot() const { return v2() ? hier_.unified : hier_.cpu; }
   [[nodiscard]] std::string memRoot() const { return v2() ? hier_.unified : hier_.memory; }
   [[nodiscard]] std::string cpusetRoot() const { return v2() ? hier_.unified : hier_.cpuset; }

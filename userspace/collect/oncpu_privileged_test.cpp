@@ -82,12 +82,7 @@ TEST_P(OnCpuTest, ASliceWhoseSwitchInWasNotSeenIsCountedWhole) {
   EXPECT_LE(ns, total_ns * 11 / 10);
 }
 
-INSTANTIATE_TEST_SUITE_P(AttachKinds,
-                         OnCpuTest,
-                         ::testing::Bool(),
-                         [](const ::testing::TestParamInfo<bool>& p) {
-                           return p.param ? "RawTp" : "TpBtf";
-                         });
+INSTANTIATE_TEST_SUITE_P(AttachKinds, OnCpuTest, ::testing::Bool(), attachKindName);
 
 }  // namespace
 }  // namespace colod::collect

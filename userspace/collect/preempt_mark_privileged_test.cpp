@@ -21,9 +21,8 @@ class PreemptMarkTest : public CollectorTest, public ::testing::WithParamInterfa
 // known limits), which a test cannot provoke. Three rounds: the victim is moved while it waits
 // in about 8 of 9 (the hog has 8x its weight).
 TEST_P(PreemptMarkTest, AMarkLeftFromBeforeAMoveIsNotAWaitAfterASleep) {
-  if (v2() ? !v2Controller("cpu") : hier_.cpu.empty()) {
-    GTEST_SKIP() << (v2() ? "cgroup2 root does not delegate the cpu controller"
-                          : "no v1 cpu controller on this host");
+  if (const std::string why = noCpuController(); !why.empty()) {
+    GTEST_SKIP() << why;
   }
   cpu_set_t mine;
   CPU_ZERO(&mine);
@@ -94,12 +93,7 @@ TEST_P(PreemptMarkTest, AMarkLeftFromBeforeAMoveIsNotAWaitAfterASleep) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AttachKinds,
-                         PreemptMarkTest,
-                         ::testing::Bool(),
-                         [](const ::testing::TestParamInfo<bool>& p) {
-                           return p.param ? "RawTp" : "TpBtf";
-                         });
+INSTANTIATE_TEST_SUITE_P(AttachKinds, PreemptMarkTest, ::testing::Bool(), attachKindName);
 
 }  // namespace
 }  // namespace colod::collect

@@ -16,14 +16,6 @@ using namespace std::chrono_literals;
 class WakeupTest : public CollectorTest {
  protected:
   void protectedWakesUnprotectedDoesNot(const CollectorOptions& opts);
-  // Why this host cannot run these tests ("" when it can).
-  std::string noCpuController() {
-    if (v2() ? !v2Controller("cpu") : hier_.cpu.empty()) {
-      return v2() ? "cgroup2 root does not delegate the cpu controller"
-                  : "no v1 cpu controller on this host";
-    }
-    return "";
-  }
   // The LS and its busy neighbour on kCpu, the neighbour at 8x the LS weight: the LS waits
   // behind it at nearly every wakeup.
   void pinPair(const TestCgroup& ls, const TestCgroup& be) {
