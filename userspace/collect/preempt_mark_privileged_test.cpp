@@ -88,8 +88,10 @@ TEST_P(PreemptMarkTest, AMarkLeftFromBeforeAMoveIsNotAWaitAfterASleep) {
     std::printf("round %d: B recorded %llu us of waits, the kernel %llu us\n", round,
                 static_cast<unsigned long long>(recorded_ns / 1000),
                 static_cast<unsigned long long>(reference_ns / 1000));
-    // A stale mark adds >= 300 ms (the sleep) to what the kernel saw B's tasks wait.
-    EXPECT_LE(recorded_ns, reference_ns + std::max<uint64_t>(reference_ns / 10, 30'000'000u));
+    // A stale mark adds >= 300 ms (the sleep) to what the kernel saw B's tasks wait. Half of
+    // that is the bound: a mark's time reads early after a preempting wakeup (bpf/README.md),
+    // by 34 ms over ~100 preemptions in the TCG guest.
+    EXPECT_LE(recorded_ns, reference_ns + 150'000'000u);
   }
 }
 
