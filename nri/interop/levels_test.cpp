@@ -96,8 +96,9 @@ TEST_P(LevelsTest, EveryContainerStartsWithThePluginsAdjustment) {
   Node node(version, launch);
   ASSERT_TRUE(node.peer->started());
   PeerProcess& peer = *node.peer;
-  ASSERT_TRUE(peer.control({{"op", "wait_plugins"}, {"count", 1}, {"timeout_ms", 15000}})["ok"])
-      << "plugin never synchronized; plugin log: " << node.plugins.stderrLog();
+  const json synced = peer.control({{"op", "wait_plugins"}, {"count", 1}, {"timeout_ms", 15000}});
+  ASSERT_TRUE(synced.value("ok", false)) << "plugin never synchronized: " << synced.dump()
+                                         << "; plugin log: " << node.plugins.stderrLog();
   auto reg =
       peer.waitEvent([](const json& e) { return e.value("event", "") == "plugin-registered"; }, 5s);
   ASSERT_FALSE(reg.is_null());

@@ -137,13 +137,36 @@ int PeerProcess::stop() {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-nlohmann::json PeerProcess::control(const nlohmann::json& step) {
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0 || !connectUnix(fd, control_socket_)) {
-    if (fd >= 0) {
-      ::close(fd);
+int PeerProcess::connectControl() const {
+  // The socket file appears at bind(), before listen(): a connect in between is refused. The
+  // constructor waits only for the file, so a refusal while the peer lives is retried briefly.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  for (;;) {
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+      return -1;
     }
-    return {{"ok", false}, {"error", "cannot connect to the control socket"}};
+    if (connectUnix(fd, control_socket_)) {
+      return fd;
+    }
+    const int err = errno;
+    ::close(fd);
+    const bool alive = pid_ > 0 && ::kill(pid_, 0) == 0;
+    if (!alive || (err != ECONNREFUSED && err != ENOENT) ||
+        std::chrono::steady_clock::now() > deadline) {
+      errno = err;
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+nlohmann::json PeerProcess::control(const nlohmann::json& step) {
+  int fd = connectControl();
+  if (fd < 0) {
+    return {
+        {"ok", false},
+        {"error", std::string("cannot connect to the control socket: ") + std::strerror(errno)}};
   }
   std::string line = step.dump() + "\n";
   size_t off = 0;

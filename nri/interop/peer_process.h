@@ -45,6 +45,9 @@ class PeerProcess {
   int stop();
 
  private:
+  // A connected fd to the control socket, or -1 with errno set.
+  int connectControl() const;
+
   std::string dir_;
   std::string socket_;
   std::string control_socket_;
