@@ -75,15 +75,18 @@ TEST(Probe, LateRequestsAreListedOnTheWallClock) {
         .count();
   };
   const int64_t before = unix_ns();
+  // At full speed ~195 of its ~200 requests are late; the bound is well under that so a thread
+  // that gets a quarter of a CPU (ctest -j2 beside other tests) still reaches it (50 of 0.2 s
+  // read 49 so).
   const ProbeOptions o{.threads = 1,
                        .period_us = 1000,
                        .work_us = 2000,
-                       .duration_s = 0.2,
+                       .duration_s = 0.4,
                        .late_us = 5000,
-                       .max_late = 50};
+                       .max_late = 20};
   const ProbeReport r = ASSERT_OK(runProbe(o));
   const int64_t after = unix_ns();
-  ASSERT_EQ(r.late.size(), 50U) << "bounded by max_late";
+  ASSERT_EQ(r.late.size(), 20U) << "bounded by max_late";
   for (size_t i = 0; i < r.late.size(); ++i) {
     EXPECT_GT(r.late[i].latency_ns, 5'000'000U);
     EXPECT_GT(r.late[i].due_unix_ns, before);
