@@ -593,12 +593,29 @@ static __always_inline int on_switch(struct task_struct *prev, struct task_struc
 	/* This rq's clock: the end of next's wait, and the start of prev's if it was preempted. */
 	clock = btf ? cfs_rq->rq->clock : BPF_CORE_READ(cfs_rq, rq, clock);
 	if (watched) {
-		__u32 pos = cs->run_pos;
+		__u32 pos = cs->run_pos & (RUNNERS - 1);
 
-		/* A record whose newest runner is not prev has a gap (made while nothing was
-		 * watched): start it again. */
-		if (cs->run_n && cs->run_id[pos & (RUNNERS - 1)] != prev_id)
-			cs->run_n = 0;
+		if (!cs->run_n || cs->run_id[pos] != prev_id) {
+			/* The record lacks prev: it was switched in before the watch was set, or unseen
+			 * (an untraced switch: bpf/README.md, known limits). It has held the CPU since
+			 * the kernel's arrival stamp, so it goes in from there and the woken task that
+			 * waited behind it is attributed to it (before, to nobody: the first wait on a
+			 * CPU once a victim was watched, and on this sandbox's kernel the wait that
+			 * ended each slice of a task switched in after its agent's thread). The record
+			 * before it stays only when prev came in unseen after its newest runner, the
+			 * task whose switch-out went untraced; else it is from before the watch. */
+			__u64 since = prev_idle ? 0 : TASK_READ(btf, prev, sched_info.last_arrival);
+
+			if (known || !since || since < cs->run_at[pos])
+				cs->run_n = 0;
+			if (since && since <= clock) {
+				pos = (pos + 1) & (RUNNERS - 1);
+				cs->run_id[pos] = prev_id;
+				cs->run_at[pos] = since;
+				if (cs->run_n < RUNNERS)
+					cs->run_n += 1;
+			}
+		}
 		pos = (pos + 1) & (RUNNERS - 1);
 		cs->run_id[pos] = next_id;
 		cs->run_at[pos] = clock;

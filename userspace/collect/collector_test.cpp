@@ -776,7 +776,7 @@ TEST_F(CollectorTest, ACpuPastTheCopiesIsCountedAndNotMeasured) {
                                   << " ms off CPU 0 despite its affinity";
   // All of it, within a tenth (a test that asserted only "some" hid a real undercount for two
   // sessions: a preempted child's last switch-in went untraced on the sandbox kernel, and the
-  // slice was credited from a start the kernel had reset; see oncpu_privileged_test.cpp).
+  // slice was credited from a start the kernel had reset; see unseen_switch_privileged_test.cpp).
   EXPECT_GE(a_ns, on0_ns * 9 / 10) << "child on CPU 0: " << on0_ns / 1'000'000 << " ms";
   // Only what ran on CPU 0 before the child pinned itself to CPU 1 (fork, cgroup join).
   EXPECT_LT(b_ns, 20'000'000u);
