@@ -157,6 +157,9 @@ RoundResult EngineState::admit(ContainerInfo info, int64_t now_ns) {
   if (!touchable(t) || restrictions_.count(id) != 0) {
     return result;  // not BE (or exclusive CPUs), or already placed (a retried creation)
   }
+  if (t.admitted_tick == kNever) {
+    t.admitted_tick = ticks_;
+  }
   now_ns_ = now_ns;
   auto& out = result.decisions;
 
@@ -244,11 +247,22 @@ RoundResult EngineState::admit(ContainerInfo info, int64_t now_ns) {
       // landing together, the first spared because the LS it would hurt was not seen running
       // yet, was kept out of the placement; it then ran hot beside the LS and the ladder went on
       // to the quota rung, which capped every BE at 0.2 CPU for the phase (session 28).
+      // One created within the window and spared then, when this LS was not seen running, is
+      // not "already there" either: it is judged as the new one is, and joins when the weights
+      // do not protect this LS from it (colocation r4, session 32: spared 20 ms before the
+      // placement, it had run once; it stayed on the LS's CPU and the quota rung capped every
+      // BE at 0.2 CPU, BE at a third of its work and the LS at 329 ms).
       const int64_t since = ticks_ - config_.actions.blame_window_intervals;
       for (const auto& [bid, b] : tracked_) {
-        if (bid != id && touchable(b) && b.last_ran_tick >= since) {
-          step.running_at_apply.insert(bid);
+        if (bid == id || !touchable(b) || b.last_ran_tick < since) {
+          continue;
         }
+        const bool judged_without_v = b.admitted_tick != kNever && b.admitted_tick >= since &&
+                                      restrictions_.count(bid) == 0;
+        if (judged_without_v && !weightsProtect(v, b)) {
+          continue;
+        }
+        step.running_at_apply.insert(bid);
       }
       step.applied_tick = ticks_;
       ep.steps.push_back(std::move(step));

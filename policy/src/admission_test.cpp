@@ -286,6 +286,47 @@ TEST(AdmissionTest, ABeNotRunningYetAtAPlacementJoinsItWhenItShows) {
   EXPECT_FALSE(restricted(sim.engine(), "resident"));
 }
 
+// Issue #15 (colocation colod r4, session 32): the same two pods, but the first had already run
+// once when the second was placed. It had been spared at its creation, when the probe it would
+// hurt was not seen running yet, and the placement took it as already there; it stayed on the
+// LS's CPU and the quota rung capped every BE at 0.2 CPU (BE at a third of its work, the LS's p99
+// 329 ms). A BE created within the blame window is judged against the LS now running as the new
+// one is: the weights do not protect the LS from it, so it joins the placement.
+TEST(AdmissionTest, ABeSparedBeforeTheLsRanIsJudgedAgainstItAtThePlacement) {
+  Sim sim{cpusetFirst(), 2};
+  sim.add(lsInfo("web", 2));
+  sim.add(bigBe("resident"));
+  (void)sim.step({beSample("resident", 5'000'000)});  // the LS not running yet
+  EXPECT_TRUE(sim.engine().admit(bigBe("early"), sim.now()).decisions.empty())
+      << "no protected LS seen running: nothing to place";
+  // The LS starts; "early" has run once beside it, "resident" lightly as always.
+  (void)sim.step({lsSample("web", 200), beSample("early", 20'000'000),
+                  beSample("resident", 5'000'000)});
+  const RoundResult placed = sim.engine().admit(bigBe("batch"), sim.now());
+  ASSERT_EQ(placed.decisions.size(), 1u);
+  ASSERT_EQ(placed.decisions[0].target_id, "batch");
+  const std::string away = placed.decisions[0].new_values.cpuset_cpus.value_or("");
+  ASSERT_FALSE(away.empty());
+  std::optional<Decision> moved;
+  for (int i = 0; i < 30 && !moved; ++i) {
+    for (const auto& d : sim.step({lsSample("web", 16'000, {{"early", 5, 30'000'000}}),
+                                   beSample("early", 150'000'000), beSample("batch", 90'000'000),
+                                   beSample("resident", 5'000'000)})
+                             .decisions) {
+      EXPECT_NE(d.lever, Lever::CpuQuota) << "round " << i << ": " << d.explanation;
+      if (!moved && d.target_id == "early") {
+        moved = d;
+      }
+    }
+  }
+  ASSERT_TRUE(moved.has_value()) << "the BE spared before the LS ran was never moved";
+  EXPECT_EQ(moved->lever, Lever::Cpuset) << moved->explanation;
+  EXPECT_EQ(moved->new_values.cpuset_cpus, away) << moved->explanation;
+  EXPECT_NE(moved->explanation.find("extend rung"), std::string::npos) << moved->explanation;
+  // The BE that ran there before the LS and the pods is still what was already there.
+  EXPECT_FALSE(restricted(sim.engine(), "resident"));
+}
+
 // Issue #15 (session 29): the LS was over its threshold behind the host before the BE pods
 // arrived; the placement came with those hits in the window, the LS, unpinned, met the placed BE
 // on the CPU left to BE a few times, and the quota rung went on top 150 ms later and capped

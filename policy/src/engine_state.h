@@ -231,6 +231,10 @@ struct Tracked {
   // waits, shrank a 3 s window to 0.6 s (blame.sh light: a light BE starved for half a second
   // was taken as newly started and joined a cpuset rung).
   int64_t last_ran_tick = kNever;
+  // The tick admit() saw it created (kNever: known from a synchronization or the journal). A BE
+  // created within the blame window was judged at its creation against the LS seen running
+  // then, not against one seen since (admit(), case 2).
+  int64_t admitted_tick = kNever;
   // The last tick its CFS quota throttled it (cpu.stat nr_throttled went up): a cap that has
   // not throttled it for a while and sits well above its use holds nothing back.
   int64_t last_throttled_tick = kNever;
