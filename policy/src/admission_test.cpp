@@ -4,6 +4,9 @@
 // restriction like any other (applied(), relaxed by the quiet rule, dry-run marked).
 #include <gtest/gtest.h>
 
+#include <optional>
+#include <vector>
+
 #include "colod/policy/engine.h"
 #include "colod/policy/testing/synthetic.h"
 #include "colod/testing/result_matchers.h"
@@ -234,6 +237,24 @@ TEST(AdmissionTest, EvidenceFromBeforeAPlacementDoesNotBlameUnderIt) {
   EXPECT_TRUE(restricted(sim.engine(), "batch", Lever::CpuQuota));
 }
 
+// Rounds of the LS "web" waiting behind "early", which runs hot on both CPUs beside the placed
+// "batch" and the light "resident", until a decision targets "early" (at most 30 rounds): that
+// decision; every decision of those rounds goes to *all.
+std::optional<Decision> hurtBehindEarly(Sim& sim, std::vector<Decision>* all) {
+  for (int i = 0; i < 30; ++i) {
+    for (const auto& d : sim.step({lsSample("web", 16'000, {{"early", 5, 30'000'000}}),
+                                   beSample("early", 150'000'000), beSample("batch", 90'000'000),
+                                   beSample("resident", 5'000'000)})
+                             .decisions) {
+      all->push_back(d);
+      if (d.target_id == "early") {
+        return d;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 // Issue #15 (colocation colod phase, session 28): two BE pods arrived together. The first was
 // spared at creation (the probe it would hurt was not seen running yet), the second placed off
 // the LS's CPU 30 ms later, and the placement took every BE on the node as "already there" and
@@ -255,17 +276,8 @@ TEST(AdmissionTest, ABeNotRunningYetAtAPlacementJoinsItWhenItShows) {
   ASSERT_TRUE(placed.decisions[0].new_values.cpuset_cpus.has_value());
   const std::string away = *placed.decisions[0].new_values.cpuset_cpus;
   // "early" runs on both CPUs and the LS waits behind it.
-  std::optional<Decision> first;
-  for (int i = 0; i < 30 && !first; ++i) {
-    for (const auto& d : sim.step({lsSample("web", 16'000, {{"early", 5, 30'000'000}}),
-                                   beSample("early", 150'000'000), beSample("batch", 90'000'000),
-                                   beSample("resident", 5'000'000)})
-                             .decisions) {
-      if (!first && d.target_id == "early") {
-        first = d;
-      }
-    }
-  }
+  std::vector<Decision> all;
+  const std::optional<Decision> first = hurtBehindEarly(sim, &all);
   ASSERT_TRUE(first.has_value()) << "the BE that started beside the LS was never restricted";
   EXPECT_EQ(first->lever, Lever::Cpuset) << first->explanation;
   EXPECT_EQ(first->victim_id, "web");
@@ -307,17 +319,10 @@ TEST(AdmissionTest, ABeSparedBeforeTheLsRanIsJudgedAgainstItAtThePlacement) {
   ASSERT_EQ(placed.decisions[0].target_id, "batch");
   const std::string away = placed.decisions[0].new_values.cpuset_cpus.value_or("");
   ASSERT_FALSE(away.empty());
-  std::optional<Decision> moved;
-  for (int i = 0; i < 30 && !moved; ++i) {
-    for (const auto& d : sim.step({lsSample("web", 16'000, {{"early", 5, 30'000'000}}),
-                                   beSample("early", 150'000'000), beSample("batch", 90'000'000),
-                                   beSample("resident", 5'000'000)})
-                             .decisions) {
-      EXPECT_NE(d.lever, Lever::CpuQuota) << "round " << i << ": " << d.explanation;
-      if (!moved && d.target_id == "early") {
-        moved = d;
-      }
-    }
+  std::vector<Decision> all;
+  const std::optional<Decision> moved = hurtBehindEarly(sim, &all);
+  for (const auto& d : all) {
+    EXPECT_NE(d.lever, Lever::CpuQuota) << d.explanation;
   }
   ASSERT_TRUE(moved.has_value()) << "the BE spared before the LS ran was never moved";
   EXPECT_EQ(moved->lever, Lever::Cpuset) << moved->explanation;

@@ -242,6 +242,25 @@ struct TaskSchedstat {
   return st;
 }
 
+// A watched cgroup's waits after wakeups by whom (CgroupSample::waited_behind): behind cgroup
+// `id`, and behind anyone.
+struct BehindSplit {
+  uint64_t of_ns = 0;
+  uint64_t of_waits = 0;
+  uint64_t all_ns = 0;
+};
+[[maybe_unused]] BehindSplit behindOf(const CgroupSample& s, uint64_t id) {
+  BehindSplit b;
+  for (const auto& w : s.waited_behind) {
+    b.all_ns += w.wait_ns;
+    if (w.cgroup_id == id) {
+      b.of_ns += w.wait_ns;
+      b.of_waits += w.waits;
+    }
+  }
+  return b;
+}
+
 // The test names of a suite run over both attach kinds (its bool parameter: force_raw_tp).
 [[maybe_unused]] std::string attachKindName(const ::testing::TestParamInfo<bool>& p) {
   return p.param ? "RawTp" : "TpBtf";

@@ -163,14 +163,9 @@ TEST_P(OnCpuTest, AWaitBehindATaskSwitchedInUnseenIsAttributedToIt) {
     const Snapshot snap = ASSERT_OK(col.snapshot());
     const CgroupSample* l = find(snap, ls_id);
     ASSERT_NE(l, nullptr) << "round " << round << ": the LS task did not run";
-    uint64_t behind_be_ns = 0;
-    uint64_t behind_all_ns = 0;
-    for (const auto& b : l->waited_behind) {
-      behind_all_ns += b.wait_ns;
-      if (b.cgroup_id == be_id) {
-        behind_be_ns += b.wait_ns;
-      }
-    }
+    const BehindSplit behind = behindOf(*l, be_id);
+    const uint64_t behind_be_ns = behind.of_ns;
+    const uint64_t behind_all_ns = behind.all_ns;
     std::printf("round %d: the LS waited %llu us in %llu waits; behind the hog %llu us, anyone "
                 "%llu us\n",
                 round, static_cast<unsigned long long>(l->runq.total_ns / 1000),

@@ -148,16 +148,10 @@ TEST_F(WakeupTest, AProtectedCgroupsWaitsAreAttributedToWhomItWaitedBehind) {
   const Snapshot snap = ASSERT_OK(col.snapshot());
   const CgroupSample* l = find(snap, ls_id);
   ASSERT_NE(l, nullptr) << "the LS had no activity in the interval";
-  uint64_t behind_be = 0;
-  uint64_t behind_all = 0;
-  uint64_t waits_be = 0;
-  for (const auto& b : l->waited_behind) {
-    behind_all += b.wait_ns;
-    if (b.cgroup_id == be_id) {
-      behind_be += b.wait_ns;
-      waits_be += b.waits;
-    }
-  }
+  const BehindSplit behind = behindOf(*l, be_id);
+  const uint64_t behind_be = behind.of_ns;
+  const uint64_t behind_all = behind.all_ns;
+  const uint64_t waits_be = behind.of_waits;
   std::printf("LS waited %.1f ms in %lu waits (%.1f ms of it behind the hog's cgroup in %lu)\n",
               static_cast<double>(l->runq.total_ns) / 1e6,
               static_cast<unsigned long>(l->runq.count), static_cast<double>(behind_be) / 1e6,
