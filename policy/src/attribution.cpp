@@ -91,6 +91,7 @@ void EngineState::decayEvidence(Tracked& v) const {
   const double recent = std::pow(1.0 - 1.0 / kRecentRounds, static_cast<double>(rounds));
   w.recent_be_ns *= recent;
   w.recent_other_ns *= recent;
+  w.recent_host_ns *= recent;
   for (auto it = w.foreign_by.begin(); it != w.foreign_by.end();) {
     it->second *= d;
     it = it->second < kForgetNs ? w.foreign_by.erase(it) : std::next(it);
@@ -145,6 +146,9 @@ void EngineState::accumulateEvidence(Tracked& v) {
     // containers: work colod does not control.
     w.foreign_ns += all;
     w.recent_other_ns += all;
+    if (p.aggressor_id.empty()) {
+      w.recent_host_ns += all;
+    }
     w.foreign_by[p.aggressor_id.empty() ? std::string("host") : p.aggressor_id] += all;
   }
   bool victim_all = false;

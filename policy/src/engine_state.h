@@ -138,6 +138,7 @@ struct WaitSplit {
   // (colocation busy phases: the engage waited 1.3 s for the window to turn).
   double recent_be_ns = 0;
   double recent_other_ns = 0;  // itself and work colod does not control
+  double recent_host_ns = 0;   // of which behind the host (root/system tasks)
   // All of it since the last rung was applied (decayed like the window): what a rung on top
   // weighs a BE's fresh evidence against (kOnTopMinShare).
   double fresh_ns = 0;
@@ -280,6 +281,8 @@ struct Step {
   // Rebuilt from the journal after a restart: in force since before it, however recent
   // applied_tick, so it has had its time to work (the settle rule does not wait on it).
   bool seeded = false;
+  // The quota step uncontrolled_cap.cpp takes: one step, never tightened.
+  bool uncontrolled_cap = false;
 };
 
 enum class Phase { Verifying, Holding };
@@ -307,6 +310,7 @@ struct Episode {
   bool exhausted = false;
   bool victim_gone = false;
   bool relax_held = false;  // the relax_held finding was given for the current hold
+  bool budget_held = false;  // the same, for a budget another victim still needs
   bool stop_said = false;   // the ladder_stopped finding was given for the current hold
   std::string stop_why;     // why the last escalation attempt changed nothing
 };
@@ -456,6 +460,17 @@ class EngineState {
                             bool replacing,
                             std::vector<Decision>& out,
                             std::vector<Finding>& findings);
+  // uncontrolled_cap.cpp: the one quota step taken while the victim waits behind the host.
+  [[nodiscard]] std::vector<Antagonist> uncontrolledCapTargets(const Episode& ep,
+                                                               const Tracked& victim) const;
+  RungResult applyUncontrolledCap(Episode& ep,
+                                  const std::string& key,
+                                  Tracked& victim,
+                                  const std::vector<Antagonist>& held,
+                                  DecisionKind kind,
+                                  bool replacing,
+                                  std::vector<Decision>& out,
+                                  std::vector<Finding>& findings);
   [[nodiscard]] bool holdsQuota(const Episode& ep) const;
   [[nodiscard]] bool canTighten(const Episode& ep) const;
   bool tightenQuota(Episode& ep,
@@ -464,6 +479,8 @@ class EngineState {
                     std::vector<Decision>& out,
                     std::vector<Finding>& findings);
   // ladder.cpp
+  // A rung (or the uncontrolled cap) was applied: verified from now on (escalate()).
+  void startVerifying(const std::string& key, Episode& ep, Tracked& victim);
   RungResult applyRung(Episode& ep,
                        const std::string& key,
                        Tracked& victim,
@@ -511,6 +528,9 @@ class EngineState {
                    std::vector<Finding>& findings);
   // relax.cpp
   std::optional<std::string> relaxWouldHurt(const Step& top, const Tracked& v) const;
+  // The BE quota budget is one for every episode: another episode's victim that a quota step
+  // protects and that is not quiet keeps it from being raised (its name).
+  [[nodiscard]] std::optional<std::string> budgetStillNeeded(const std::string& key) const;
   std::optional<std::string> targetsIdle(const Step& top, int64_t need) const;
   void relaxTop(const std::string& key,
                 Episode& ep,

@@ -257,6 +257,26 @@ bool EngineState::escalate(Episode& ep,
   const auto lad = ladder(ep.memory);
   // On top of rungs in force, by the evidence gathered since the last one was applied.
   std::vector<Antagonist> antagonists = rank(victim, ep.memory, findings, !ep.steps.empty());
+  if (antagonists.empty() && !ep.memory) {
+    // Behind the host, with a split in force: the BE it holds still weigh on the victim's CPUs
+    // through the parents they share (uncontrolled_cap.cpp). One quota step, verified.
+    if (std::vector<Antagonist> held = uncontrolledCapTargets(ep, victim); !held.empty()) {
+      const RungResult res =
+          applyUncontrolledCap(ep, key, victim, held, kind, replacing, out, findings);
+      if (res == RungResult::Deferred) {
+        ++stats_.rate_limited;
+        return false;
+      }
+      if (res == RungResult::Applied) {
+        ++ep.next_rung;
+        ++ep.escalations;
+        victim.exhausted_said = false;
+        startFreshEvidence(victim);
+        startVerifying(key, ep, victim);
+        return true;
+      }
+    }
+  }
   if (antagonists.empty()) {
     ep.stop_why = behindUncontrolled(victim)
                       ? "the wait is behind work colod does not control"
@@ -294,34 +314,7 @@ bool EngineState::escalate(Episode& ep,
     if (res == RungResult::Applied) {
       victim.exhausted_said = false;
       startFreshEvidence(victim);
-      Step& applied = ep.steps.back();
-      // Who ran within the blame window is there already (a duty cycle is not a start). A BE
-      // that another episode's cpuset holds off the victim's CPUs is benign only while that
-      // hold lasts: this step shares the hold instead (session 19: relaxed by its owner, such a
-      // BE went back beside this victim, and the step, believing it benign, let it stay). An
-      // idle one too: released, it would join this step a round later (a flip for nothing).
-      const int64_t since = ticks_ - config_.actions.blame_window_intervals;
-      for (const auto& [id, t] : tracked_) {
-        if (!touchable(t)) {
-          continue;
-        }
-        if (applied.lever == Lever::Cpuset && heldCpusetShared(key, applied, t, victim)) {
-          continue;
-        }
-        if (t.last_ran_tick >= since) {
-          applied.running_at_apply.insert(id);
-        }
-      }
-      applied.running_known = true;
-      ep.phase = Phase::Verifying;
-      // In timer ticks: event rounds between them add data, not time.
-      ep.verify_until = ticks_ + config_.actions.verify_intervals;
-      ep.verify_hits = 0;
-      ep.verify_intervals = 0;
-      ep.verify_p99_sum = 0;
-      ep.verify_wait_sum = 0;
-      ep.start_p99 = victim.p99;
-      ep.start_wait = windowWait(victim);
+      startVerifying(key, ep, victim);
       return true;
     }
   }
@@ -341,6 +334,37 @@ bool EngineState::escalate(Episode& ep,
     }
   }
   return false;
+}
+
+void EngineState::startVerifying(const std::string& key, Episode& ep, Tracked& victim) {
+  Step& applied = ep.steps.back();
+  // Who ran within the blame window is there already (a duty cycle is not a start). A BE
+  // that another episode's cpuset holds off the victim's CPUs is benign only while that
+  // hold lasts: this step shares the hold instead (session 19: relaxed by its owner, such a
+  // BE went back beside this victim, and the step, believing it benign, let it stay). An
+  // idle one too: released, it would join this step a round later (a flip for nothing).
+  const int64_t since = ticks_ - config_.actions.blame_window_intervals;
+  for (const auto& [id, t] : tracked_) {
+    if (!touchable(t)) {
+      continue;
+    }
+    if (applied.lever == Lever::Cpuset && heldCpusetShared(key, applied, t, victim)) {
+      continue;
+    }
+    if (t.last_ran_tick >= since) {
+      applied.running_at_apply.insert(id);
+    }
+  }
+  applied.running_known = true;
+  ep.phase = Phase::Verifying;
+  // In timer ticks: event rounds between them add data, not time.
+  ep.verify_until = ticks_ + config_.actions.verify_intervals;
+  ep.verify_hits = 0;
+  ep.verify_intervals = 0;
+  ep.verify_p99_sum = 0;
+  ep.verify_wait_sum = 0;
+  ep.start_p99 = victim.p99;
+  ep.start_wait = windowWait(victim);
 }
 
 // Whether a cpuset restriction holds t (then t is not "running at apply" for `step`, a cpuset
@@ -578,7 +602,12 @@ void EngineState::stepEpisode(const std::string& key,
     std::ostringstream why;
     why << "rung " << failed.rung + 1 << " did not help within " << config_.actions.verify_intervals
         << " intervals (" << ep.verify_hits << " of " << ep.verify_intervals
-        << " still over threshold)";
+        << " still over threshold";
+    if (!ep.memory && ep.start_wait > 0) {
+      why << ", wait load " << std::round(ep.start_wait * 100) / 100 << " -> "
+          << std::round(mean_wait * 100) / 100;
+    }
+    why << ")";
     if (!ep.memory) {
       // Judged useless on this evidence: not retried for this victim until it changes.
       UselessRung& u = v.useless[failed.lever];

@@ -385,7 +385,13 @@ bool EngineState::holdsQuota(const Episode& ep) const {
 }
 
 bool EngineState::canTighten(const Episode& ep) const {
-  return !ep.memory && holdsQuota(ep) && quota_budget_ > quotaFloor(quotaTargets()) + 1e-6;
+  // A cap taken against the host's wait is one step: tighter, it takes from BE what the host,
+  // not the victim, gets (colocation foreign phase, session 33: a second victim's episode
+  // tightened it to 0.56 CPU and BE lost a quarter of its work).
+  const bool cap = std::any_of(ep.steps.begin(), ep.steps.end(), [](const Step& st) {
+    return st.lever == Lever::CpuQuota && st.uncontrolled_cap;
+  });
+  return !ep.memory && !cap && holdsQuota(ep) && quota_budget_ > quotaFloor(quotaTargets()) + 1e-6;
 }
 
 // The victim still hurts with the quota rung in force: shrink the aggregate budget one step

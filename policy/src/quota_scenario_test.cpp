@@ -219,5 +219,41 @@ TEST(QuotaScenario, TheFirstCapOfAConfinedBeBinds) {
   EXPECT_GE(*first, 10'000) << "never below the floor";
 }
 
+// The budget is one for every victim. web and api both wait behind the hog and both hold the
+// quota rung; web goes quiet while api is still over its threshold: the budget is not raised for
+// web, and the hold is explained (colocation foreign phase, session 33: a quiet redis gave the BE
+// their CPU back in two steps while the probe beside it, still hurt, relied on the same cap).
+TEST(QuotaScenario, AQuietVictimDoesNotRaiseABudgetAnotherStillNeeds) {
+  Sim sim{quotaOnly()};
+  sim.add(lsInfo("api"));
+  addWebAndConfinedHog(sim);
+  std::vector<RoundResult> rounds;
+  auto both_hurt = [&] {
+    rounds.push_back(sim.step({starved("hog", 1.6), scenario::starved("api", "hog", 1.6),
+                               be("hog", 100'000'000, false)}));
+  };
+  for (int r = 0; r < 30 && !restricted(sim.engine(), "hog", Lever::CpuQuota); ++r) {
+    both_hurt();
+  }
+  ASSERT_TRUE(restricted(sim.engine(), "hog", Lever::CpuQuota));
+  for (int r = 0; r < 3; ++r) {
+    both_hurt();  // the second victim's episode shares the rung
+  }
+  const size_t before = sim.decisions().size();
+  for (int r = 0; r < 60; ++r) {
+    rounds.push_back(sim.step({lsSample("web", scenario::kQuietP99),
+                               scenario::starved("api", "hog", 0.6), be("hog", 40'000'000, true)}));
+  }
+  for (size_t i = before; i < sim.decisions().size(); ++i) {
+    const Decision& d = sim.decisions()[i];
+    EXPECT_FALSE(d.lever == Lever::CpuQuota && d.kind == DecisionKind::Relax) << d.explanation;
+  }
+  EXPECT_TRUE(restricted(sim.engine(), "hog", Lever::CpuQuota));
+  const Finding* held = scenario::findFinding(rounds, "relax_held");
+  ASSERT_NE(held, nullptr);
+  EXPECT_NE(held->message.find("not quiet"), std::string::npos) << held->message;
+  EXPECT_EQ(scenario::countFindings(rounds, "relax_held"), 1) << "said once per hold";
+}
+
 }  // namespace
 }  // namespace colod::policy

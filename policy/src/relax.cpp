@@ -264,6 +264,21 @@ void EngineState::holdEpisode(const std::string& key,
     const double ceiling = top.lever == Lever::CpuQuota ? quotaCeiling() : node;
     if (top.lever == Lever::CpuQuota && quota_budget_ > 0 && quota_budget_ + 1e-6 < ceiling &&
         quota_budget_ + config_.levers.quota_step_fraction * node < node) {
+      if (auto other = budgetStillNeeded(key)) {
+        // Raised for this quiet victim, the budget is raised for that one too (colocation
+        // foreign phase, session 33: a quiet redis gave the BE their CPU back in two steps
+        // while the probe beside it, still hurt, relied on the same cap).
+        if (!ep.budget_held) {
+          ep.budget_held = true;
+          findings.push_back({v.info.id, "relax_held",
+                              displayName(v.info) +
+                                  " is quiet, but the BE quota budget also "
+                                  "protects " +
+                                  *other + ", which is not quiet: kept"});
+        }
+        return;
+      }
+      ep.budget_held = false;
       // Give the quota back step by step: raise the aggregate budget, keep the rung. Not past
       // what the capped BE can use at all (their cpusets): there it holds nothing back, and
       // the next relax gives the rung back.
@@ -288,6 +303,20 @@ void EngineState::holdEpisode(const std::string& key,
     relaxTop(key, ep, v, "victim_quiet",
              displayName(v.info) + " quiet for " + std::to_string(quiet) + " intervals", out);
   }
+}
+
+std::optional<std::string> EngineState::budgetStillNeeded(const std::string& key) const {
+  for (const auto& [k, ep] : episodes_) {
+    if (k == key || ep.memory || ep.victim_gone || !holdsQuota(ep)) {
+      continue;
+    }
+    auto vit = tracked_.find(ep.victim_id);
+    // Not quiet by the rule that gives a budget back (a hit comes and goes round by round).
+    if (vit != tracked_.end() && vit->second.quiet_streak < config_.actions.quiet_intervals) {
+      return displayName(vit->second.info);
+    }
+  }
+  return std::nullopt;
 }
 
 // Gives back the episode's top step (a Relax decision per target nobody else holds).

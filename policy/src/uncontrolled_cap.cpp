@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: Apache-2.0
+// The one quota step taken while a victim waits behind the host with a cpuset split in force.
+//
+// The split keeps BE off the victim's CPUs, and the victim then waits behind host work there (a
+// system daemon, a process outside any pod). No rung removes that work, but the BE still weigh
+// on those CPUs: CFS gives a group cgroup (kubepods) a weight on each CPU in proportion to its
+// load there, so the BE's load on their own CPUs lowers what the victim's parents weigh on the
+// victim's CPUs against the host. Measured (colocation foreign phase, session 33): BE held on
+// CPU 1 used it whole, the LS got 0.28 CPU on CPU 0 beside a hog at the weight of a system
+// slice, against 0.33 CPU with no split at all; its p99 was 1.09x what it was without colod.
+// The same BE capped at 0.75 of what they used: LS p99 0.61x, BE work 0.92x.
+//
+// So one step, on the BE the split holds: their aggregate quota at (1 - quota_step_fraction) of
+// what they use, verified like a rung: kept if the victim's wait drops, otherwise undone and
+// not retried on the same evidence. Never tightened while the wait is behind the host (a
+// tighter budget takes from BE what the host, not the victim, gets).
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "colod/policy/tier.h"
+#include "engine_state.h"
+
+namespace colod::policy {
+
+// The BE a cpuset step of ep holds off the victim's CPUs and that run, as the step's antagonists
+// (score: share of their CPU use), when the victim waits mostly behind the host and the quota
+// rung is next; empty otherwise.
+std::vector<Antagonist> EngineState::uncontrolledCapTargets(const Episode& ep,
+                                                            const Tracked& victim) const {
+  std::vector<Antagonist> held;
+  const auto lad = ladder(false);
+  if (ep.memory || ep.next_rung < 0 || ep.next_rung >= static_cast<int>(lad.size()) ||
+      lad[static_cast<size_t>(ep.next_rung)] != Lever::CpuQuota ||
+      ep.escalations >= config_.actions.max_escalations || holdsQuota(ep) ||
+      !behindUncontrolled(victim)) {
+    return held;
+  }
+  const WaitSplit& w = victim.waits;
+  const double total = w.be_ns + w.self_ns + w.displaced_ns + w.foreign_ns;
+  const auto host = w.foreign_by.find("host");
+  // Behind the host: another pod (an LS, a system pod) shares the victim's parents, and the
+  // BE's load does not tip the weights against it. Over the window and now: the host's wait
+  // from before the split says nothing about what the split left the victim.
+  const double f = config_.detection.self_wait_fraction;
+  const double recent = w.recent_be_ns + w.recent_other_ns;
+  if (host == w.foreign_by.end() || total <= 0 || host->second < f * total || recent <= 0 ||
+      w.recent_host_ns < f * recent) {
+    return held;
+  }
+  double use = 0;
+  for (const Step& step : ep.steps) {
+    if (step.lever != Lever::Cpuset) {
+      continue;
+    }
+    for (const std::string& id : step.targets) {
+      auto it = tracked_.find(id);
+      if (it == tracked_.end() || !touchable(it->second) ||
+          recentCpus(it->second) < kRunningCpuFraction) {
+        continue;
+      }
+      Antagonist a;
+      a.id = id;
+      a.name = displayName(it->second.info);
+      a.score = recentCpus(it->second);
+      use += a.score;
+      held.push_back(std::move(a));
+    }
+  }
+  // A step of a cap at the floor takes nothing from them.
+  if (held.empty() || (1.0 - config_.levers.quota_step_fraction) * use <= quotaFloor(held.size())) {
+    return {};
+  }
+  for (Antagonist& a : held) {
+    a.score /= use;
+  }
+  return held;
+}
+
+EngineState::RungResult EngineState::applyUncontrolledCap(Episode& ep,
+                                                          const std::string& key,
+                                                          Tracked& victim,
+                                                          const std::vector<Antagonist>& held,
+                                                          DecisionKind kind,
+                                                          bool replacing,
+                                                          std::vector<Decision>& out,
+                                                          std::vector<Finding>& findings) {
+  const int rung = ep.next_rung;
+  std::string useless_why;
+  if (judgedUseless(victim, Lever::CpuQuota, held, &useless_why)) {
+    UselessRung& u = victim.useless[Lever::CpuQuota];
+    if (!u.said) {
+      u.said = true;
+      findings.push_back({victim.info.id, "rung_not_retried",
+                          displayName(victim.info) + ": rung " + std::to_string(rung + 1) +
+                              " (cpu_quota) on the BE the split holds is not retried: " +
+                              useless_why + ", and the evidence has not changed since"});
+    }
+    return RungResult::NothingToDo;
+  }
+  if (anyCooling(held, Lever::CpuQuota, replacing)) {
+    return RungResult::Deferred;
+  }
+  Step step;
+  step.lever = Lever::CpuQuota;
+  step.rung = rung;
+  step.antagonists = held;
+  const bool complete = addQuotaTargets(key, rung, held, {}, replacing, step);
+  if (step.targets.empty()) {
+    return complete ? RungResult::NothingToDo : RungResult::Deferred;
+  }
+  double use = 0;
+  for (const std::string& id : step.targets) {
+    use += recentCpus(tracked_.at(id));
+  }
+  const double was = quota_budget_;
+  if (quota_budget_ <= 0) {
+    quota_budget_ =
+        std::max(quotaFloor(quotaTargets()), (1.0 - config_.levers.quota_step_fraction) * use);
+  }
+  const WaitSplit& w = victim.waits;
+  const double total = w.be_ns + w.self_ns + w.displaced_ns + w.foreign_ns;
+  const auto split = std::find_if(ep.steps.begin(), ep.steps.end(),
+                                  [](const Step& s) { return s.lever == Lever::Cpuset; });
+  std::ostringstream why;
+  why << displayName(victim.info) << " waits behind the host on its CPUs ("
+      << std::lround(100.0 * w.foreign_by.at("host") / total) << "% of its wait) while rung "
+      << split->rung + 1
+      << " (cpuset) holds BE off them: a parent cgroup's CPU weight is split over the CPUs by its "
+         "load, "
+         "so the held BE's load on their CPUs lowers what its parents weigh against the host on "
+         "its own; one step, verified: BE budget "
+      << std::round(use * 100) / 100 << " -> " << std::round(quota_budget_ * 100) / 100 << " CPUs";
+  if (was > 0) {
+    why << " (joining the BE budget in force)";
+  }
+  redistributeQuota(kind, "uncontrolled_cap", why.str(), &victim, &ep, held, out, findings);
+  std::erase_if(step.targets, [&](const std::string& id) {
+    auto it = restrictions_.find(id);
+    return it == restrictions_.end() || it->second.count(Lever::CpuQuota) == 0;
+  });
+  if (step.targets.empty()) {
+    if (!anyQuota()) {
+      quota_budget_ = 0;
+    }
+    return RungResult::NothingToDo;
+  }
+  step.applied_tick = ticks_;
+  step.uncontrolled_cap = true;
+  ep.steps.push_back(std::move(step));
+  return RungResult::Applied;
+}
+
+}  // namespace colod::policy

@@ -1,0 +1,146 @@
+// SPDX-License-Identifier: Apache-2.0
+// The quota step on the BE a split holds while the victim waits behind the host
+// (uncontrolled_cap.cpp), on synthetic traces: taken once and verified, kept when the wait
+// drops, undone and not retried when it does not, never against another pod.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "colod/policy/engine.h"
+#include "colod/policy/testing/synthetic.h"
+#include "scenario_support.h"
+
+namespace colod::policy {
+namespace {
+
+using testing::beInfo;
+using testing::beSample;
+using testing::lsInfo;
+using testing::lsSample;
+using testing::restricted;
+using testing::Sim;
+using namespace scenario;
+
+// Two CPUs: the LS "web" runs, the batch job "batch" (a 16-CPU request, which the weights do
+// not hold back) is placed at creation on the CPU the split leaves to BE.
+void placeBatch(Sim& sim) {
+  sim.add(lsInfo("web", 2));
+  (void)sim.step({lsSample("web", 200)});
+  const RoundResult placed = sim.engine().admit(beInfo("batch", 2, 16384), sim.now());
+  ASSERT_EQ(placed.decisions.size(), 1u);
+  ASSERT_EQ(placed.decisions[0].lever, Lever::Cpuset);
+}
+
+// A round of the LS over its threshold, waiting behind `by` ("": the host), the placed job
+// filling its CPU.
+RoundResult hurtBehind(Sim& sim, const std::string& by) {
+  return sim.step({lsSample("web", kHurtP99, {{by, 4, 4'000'000, 40, 40'000'000}}),
+                   beSample("batch", 100'000'000)});
+}
+
+std::vector<Decision> ofRule(const std::vector<Decision>& all, const std::string& rule) {
+  std::vector<Decision> out;
+  for (const auto& d : all) {
+    if (d.rule == rule) {
+      out.push_back(d);
+    }
+  }
+  return out;
+}
+
+// Colocation foreign phase (session 33): held on CPU 1, the BE used it whole and the LS on CPU
+// 0 lost to a hog at a system slice's weight; the BE capped one step gave the LS its CPU back.
+TEST(UncontrolledCapTest, TheBeASplitHoldsIsCappedOneStepWhenTheLsWaitsBehindTheHost) {
+  Sim sim{Config{}};
+  placeBatch(sim);
+  const Config defaults;
+  int capped_at = -1;
+  for (int i = 1; i <= 40 && capped_at < 0; ++i) {
+    const RoundResult r = sim.step({starved("web", "", 1.6), beSample("batch", 100'000'000)});
+    if (!ofRule(r.decisions, "uncontrolled_cap").empty()) {
+      capped_at = i;
+    }
+  }
+  ASSERT_GT(capped_at, 0) << "never capped";
+  EXPECT_GE(capped_at, defaults.actions.verify_intervals) << "on top of a placement not settled";
+  const auto caps = ofRule(sim.decisions(), "uncontrolled_cap");
+  ASSERT_EQ(caps.size(), 1u);
+  const Decision& cap = caps[0];
+  EXPECT_EQ(cap.target_id, "batch");
+  EXPECT_EQ(cap.lever, Lever::CpuQuota);
+  EXPECT_EQ(cap.kind, DecisionKind::Escalate);
+  // One step below the CPU it used (1.0): 0.75 CPU.
+  ASSERT_TRUE(cap.new_values.cpu_quota.has_value());
+  EXPECT_EQ(*cap.new_values.cpu_quota, 75'000);
+  EXPECT_NE(cap.explanation.find("behind the host"), std::string::npos) << cap.explanation;
+  EXPECT_NE(cap.explanation.find("weight"), std::string::npos) << cap.explanation;
+  EXPECT_TRUE(restricted(sim.engine(), "batch", Lever::Cpuset)) << "the split stays";
+
+  // The LS, still over its threshold, waits half as much under it: kept through the
+  // verification, never tightened.
+  for (int i = 0; i < 3 * defaults.actions.verify_intervals; ++i) {
+    (void)sim.step({starved("web", "", 0.6), beSample("batch", 75'000'000)});
+  }
+  EXPECT_TRUE(restricted(sim.engine(), "batch", Lever::CpuQuota));
+  for (const auto& d : sim.decisions()) {
+    EXPECT_NE(d.kind, DecisionKind::Undo) << d.explanation;
+    EXPECT_NE(d.rule, "quota_budget_tightened") << d.explanation;
+  }
+}
+
+// The host's work does not yield to it: undone after verify_intervals, and not tried again on
+// the same evidence (no engage -> undo -> engage loop), the split kept throughout.
+TEST(UncontrolledCapTest, UndoneAndNotRetriedWhenTheWaitDoesNotDrop) {
+  Sim sim{Config{}};
+  placeBatch(sim);
+  std::vector<RoundResult> rounds;
+  for (int i = 0; i < 300; ++i) {
+    rounds.push_back(hurtBehind(sim, ""));
+  }
+  EXPECT_EQ(ofRule(sim.decisions(), "uncontrolled_cap").size(), 1u);
+  const auto undone = ofRule(sim.decisions(), "rung_not_effective");
+  ASSERT_EQ(undone.size(), 1u);
+  EXPECT_EQ(undone[0].lever, Lever::CpuQuota);
+  EXPECT_NE(undone[0].explanation.find("not retried"), std::string::npos) << undone[0].explanation;
+  EXPECT_FALSE(restricted(sim.engine(), "batch", Lever::CpuQuota));
+  EXPECT_TRUE(restricted(sim.engine(), "batch", Lever::Cpuset)) << "the split stays";
+  EXPECT_TRUE(ofRule(sim.decisions(), "quota_budget_tightened").empty());
+  EXPECT_LE(countFindings(rounds, "rung_not_retried"), 1);
+}
+
+// One step, whatever follows: a victim still hurt under the cap, now behind the held BE it
+// meets on their CPU, does not tighten it (colocation foreign phase, session 33: a second
+// victim's episode tightened it to 0.56 CPU and BE lost a quarter of its work).
+TEST(UncontrolledCapTest, TheCapIsNeverTightened) {
+  Sim sim{Config{}};
+  placeBatch(sim);
+  for (int i = 0; i < 40 && !restricted(sim.engine(), "batch", Lever::CpuQuota); ++i) {
+    (void)sim.step({starved("web", "", 1.6), beSample("batch", 100'000'000)});
+  }
+  ASSERT_TRUE(restricted(sim.engine(), "batch", Lever::CpuQuota));
+  for (int i = 0; i < 60; ++i) {
+    (void)sim.step({starved("web", "batch", 1.6), beSample("batch", 75'000'000)});
+  }
+  EXPECT_TRUE(ofRule(sim.decisions(), "quota_budget_tightened").empty())
+      << ofRule(sim.decisions(), "quota_budget_tightened")[0].explanation;
+}
+
+// Behind another pod (an LS here), the BE's load elsewhere does not tip the weights against the
+// victim: nothing is capped.
+TEST(UncontrolledCapTest, NothingIsCappedWhenTheLsWaitsBehindAnotherPod) {
+  Sim sim{Config{}};
+  sim.add(lsInfo("api", 2));
+  placeBatch(sim);
+  for (int i = 0; i < 100; ++i) {
+    (void)sim.step({lsSample("web", kHurtP99, {{"api", 4, 4'000'000, 40, 40'000'000}}),
+                    lsSample("api", kQuietP99), beSample("batch", 100'000'000)});
+  }
+  for (const auto& d : sim.decisions()) {
+    EXPECT_NE(d.lever, Lever::CpuQuota) << d.explanation;
+  }
+  EXPECT_TRUE(restricted(sim.engine(), "batch", Lever::Cpuset));
+}
+
+}  // namespace
+}  // namespace colod::policy
