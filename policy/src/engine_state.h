@@ -300,6 +300,8 @@ struct Episode {
   uint64_t start_p99 = 0;  // p99 when the current step was applied
   double start_wait = 0;   // victim wait load before the current step (window mean)
   double verify_wait_sum = 0;
+  double start_cpus = 0;  // the victim's on-CPU when the current step was applied
+  double verify_cpus_sum = 0;
   uint64_t engaged_p99 = 0;  // p99 when the episode began
   int64_t last_relax_round = kNever;
   // Quiet counts from this round on (kNever: from the victim's last hit). An episode opened at

@@ -9,6 +9,13 @@
 
 namespace colod::policy {
 
+namespace {
+
+// The victim's on-CPU under an uncontrolled cap, against before it, from which the cap helped.
+constexpr double kCapCpuGain = 1.2;
+
+}  // namespace
+
 // A rung goes to its antagonists together: while one of them that it would change cools down
 // from its last change (it was just relaxed, say), the others wait with it. Applied to the rest
 // alone, the rung restricted only the weaker ones (blame.sh cache t1: 100 ms after the
@@ -363,8 +370,10 @@ void EngineState::startVerifying(const std::string& key, Episode& ep, Tracked& v
   ep.verify_intervals = 0;
   ep.verify_p99_sum = 0;
   ep.verify_wait_sum = 0;
+  ep.verify_cpus_sum = 0;
   ep.start_p99 = victim.p99;
   ep.start_wait = windowWait(victim);
+  ep.start_cpus = recentCpus(victim);
 }
 
 // Whether a cpuset restriction holds t (then t is not "running at apply" for `step`, a cpuset
@@ -542,6 +551,7 @@ void EngineState::stepEpisode(const std::string& key,
     ep.verify_hits += hit ? 1 : 0;
     ep.verify_p99_sum += v.p99;
     ep.verify_wait_sum += v.wait_load;
+    ep.verify_cpus_sum += recentCpus(v);
     if (ticks_ < ep.verify_until) {
       return;
     }
@@ -554,8 +564,16 @@ void EngineState::stepEpisode(const std::string& key,
     const bool wait_dropped = !ep.memory && ep.start_wait > 0 &&
                               ep.start_wait >= config_.detection.wait_load_min &&
                               mean_wait <= config_.actions.improve_ratio * ep.start_wait;
+    // The cap taken against the host's wait is there to give the victim CPU back from the host:
+    // its on-CPU rising says so, while a backlog that built up before it keeps its tasks queued
+    // (colocation foreign phase, session 33: applied a second after the BE arrived, the probe's
+    // wait load read 1.7 -> 1.49 as its queue grew, and the cap was undone for the phase).
+    const bool cap_gave_cpu =
+        !ep.memory && !ep.steps.empty() && ep.steps.back().uncontrolled_cap && ep.start_cpus > 0 &&
+        ep.verify_cpus_sum / static_cast<double>(std::max(ep.verify_intervals, 1)) >=
+            kCapCpuGain * ep.start_cpus;
     const bool improved =
-        ep.verify_hits * 2 < ep.verify_intervals || wait_dropped ||
+        ep.verify_hits * 2 < ep.verify_intervals || wait_dropped || cap_gave_cpu ||
         (!ep.memory && mean <= config_.actions.improve_ratio * static_cast<double>(ep.start_p99));
     if (improved || ep.steps.empty()) {
       ep.phase = Phase::Holding;

@@ -422,8 +422,10 @@ bool EngineState::tightenQuota(Episode& ep,
   ep.verify_intervals = 0;
   ep.verify_p99_sum = 0;
   ep.verify_wait_sum = 0;
+  ep.verify_cpus_sum = 0;
   ep.start_p99 = v.p99;
   ep.start_wait = windowWait(v);
+  ep.start_cpus = recentCpus(v);
   return true;
 }
 

@@ -311,9 +311,21 @@ std::optional<std::string> EngineState::budgetStillNeeded(const std::string& key
       continue;
     }
     auto vit = tracked_.find(ep.victim_id);
-    // Not quiet by the rule that gives a budget back (a hit comes and goes round by round).
-    if (vit != tracked_.end() && vit->second.quiet_streak < config_.actions.quiet_intervals) {
-      return displayName(vit->second.info);
+    if (vit == tracked_.end()) {
+      continue;
+    }
+    // Not quiet by the rule its own episode gives a budget back by (a hit comes and goes round
+    // by round; a quiet streak restarts at a placement, and a relax that hurt again asks more).
+    const Tracked& o = vit->second;
+    if (ep.phase == Phase::Verifying) {
+      return displayName(o.info);  // its last step is being judged: not given back under it
+    }
+    int64_t quiet = o.quiet_streak;
+    if (ep.quiet_from_round != kNever) {
+      quiet = std::min<int64_t>(quiet, round_ - ep.quiet_from_round);
+    }
+    if (quiet < static_cast<int64_t>(config_.actions.quiet_intervals) * o.relax_backoff) {
+      return displayName(o.info);
     }
   }
   return std::nullopt;

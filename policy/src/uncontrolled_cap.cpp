@@ -23,6 +23,16 @@
 
 namespace colod::policy {
 
+namespace {
+
+// The host's share of the victim's wait (over the window and over the last rounds) from which the
+// step is taken. The foreign phase's LS waited 88-100 % behind the hog; in the colod phase, with
+// no hog, the probe's wait was at times half behind the host's odd tasks, and a step taken there
+// cost BE work for nothing (colocation, session 33: the cap in 4 of 5 colod rounds).
+constexpr double kHostShare = 0.8;
+
+}  // namespace
+
 // The BE a cpuset step of ep holds off the victim's CPUs and that run, as the step's antagonists
 // (score: share of their CPU use), when the victim waits mostly behind the host and the quota
 // rung is next; empty otherwise.
@@ -42,10 +52,9 @@ std::vector<Antagonist> EngineState::uncontrolledCapTargets(const Episode& ep,
   // Behind the host: another pod (an LS, a system pod) shares the victim's parents, and the
   // BE's load does not tip the weights against it. Over the window and now: the host's wait
   // from before the split says nothing about what the split left the victim.
-  const double f = config_.detection.self_wait_fraction;
   const double recent = w.recent_be_ns + w.recent_other_ns;
-  if (host == w.foreign_by.end() || total <= 0 || host->second < f * total || recent <= 0 ||
-      w.recent_host_ns < f * recent) {
+  if (host == w.foreign_by.end() || total <= 0 || host->second < kHostShare * total ||
+      recent <= 0 || w.recent_host_ns < kHostShare * recent) {
     return held;
   }
   double use = 0;

@@ -89,6 +89,28 @@ TEST(UncontrolledCapTest, TheBeASplitHoldsIsCappedOneStepWhenTheLsWaitsBehindThe
   }
 }
 
+// Its backlog keeps the LS's tasks queued, so its wait does not drop, but it runs half as much
+// again under the cap: that is what the cap is for, and it is kept (colocation foreign phase,
+// session 33: judged by the wait alone, a cap taken a second after the BE arrived was undone for
+// the phase).
+TEST(UncontrolledCapTest, KeptWhenTheLsRunsMoreThoughItsQueueStays) {
+  Sim sim{Config{}};
+  placeBatch(sim);
+  for (int i = 0; i < 40 && !restricted(sim.engine(), "batch", Lever::CpuQuota); ++i) {
+    (void)sim.step({starved("web", "", 1.6), beSample("batch", 100'000'000)});
+  }
+  ASSERT_TRUE(restricted(sim.engine(), "batch", Lever::CpuQuota));
+  const Config defaults;
+  for (int i = 0; i < 3 * defaults.actions.verify_intervals; ++i) {
+    ContainerSample web = starved("web", "", 1.6);
+    web.oncpu_ns = 60'000'000;  // 0.4 -> 0.6 CPU
+    (void)sim.step({web, beSample("batch", 75'000'000)});
+  }
+  EXPECT_TRUE(restricted(sim.engine(), "batch", Lever::CpuQuota));
+  EXPECT_TRUE(ofRule(sim.decisions(), "rung_not_effective").empty())
+      << ofRule(sim.decisions(), "rung_not_effective")[0].explanation;
+}
+
 // The host's work does not yield to it: undone after verify_intervals, and not tried again on
 // the same evidence (no engage -> undo -> engage loop), the split kept throughout.
 TEST(UncontrolledCapTest, UndoneAndNotRetriedWhenTheWaitDoesNotDrop) {
@@ -124,6 +146,22 @@ TEST(UncontrolledCapTest, TheCapIsNeverTightened) {
   }
   EXPECT_TRUE(ofRule(sim.decisions(), "quota_budget_tightened").empty())
       << ofRule(sim.decisions(), "quota_budget_tightened")[0].explanation;
+}
+
+// Half of the wait behind the host, half behind itself (the colod phase's probe, no hog: the
+// host's odd tasks): not what the step is for, nothing is capped.
+TEST(UncontrolledCapTest, NothingIsCappedWhenTheHostIsOnlyHalfTheWait) {
+  Sim sim{Config{}};
+  placeBatch(sim);
+  for (int i = 0; i < 100; ++i) {
+    (void)sim.step(
+        {lsSample("web", kHurtP99,
+                  {{"", 4, 2'000'000, 20, 20'000'000}, {"web", 4, 2'000'000, 20, 20'000'000}}),
+         beSample("batch", 100'000'000)});
+  }
+  EXPECT_TRUE(ofRule(sim.decisions(), "uncontrolled_cap").empty())
+      << ofRule(sim.decisions(), "uncontrolled_cap")[0].explanation;
+  EXPECT_TRUE(restricted(sim.engine(), "batch", Lever::Cpuset));
 }
 
 // Behind another pod (an LS here), the BE's load elsewhere does not tip the weights against the
