@@ -473,6 +473,7 @@ class EngineState {
                                   bool replacing,
                                   std::vector<Decision>& out,
                                   std::vector<Finding>& findings);
+  RungResult pushQuotaStep(Episode& ep, Step step);
   [[nodiscard]] bool holdsQuota(const Episode& ep) const;
   [[nodiscard]] bool canTighten(const Episode& ep) const;
   bool tightenQuota(Episode& ep,
@@ -483,6 +484,8 @@ class EngineState {
   // ladder.cpp
   // A rung (or the uncontrolled cap) was applied: verified from now on (escalate()).
   void startVerifying(const std::string& key, Episode& ep, Tracked& victim);
+  // The verify window starts now, from the victim's state (also after a tighten).
+  void resetVerification(Episode& ep, const Tracked& victim) const;
   RungResult applyRung(Episode& ep,
                        const std::string& key,
                        Tracked& victim,

@@ -363,6 +363,10 @@ void EngineState::startVerifying(const std::string& key, Episode& ep, Tracked& v
     }
   }
   applied.running_known = true;
+  resetVerification(ep, victim);
+}
+
+void EngineState::resetVerification(Episode& ep, const Tracked& victim) const {
   ep.phase = Phase::Verifying;
   // In timer ticks: event rounds between them add data, not time.
   ep.verify_until = ticks_ + config_.actions.verify_intervals;

@@ -364,6 +364,12 @@ EngineState::RungResult EngineState::applyQuotaRung(Episode& ep,
   }
   redistributeQuota(kind, cpuRule(victim, false), victimPhrase(victim, false), &victim, &ep,
                     antagonists, out, findings);
+  return pushQuotaStep(ep, std::move(step));
+}
+
+// After redistributeQuota(): the step keeps the targets the split left capped (one whose own
+// quota is within its share was dropped) and goes on the episode; none left, nothing was done.
+EngineState::RungResult EngineState::pushQuotaStep(Episode& ep, Step step) {
   std::erase_if(step.targets, [&](const std::string& id) {
     auto it = restrictions_.find(id);
     return it == restrictions_.end() || it->second.count(Lever::CpuQuota) == 0;
@@ -416,16 +422,7 @@ bool EngineState::tightenQuota(Episode& ep,
       << std::round(was * 100) / 100 << " -> " << std::round(quota_budget_ * 100) / 100 << " CPUs";
   redistributeQuota(DecisionKind::Escalate, "quota_budget_tightened", why.str(), &v, &ep,
                     sit->antagonists, out, findings);
-  ep.phase = Phase::Verifying;
-  ep.verify_until = ticks_ + config_.actions.verify_intervals;
-  ep.verify_hits = 0;
-  ep.verify_intervals = 0;
-  ep.verify_p99_sum = 0;
-  ep.verify_wait_sum = 0;
-  ep.verify_cpus_sum = 0;
-  ep.start_p99 = v.p99;
-  ep.start_wait = windowWait(v);
-  ep.start_cpus = recentCpus(v);
+  resetVerification(ep, v);
   return true;
 }
 

@@ -144,20 +144,8 @@ EngineState::RungResult EngineState::applyUncontrolledCap(Episode& ep,
     why << " (joining the BE budget in force)";
   }
   redistributeQuota(kind, "uncontrolled_cap", why.str(), &victim, &ep, held, out, findings);
-  std::erase_if(step.targets, [&](const std::string& id) {
-    auto it = restrictions_.find(id);
-    return it == restrictions_.end() || it->second.count(Lever::CpuQuota) == 0;
-  });
-  if (step.targets.empty()) {
-    if (!anyQuota()) {
-      quota_budget_ = 0;
-    }
-    return RungResult::NothingToDo;
-  }
-  step.applied_tick = ticks_;
   step.uncontrolled_cap = true;
-  ep.steps.push_back(std::move(step));
-  return RungResult::Applied;
+  return pushQuotaStep(ep, std::move(step));
 }
 
 }  // namespace colod::policy
