@@ -251,7 +251,7 @@ TEST(QuotaScenario, AQuietVictimDoesNotRaiseABudgetAnotherStillNeeds) {
   EXPECT_TRUE(restricted(sim.engine(), "hog", Lever::CpuQuota));
   const Finding* held = scenario::findFinding(rounds, "relax_held");
   ASSERT_NE(held, nullptr);
-  EXPECT_NE(held->message.find("not quiet"), std::string::npos) << held->message;
+  EXPECT_NE(held->message.find("does not give it back yet"), std::string::npos) << held->message;
   EXPECT_EQ(scenario::countFindings(rounds, "relax_held"), 1) << "said once per hold";
 }
 

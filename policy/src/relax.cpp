@@ -274,7 +274,7 @@ void EngineState::holdEpisode(const std::string& key,
                               displayName(v.info) +
                                   " is quiet, but the BE quota budget also "
                                   "protects " +
-                                  *other + ", which is not quiet: kept"});
+                                  *other + ", whose own relax rule does not give it back yet: kept"});
         }
         return;
       }

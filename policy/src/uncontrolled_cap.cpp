@@ -16,7 +16,9 @@
 // tighter budget takes from BE what the host, not the victim, gets).
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <sstream>
+#include <string_view>
 
 #include "colod/policy/tier.h"
 #include "engine_state.h"
@@ -58,13 +60,14 @@ std::vector<Antagonist> EngineState::uncontrolledCapTargets(const Episode& ep,
     return held;
   }
   double use = 0;
+  std::set<std::string_view> seen;  // a BE two cpuset steps hold counts once
   for (const Step& step : ep.steps) {
     if (step.lever != Lever::Cpuset) {
       continue;
     }
     for (const std::string& id : step.targets) {
       auto it = tracked_.find(id);
-      if (it == tracked_.end() || !touchable(it->second) ||
+      if (it == tracked_.end() || !seen.insert(id).second || !touchable(it->second) ||
           recentCpus(it->second) < kRunningCpuFraction) {
         continue;
       }
