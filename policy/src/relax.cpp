@@ -274,7 +274,8 @@ void EngineState::holdEpisode(const std::string& key,
                               displayName(v.info) +
                                   " is quiet, but the BE quota budget also "
                                   "protects " +
-                                  *other + ", whose own relax rule does not give it back yet: kept"});
+                                  *other +
+                                  ", whose own relax rule does not give it back yet: kept"});
         }
         return;
       }

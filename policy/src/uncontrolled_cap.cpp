@@ -123,7 +123,9 @@ EngineState::RungResult EngineState::applyUncontrolledCap(Episode& ep,
   }
   double use = 0;
   for (const std::string& id : step.targets) {
-    use += recentCpus(tracked_.at(id));
+    if (auto it = tracked_.find(id); it != tracked_.end()) {
+      use += recentCpus(it->second);
+    }
   }
   const double was = quota_budget_;
   if (quota_budget_ <= 0) {
@@ -132,16 +134,18 @@ EngineState::RungResult EngineState::applyUncontrolledCap(Episode& ep,
   }
   const WaitSplit& w = victim.waits;
   const double total = w.be_ns + w.self_ns + w.displaced_ns + w.foreign_ns;
+  const auto host = w.foreign_by.find("host");
+  const double host_ns = host == w.foreign_by.end() ? 0.0 : host->second;
+  // uncontrolledCapTargets() found the held BE in a cpuset step of ep.
   const auto split = std::find_if(ep.steps.begin(), ep.steps.end(),
                                   [](const Step& s) { return s.lever == Lever::Cpuset; });
+  const int split_rung = split == ep.steps.end() ? rung : split->rung + 1;
   std::ostringstream why;
   why << displayName(victim.info) << " waits behind the host on its CPUs ("
-      << std::lround(100.0 * w.foreign_by.at("host") / total) << "% of its wait) while rung "
-      << split->rung + 1
-      << " (cpuset) holds BE off them: a parent cgroup's CPU weight is split over the CPUs by its "
-         "load, "
-         "so the held BE's load on their CPUs lowers what its parents weigh against the host on "
-         "its own; one step, verified: BE budget "
+      << std::lround(100.0 * host_ns / std::max(total, 1.0)) << "% of its wait) while rung "
+      << split_rung << " (cpuset) holds BE off them: a parent cgroup's CPU weight is split over "
+      << "the CPUs by its load, so the held BE's load on their CPUs lowers what its parents "
+      << "weigh against the host on its own; one step, verified: BE budget "
       << std::round(use * 100) / 100 << " -> " << std::round(quota_budget_ * 100) / 100 << " CPUs";
   if (was > 0) {
     why << " (joining the BE budget in force)";
