@@ -249,13 +249,13 @@ const std::vector<int>& EngineState::roundCpus(Tracked& t, bool* all) {
 
 double EngineState::foreignShare(const Tracked& v) const {
   const WaitSplit& w = v.waits;
-  const double total = w.be_ns + w.self_ns + w.displaced_ns + w.foreign_ns;
+  const double total = w.total();
   return total > 0 ? w.foreign_ns / total : 0.0;
 }
 
 bool EngineState::behindUncontrolled(const Tracked& v) const {
   const WaitSplit& w = v.waits;
-  const double total = w.be_ns + w.self_ns + w.displaced_ns + w.foreign_ns;
+  const double total = w.total();
   const double f = config_.detection.self_wait_fraction;
   if (total <= 0 || w.self_ns + w.foreign_ns < f * total) {
     return false;
@@ -277,7 +277,7 @@ bool EngineState::behindUncontrolled(const Tracked& v) const {
 // "62% behind uncontrolled work (host 40%, sys 22%), 30% behind BE (hog1 30%), 8% behind itself".
 std::string EngineState::waitBehind(const Tracked& v) const {
   const WaitSplit& w = v.waits;
-  const double total = w.be_ns + w.self_ns + w.displaced_ns + w.foreign_ns;
+  const double total = w.total();
   if (total <= 0) {
     return "its wait is not attributed to anyone";
   }

@@ -142,6 +142,14 @@ struct WaitSplit {
   // All of it since the last rung was applied (decayed like the window): what a rung on top
   // weighs a BE's fresh evidence against (kOnTopMinShare).
   double fresh_ns = 0;
+
+  // Every attributed wait over the window (the split's denominator).
+  [[nodiscard]] double total() const { return be_ns + self_ns + displaced_ns + foreign_ns; }
+  // The part of it behind the host (root/system tasks).
+  [[nodiscard]] double hostNs() const {
+    const auto it = foreign_by.find("host");
+    return it == foreign_by.end() ? 0.0 : it->second;
+  }
 };
 
 // A rung verification judged useless for a victim, with the evidence it was judged on: it is not

@@ -49,13 +49,12 @@ std::vector<Antagonist> EngineState::uncontrolledCapTargets(const Episode& ep,
     return held;
   }
   const WaitSplit& w = victim.waits;
-  const double total = w.be_ns + w.self_ns + w.displaced_ns + w.foreign_ns;
-  const auto host = w.foreign_by.find("host");
+  const double total = w.total();
   // Behind the host: another pod (an LS, a system pod) shares the victim's parents, and the
   // BE's load does not tip the weights against it. Over the window and now: the host's wait
   // from before the split says nothing about what the split left the victim.
   const double recent = w.recent_be_ns + w.recent_other_ns;
-  if (host == w.foreign_by.end() || total <= 0 || host->second < kHostShare * total ||
+  if (total <= 0 || w.hostNs() < kHostShare * total ||
       recent <= 0 || w.recent_host_ns < kHostShare * recent) {
     return held;
   }
@@ -133,16 +132,14 @@ EngineState::RungResult EngineState::applyUncontrolledCap(Episode& ep,
         std::max(quotaFloor(quotaTargets()), (1.0 - config_.levers.quota_step_fraction) * use);
   }
   const WaitSplit& w = victim.waits;
-  const double total = w.be_ns + w.self_ns + w.displaced_ns + w.foreign_ns;
-  const auto host = w.foreign_by.find("host");
-  const double host_ns = host == w.foreign_by.end() ? 0.0 : host->second;
+  const double total = w.total();
   // uncontrolledCapTargets() found the held BE in a cpuset step of ep.
   const auto split = std::find_if(ep.steps.begin(), ep.steps.end(),
                                   [](const Step& s) { return s.lever == Lever::Cpuset; });
   const int split_rung = split == ep.steps.end() ? rung : split->rung + 1;
   std::ostringstream why;
   why << displayName(victim.info) << " waits behind the host on its CPUs ("
-      << std::lround(100.0 * host_ns / std::max(total, 1.0)) << "% of its wait) while rung "
+      << std::lround(100.0 * w.hostNs() / std::max(total, 1.0)) << "% of its wait) while rung "
       << split_rung << " (cpuset) holds BE off them: a parent cgroup's CPU weight is split over "
       << "the CPUs by its load, so the held BE's load on their CPUs lowers what its parents "
       << "weigh against the host on its own; one step, verified: BE budget "
