@@ -54,8 +54,8 @@ std::vector<Antagonist> EngineState::uncontrolledCapTargets(const Episode& ep,
   // BE's load does not tip the weights against it. Over the window and now: the host's wait
   // from before the split says nothing about what the split left the victim.
   const double recent = w.recent_be_ns + w.recent_other_ns;
-  if (total <= 0 || w.hostNs() < kHostShare * total ||
-      recent <= 0 || w.recent_host_ns < kHostShare * recent) {
+  if (total <= 0 || w.hostNs() < kHostShare * total || recent <= 0 ||
+      w.recent_host_ns < kHostShare * recent) {
     return held;
   }
   double use = 0;
