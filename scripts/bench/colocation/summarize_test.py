@@ -231,6 +231,28 @@ class ProtectionTest(unittest.TestCase):
                                                          round(17 / 18, 3)])
         self.assertEqual(summarize.harvest(self.d, "r9-dynamic"), (None, []))
 
+    def test_split_ceiling_keeps_the_ls_alone_on_whole_cpus(self):
+        # LS 0.2 / 1.2 / 0.2 CPUs of 2: it needs 1 / 2 / 1 CPUs, the split leaves BE at least
+        # be_min_cpus (1): BE may have 10 of 18, 8 of 8 (all that is idle), 10 of 18 CPU-s.
+        self.assertAlmostEqual(summarize.split_ceiling(self.d, "r1-dynamic"), 28 / 44)
+        self.assertIsNone(summarize.split_ceiling(self.d, "r9-dynamic"))
+        # On 8 CPUs an LS at half a CPU leaves BE 7 of the 7.5 idle.
+        s = 10**9
+        big = {"t@0": (0, 8, {"ls-a": 0, "be-b": 0}), "t@1": (10 * s, 8, {"ls-a": 5 * s,
+                                                                          "be-b": 70 * s})}
+        self.assertAlmostEqual(summarize.split_ceiling(self.d, "t", big), 70 / 75)
+        # A larger BE floor than the LS leaves: BE keeps its floor.
+        self.assertAlmostEqual(summarize.split_ceiling(self.d, "t", {
+            "t@0": (0, 4, {"ls-a": 0}), "t@1": (10 * s, 4, {"ls-a": 35 * s})}, be_min_cpus=2), 1.0)
+        self.assertAlmostEqual(summarize.split_ceiling(self.d, "t", {
+            "t@0": (0, 4, {"ls-a": 0}), "t@1": (10 * s, 4, {"ls-a": 15 * s})}, be_min_cpus=1),
+            20 / 25)
+
+    def test_be_min_cpus_from_the_runs_colod_config(self):
+        self.assertEqual(summarize.be_min_cpus_of(self.d), 1)  # no colod.yaml: the default
+        write(self.d, "colod.yaml", "policy:\n  floors:\n    be_min_cpus: 3\n")
+        self.assertEqual(summarize.be_min_cpus_of(self.d), 3)
+
     def test_dynamic_row_has_steps_and_worst_step_p99(self):
         row = [r for r in summarize.phases(self.d) if r["tag"] == "r2-dynamic"][0]
         self.assertEqual(row["step_p99"], [701, 1501, 801])
@@ -357,6 +379,11 @@ class ProtectionTest(unittest.TestCase):
                       "colod/nocolod=0.93x", out)
         self.assertIn("target be_harvest >= 0.8 x its ceiling (dynamic-nocolod): PASS "
                       "(0.91 vs 0.98: 0.93x)", out)
+        # Keeping the LS alone on its CPUs leaves BE 28 of the 44 idle CPU-s; this colod took
+        # more (it shared the LS's CPU).
+        self.assertIn("colod/nocolod=0.93x split_ceiling=0.64 colod/split_ceiling=1.43x", out)
+        self.assertIn("target be_harvest >= 0.8 x the split's ceiling (LS alone on whole CPUs): "
+                      "PASS (0.91 vs 0.64: 1.43x)", out)
         # The protection line keeps colod's own figure.
         self.assertIn("be_harvest=0.91 colod_rss_mib=30.0", out.strip().splitlines()[-1])
 
