@@ -342,6 +342,8 @@ Result<void> EngineState::seed(std::span<const AppliedAction> actions, int64_t n
     if (std::find(sit->targets.begin(), sit->targets.end(), a.target_id) == sit->targets.end()) {
       sit->targets.push_back(a.target_id);
     }
+    // The step is one: any of its targets journaled as the cap marks it (never tightened).
+    sit->uncontrolled_cap = sit->uncontrolled_cap || a.uncontrolled_cap;
     std::sort(ep.steps.begin(), ep.steps.end(),
               [](const Step& x, const Step& y) { return x.rung < y.rung; });
     ep.next_rung = ep.steps.back().rung + 1;
@@ -403,6 +405,12 @@ std::vector<AppliedAction> EngineState::appliedList() const {
         a.rung = r.rung;
         a.applied_values = r.applied;
         a.original_values = r.original;
+        if (e != episodes_.end()) {
+          const auto& steps = e->second.steps;
+          a.uncontrolled_cap = std::any_of(steps.begin(), steps.end(), [&](const Step& s) {
+            return s.lever == lever && s.uncontrolled_cap;
+          });
+        }
         out.push_back(std::move(a));
       }
     }

@@ -148,6 +148,50 @@ TEST(UncontrolledCapTest, TheCapIsNeverTightened) {
       << ofRule(sim.decisions(), "quota_budget_tightened")[0].explanation;
 }
 
+// After a restart with `reconcile: reseed` the journal hands the cap back to a new engine: it is
+// still the cap, never tightened. The same steps handed back as a plain quota step are tightened
+// by the same rounds, which is what the mark prevents.
+TEST(UncontrolledCapTest, TheCapHandedBackAfterARestartIsStillNeverTightened) {
+  Sim sim{Config{}};
+  placeBatch(sim);
+  for (int i = 0; i < 40 && !restricted(sim.engine(), "batch", Lever::CpuQuota); ++i) {
+    (void)sim.step({starved("web", "", 1.6), beSample("batch", 100'000'000)});
+  }
+  ASSERT_TRUE(restricted(sim.engine(), "batch", Lever::CpuQuota));
+  const std::vector<AppliedAction> journaled = sim.engine().applied();
+  int caps = 0;
+  for (const auto& a : journaled) {
+    EXPECT_EQ(a.uncontrolled_cap, a.lever == Lever::CpuQuota) << leverName(a.lever);
+    caps += a.uncontrolled_cap ? 1 : 0;
+  }
+  ASSERT_EQ(caps, 1);
+
+  const auto tightenedAfterReseed = [&](bool keep_mark) {
+    Sim after{Config{}};
+    after.add(lsInfo("web", 2));
+    ContainerInfo batch = beInfo("batch", 2, 16384);
+    std::vector<AppliedAction> seeded = journaled;
+    for (auto& a : seeded) {
+      // The registry sees what was applied.
+      const Resources& v = a.applied_values;
+      batch.resources.cpuset_cpus = v.cpuset_cpus ? v.cpuset_cpus : batch.resources.cpuset_cpus;
+      batch.resources.cpu_quota = v.cpu_quota ? v.cpu_quota : batch.resources.cpu_quota;
+      batch.resources.cpu_period = v.cpu_period ? v.cpu_period : batch.resources.cpu_period;
+      a.uncontrolled_cap = keep_mark && a.uncontrolled_cap;
+    }
+    after.add(batch);
+    EXPECT_TRUE(after.engine().seedApplied(seeded, after.now()).has_value());
+    EXPECT_EQ(after.engine().applied(), keep_mark ? journaled : seeded);
+    for (int i = 0; i < 60; ++i) {
+      (void)after.step({starved("web", "batch", 1.6), beSample("batch", 75'000'000)});
+    }
+    return ofRule(after.decisions(), "quota_budget_tightened");
+  };
+  const auto with_mark = tightenedAfterReseed(true);
+  EXPECT_TRUE(with_mark.empty()) << with_mark[0].explanation;
+  EXPECT_FALSE(tightenedAfterReseed(false).empty()) << "the rounds do not tighten a plain step";
+}
+
 // Half of the wait behind the host, half behind itself (the colod phase's probe, no hog: the
 // host's odd tasks): not what the step is for, nothing is capped.
 TEST(UncontrolledCapTest, NothingIsCappedWhenTheHostIsOnlyHalfTheWait) {

@@ -80,10 +80,15 @@ std::string encodeJournal(const Journal& journal) {
   for (const auto& c : journal.containers) {
     json actions = json::array();
     for (const auto& a : c.actions) {
-      actions.push_back({{"victim_id", a.victim_id},
-                         {"lever", std::string(policy::leverName(a.lever))},
-                         {"rung", a.rung},
-                         {"applied", policy::encodeResourcesJson(a.applied_values)}});
+      json action = {{"victim_id", a.victim_id},
+                     {"lever", std::string(policy::leverName(a.lever))},
+                     {"rung", a.rung},
+                     {"applied", policy::encodeResourcesJson(a.applied_values)}};
+      if (a.uncontrolled_cap) {
+        // Written only when set: journals without it read as before (a plain step).
+        action["uncontrolled_cap"] = true;
+      }
+      actions.push_back(std::move(action));
     }
     ctrs.push_back({{"id", c.state.id},
                     {"name", c.state.name},
@@ -124,7 +129,8 @@ Result<policy::AppliedAction> decodeAction(const json& a, const std::string& tar
                                .lever = *lever,
                                .rung = a.value("rung", 0),
                                .applied_values = std::move(applied).value(),
-                               .original_values = {}};
+                               .original_values = {},
+                               .uncontrolled_cap = a.value("uncontrolled_cap", false)};
 }
 
 // Version 1: one entry per restriction, with the original stored when it was first applied.

@@ -60,6 +60,29 @@ TEST(JournalCodec, RoundTrips) {
   EXPECT_EQ(ASSERT_OK(decodeJournal(encodeJournal(Journal{}))), Journal{});
 }
 
+// The cap taken behind the host is never tightened: a reseed after a restart must know it, so
+// the mark survives the journal; a journal written before it existed reads as a plain step.
+TEST(JournalCodec, KeepsTheUncontrolledCapMark) {
+  Journal j;
+  j.containers = {container("a")};
+  j.containers[0].actions[0].uncontrolled_cap = true;
+  const std::string text = encodeJournal(j);
+  EXPECT_NE(text.find("\"uncontrolled_cap\": true"), std::string::npos) << text;
+  const Journal back = ASSERT_OK(decodeJournal(text));
+  ASSERT_EQ(back.containers.size(), 1u);
+  ASSERT_EQ(back.containers[0].actions.size(), 1u);
+  EXPECT_TRUE(back.containers[0].actions[0].uncontrolled_cap);
+
+  j.containers[0].actions[0].uncontrolled_cap = false;
+  const std::string plain = encodeJournal(j);
+  EXPECT_EQ(plain.find("uncontrolled_cap"), std::string::npos) << plain;
+  EXPECT_FALSE(ASSERT_OK(decodeJournal(plain)).containers[0].actions[0].uncontrolled_cap);
+  EXPECT_ERR(decodeJournal(R"({"version": 2, "containers": [{"id": "a", "base": {},
+      "overlay": {}, "actions": [{"lever": "cpu_quota", "applied": {},
+      "uncontrolled_cap": "yes"}]}]})"),
+             EINVAL, "journal");
+}
+
 TEST(JournalCodec, RejectsBadInput) {
   EXPECT_ERR(decodeJournal("not json"), EINVAL, "journal");
   EXPECT_ERR(decodeJournal("[]"), EINVAL, "not a JSON object");

@@ -116,6 +116,9 @@ struct AppliedAction {
   int rung = 0;
   Resources applied_values;
   Resources original_values;
+  // The one quota step taken while the victim waits behind the host (rule uncontrolled_cap):
+  // never tightened, so a reseed after a restart must know it from a plain quota step.
+  bool uncontrolled_cap = false;
 
   friend bool operator==(const AppliedAction&, const AppliedAction&) = default;
 };
