@@ -36,8 +36,8 @@ constexpr double kHostShare = 0.8;
 }  // namespace
 
 // The BE a cpuset step of ep holds off the victim's CPUs and that run, as the step's antagonists
-// (score: share of their CPU use), when the victim waits mostly behind the host and the quota
-// rung is next; empty otherwise.
+// (score: share of their CPU use), when the victim's tasks wait for a CPU (wait load at least
+// wait_load_min), mostly behind the host, and the quota rung is next; empty otherwise.
 std::vector<Antagonist> EngineState::uncontrolledCapTargets(const Episode& ep,
                                                             const Tracked& victim) const {
   std::vector<Antagonist> held;
@@ -46,6 +46,13 @@ std::vector<Antagonist> EngineState::uncontrolledCapTargets(const Episode& ep,
       lad[static_cast<size_t>(ep.next_rung)] != Lever::CpuQuota ||
       ep.escalations >= config_.actions.max_escalations || holdsQuota(ep) ||
       !behindUncontrolled(victim)) {
+    return held;
+  }
+  // The step gives the victim CPU back: a victim over its threshold by its p99 alone, whose
+  // tasks hardly wait, has none to get back (blame.sh duty, session 34: capped at a wait load
+  // of 0.01, undone as useless a second later).
+  const double waiting = windowWait(victim);
+  if (waiting <= 0 || waiting < config_.detection.wait_load_min) {
     return held;
   }
   const WaitSplit& w = victim.waits;
