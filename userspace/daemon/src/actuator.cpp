@@ -278,6 +278,7 @@ void Actuator::observeLocked(int64_t t) {
     return;
   }
   const auto snap = options_.registry->snapshot();
+  view_synchronized_ = snap->synchronized;
   if (!snap->synchronized) {
     return;
   }
@@ -317,7 +318,9 @@ void Actuator::run() {
     const int64_t t = now();
     const std::set<std::string> before = pendingIds(state_);
     observeLocked(t);
-    const auto batch = state_.plan(t);
+    // Not while the runtime is away: the resync says what it holds, and the connection's change
+    // kicks this loop (the 1 s poll otherwise).
+    const auto batch = view_synchronized_ ? state_.plan(t) : std::vector<PlannedUpdate>{};
     std::vector<ReconcileNote> notes = state_.takeNotes();
     if (!batch.empty()) {
       std::vector<nri::ContainerUpdate> updates;
@@ -391,7 +394,7 @@ void Actuator::run() {
     }
     // Sleep until the next backoff ends, a kick, or 1 s (the registry is polled at least that
     // often; connection changes and decisions kick).
-    const int64_t due = state_.nextDueNs();
+    const int64_t due = view_synchronized_ ? state_.nextDueNs() : INT64_MAX;
     const int64_t now_ns = now();
     int64_t wait_ns = 1'000'000'000;
     if (due != INT64_MAX) {

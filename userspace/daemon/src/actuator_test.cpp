@@ -157,6 +157,19 @@ class ActuatorTest : public ::testing::Test {
     return c != nullptr && c->resources.cpu.quota ? *c->resources.cpu.quota : 0;
   }
   bool settled() { return actuator_->stats().pending == 0; }
+  int sendsStarted() {
+    std::lock_guard lk(gate_mu_);
+    return sends_started_;
+  }
+  // Every call the actuator made, with its outcome: what a failure message needs.
+  std::string sendsText() {
+    std::lock_guard lk(gate_mu_);
+    std::string out;
+    for (const auto& u : sent_) {
+      out += (out.empty() ? "" : ", ") + std::string(u.ok ? "ok" : "failed: " + u.error);
+    }
+    return out;
+  }
   void holdSends(bool hold) {
     {
       std::lock_guard lk(gate_mu_);
@@ -328,15 +341,14 @@ TEST_F(ActuatorTest, ADecisionMadeWhileTheRuntimeIsAwayIsSentWhenItReturns) {
     return n;
   };
   const uint64_t answered_before = answered();
+  const int started_before = sendsStarted();
   actuator_->setOverlays({{be_, {.name = "be", .overlay = quota(42187), .why = ""}}});
   std::this_thread::sleep_for(200ms);
   EXPECT_EQ(actuator_->entries().at(0).overlay.cpu_quota, 42187) << "kept, not dropped";
-  EXPECT_EQ(answered(), answered_before) << "a call that reached no runtime is no answer time";
-  {
-    std::lock_guard lk(gate_mu_);
-    ASSERT_FALSE(sent_.empty());
-    EXPECT_FALSE(sent_.back().ok) << "the failed attempt is reported";
-  }
+  EXPECT_EQ(answered(), answered_before) << "no call, no answer time";
+  EXPECT_EQ(sendsStarted(), started_before)
+      << "nothing is planned on a view the runtime has not synchronized: its resync says what "
+         "is due";
   // It comes back with what it applied before (colod's 56250).
   ctrs_[1].mutable_linux()->mutable_resources()->mutable_cpu()->mutable_quota()->set_value(56250);
   ASSERT_OK(listener_->reopen());
@@ -391,7 +403,9 @@ TEST_F(ActuatorTest, AResetMidCallIsReverifiedAfterTheResync) {
   ctrs_[1].mutable_linux()->mutable_resources()->mutable_cpu()->mutable_quota()->set_value(50000);
   connect();
   ASSERT_TRUE(waitFor([&] { return settled() && registryQuota(be_) == 50000; }, 5s));
-  EXPECT_TRUE(rt_->receivedUpdates().empty()) << "the resync showed it landed: nothing resent";
+  EXPECT_TRUE(rt_->receivedUpdates().empty())
+      << "the resync showed it landed: nothing resent; sends: " << sendsText() << "; resent quota "
+      << lastQuotaSent(be_);
   EXPECT_EQ(actuator_->entries().at(0).base.cpu_quota, 150000);
   // Same fault, but this time the runtime had not applied it: it is resent.
   rt_->setUpdateDelay(1000ms);
@@ -401,6 +415,34 @@ TEST_F(ActuatorTest, AResetMidCallIsReverifiedAfterTheResync) {
   ASSERT_TRUE(waitFor([&] { return !stub_->stats().synchronized; }, 5s));
   connect();  // ctrs_ still says 50000
   ASSERT_TRUE(waitFor([&] { return settled() && lastQuotaSent(be_) == 30000; }, 5s));
+}
+
+// A release whose reply was lost, and the kubelet resized the container while the runtime was
+// away: the resync shows the resize, which becomes the base, and nothing colod planned before it
+// is sent over it (the old base would undo the resize). While the runtime is away nothing is
+// planned at all: a send planned on the stale view went out the moment the new session was live
+// (this file's reset test failed 1 in 60 under load, session 34).
+TEST_F(ActuatorTest, AReleaseLostMidCallDoesNotUndoAResizeMadeWhileTheRuntimeWasAway) {
+  actuator_->setOverlays({{be_, {.name = "be", .overlay = quota(50000), .why = ""}}});
+  ASSERT_TRUE(waitFor([&] { return registryQuota(be_) == 50000 && settled(); }, 5s));
+  rt_->setUpdateDelay(1000ms);
+  actuator_->setOverlays({});  // the release: back to 150000
+  ASSERT_TRUE(rt_->waitUpdates(2, 5s));
+  rt_->close();  // mid-call: the runtime had not applied it
+  ASSERT_TRUE(waitFor([&] { return !stub_->stats().synchronized; }, 5s));
+  const int started = sendsStarted();
+  std::this_thread::sleep_for(300ms);  // several backoffs (10-80 ms here)
+  EXPECT_EQ(sendsStarted(), started) << "nothing planned while the runtime is away";
+  // The kubelet resized it meanwhile.
+  ctrs_[1].mutable_linux()->mutable_resources()->mutable_cpu()->mutable_quota()->set_value(90000);
+  connect();
+  ASSERT_TRUE(waitFor([&] { return settled() && registryQuota(be_) == 90000; }, 5s));
+  std::this_thread::sleep_for(100ms);
+  EXPECT_TRUE(rt_->receivedUpdates().empty())
+      << "the resize stands: nothing sent over it; sends: " << sendsText() << "; quota sent "
+      << lastQuotaSent(be_);
+  EXPECT_EQ(registryQuota(be_), 90000);
+  EXPECT_TRUE(actuator_->entries().empty() || actuator_->entries().at(0).base.cpu_quota == 90000);
 }
 
 TEST_F(ActuatorTest, AStaleEventDoesNotUndoTheOverlayNorBecomeTheBase) {

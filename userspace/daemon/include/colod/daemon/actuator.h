@@ -148,6 +148,7 @@ class Actuator {
 
  private:
   void run();
+  // Reads the runtime's view into the state; sets view_synchronized_.
   void observeLocked(int64_t now);
   [[nodiscard]] int64_t now() const;
 
@@ -161,6 +162,12 @@ class Actuator {
   UpdateLatency latency_;
   uint64_t seen_generation_ = UINT64_MAX;
   uint64_t seen_session_ = 0;
+  // Whether the last view read was the runtime's synchronized one. Nothing is planned from any
+  // other: a resync may show that a call whose reply was lost landed, or a kubelet resize made
+  // while the runtime was away, and a value planned before it would undo either (a send planned
+  // on the stale view went out the moment the new session was live: the actuator test's 1-in-60
+  // flake, session 34).
+  bool view_synchronized_ = true;
   bool kicked_ = false;
   bool stop_ = false;
   std::thread thread_;
