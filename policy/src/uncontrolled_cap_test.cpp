@@ -32,6 +32,15 @@ void placeBatch(Sim& sim) {
   ASSERT_EQ(placed.decisions[0].lever, Lever::Cpuset);
 }
 
+// placeBatch, then the LS starving behind the host until the held job is capped.
+void placeAndCap(Sim& sim) {
+  ASSERT_NO_FATAL_FAILURE(placeBatch(sim));
+  for (int i = 0; i < 40 && !restricted(sim.engine(), "batch", Lever::CpuQuota); ++i) {
+    (void)sim.step({starved("web", "", 1.6), beSample("batch", 100'000'000)});
+  }
+  ASSERT_TRUE(restricted(sim.engine(), "batch", Lever::CpuQuota));
+}
+
 std::vector<Decision> ofRule(const std::vector<Decision>& all, const std::string& rule) {
   std::vector<Decision> out;
   for (const auto& d : all) {
@@ -88,11 +97,7 @@ TEST(UncontrolledCapTest, TheBeASplitHoldsIsCappedOneStepWhenTheLsWaitsBehindThe
 // the phase).
 TEST(UncontrolledCapTest, KeptWhenTheLsRunsMoreThoughItsQueueStays) {
   Sim sim{Config{}};
-  placeBatch(sim);
-  for (int i = 0; i < 40 && !restricted(sim.engine(), "batch", Lever::CpuQuota); ++i) {
-    (void)sim.step({starved("web", "", 1.6), beSample("batch", 100'000'000)});
-  }
-  ASSERT_TRUE(restricted(sim.engine(), "batch", Lever::CpuQuota));
+  ASSERT_NO_FATAL_FAILURE(placeAndCap(sim));
   const Config defaults;
   for (int i = 0; i < 3 * defaults.actions.verify_intervals; ++i) {
     ContainerSample web = starved("web", "", 1.6);
@@ -129,11 +134,7 @@ TEST(UncontrolledCapTest, UndoneAndNotRetriedWhenTheWaitDoesNotDrop) {
 // victim's episode tightened it to 0.56 CPU and BE lost a quarter of its work).
 TEST(UncontrolledCapTest, TheCapIsNeverTightened) {
   Sim sim{Config{}};
-  placeBatch(sim);
-  for (int i = 0; i < 40 && !restricted(sim.engine(), "batch", Lever::CpuQuota); ++i) {
-    (void)sim.step({starved("web", "", 1.6), beSample("batch", 100'000'000)});
-  }
-  ASSERT_TRUE(restricted(sim.engine(), "batch", Lever::CpuQuota));
+  ASSERT_NO_FATAL_FAILURE(placeAndCap(sim));
   for (int i = 0; i < 60; ++i) {
     (void)sim.step({starved("web", "batch", 1.6), beSample("batch", 75'000'000)});
   }
@@ -146,11 +147,7 @@ TEST(UncontrolledCapTest, TheCapIsNeverTightened) {
 // by the same rounds, which is what the mark prevents.
 TEST(UncontrolledCapTest, TheCapHandedBackAfterARestartIsStillNeverTightened) {
   Sim sim{Config{}};
-  placeBatch(sim);
-  for (int i = 0; i < 40 && !restricted(sim.engine(), "batch", Lever::CpuQuota); ++i) {
-    (void)sim.step({starved("web", "", 1.6), beSample("batch", 100'000'000)});
-  }
-  ASSERT_TRUE(restricted(sim.engine(), "batch", Lever::CpuQuota));
+  ASSERT_NO_FATAL_FAILURE(placeAndCap(sim));
   const std::vector<AppliedAction> journaled = sim.engine().applied();
   int caps = 0;
   for (const auto& a : journaled) {
