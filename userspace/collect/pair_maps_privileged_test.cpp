@@ -130,8 +130,15 @@ TEST_F(PairMapsTest, PairsIdleForLongAreDeletedAndComeBackWhole) {
   Child v1(named, kCpu, [] { sleeper(60000ms, 10000us); });
   Child v2(other, kCpu, [] { sleeper(60000ms, 10000us); });
   auto busy = [&] {
+    const std::map<uint64_t, uint64_t> before = by["ref"];
+    const auto grew = [&](uint64_t v) {
+      const auto it = before.find(v);
+      return by["ref"][v] > (it == before.end() ? 0 : it->second);
+    };
     Child hog_child(h, kCpu, [] { hog(); });
-    for (int i = 0; i < 20; ++i) {
+    // A second at least, and on until the hog has preempted both victims: under TCG the vm set
+    // once saw no preemption of one victim in the first second. Bounded (10 s).
+    for (int i = 0; i < 200 && (i < 20 || !grew(named_id) || !grew(other_id)); ++i) {
       both(50ms);
     }
   };
