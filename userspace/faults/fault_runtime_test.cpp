@@ -20,7 +20,7 @@
 // JSON line to $COLOD_FAULTS_RESULTS when set (scripts/bench/faults.sh). Every wait is a bounded
 // poll; the only sleeps are the kill points of the SIGKILL sweep (they define the scenario).
 //
-// This file: the runtime fails (a-d, j).
+// This file: the runtime fails (a-d3, j).
 #include "fault_fixture.h"
 
 namespace {
@@ -231,6 +231,73 @@ TEST_F(FaultTest, LostReplyDuringRelease) {
       },
       kJournalTimeout, 50ms))
       << "colod did not reconnect or still has updates pending";
+}
+
+// d3. The release is lost to a runtime crash: it lands, the reply never comes, the runtime stays
+// away for 3 s and the kubelet resizes the BE meanwhile (1500m -> 1300m). colod, back, finds the
+// resize in the resync: nothing it sends goes over it (no quota but the kubelet's 130000 is
+// written after the resize), and the BE ends at the kubelet's new values with colod's journal
+// empty. The release is made the lost call deterministically: colod's calls are refused until it
+// has decided the release, then the next call (its retry, carrying the release) is lost.
+TEST_F(FaultTest, LostReleaseThenKubeletResizeDuringOutage) {
+  startWithHogQuotaHeld(/*be_limit_milli=*/1500);
+  const std::string hog_id = tracked("hog").id;
+  peer_->mustControl({{"op", "refuse_updates"}, {"count", 1000}});
+  const int64_t removed = colod::faults::realtimeNs();
+  remove("server");
+  const bool restore_decided = waitFor(
+      [&] {
+        auto d = colod_->client().decisions(0);
+        return d && std::any_of(d->decisions().begin(), d->decisions().end(), [&](const auto& x) {
+                 return x.container_id() == hog_id && x.kind().starts_with("restore/") &&
+                        x.unix_ms() * 1'000'000 >= removed - 1'000'000;
+               });
+      },
+      kJournalTimeout, 50ms);
+  ASSERT_TRUE(restore_decided) << "colod decided no release of the hog after the LS left\n"
+                               << diagnostics();
+  const int64_t armed = colod::faults::realtimeNs();
+  peer_->mustControl({{"op", "lose_replies"}, {"count", 1}, {"ms", 3000}});
+  peer_->mustControl({{"op", "refuse_updates"}, {"count", 0}});
+  note("release decided while refused; the next call's reply is lost and the runtime away 3 s");
+  const json lost = waitEventAfter(
+      armed, [](const json& e) { return e.value("event", "") == "update-reply-lost"; },
+      kReleaseTimeout);
+  ASSERT_FALSE(lost.is_null()) << "colod sent no release after the refusals ended\n"
+                               << diagnostics();
+  // The lost call was the release, and it landed: the BE is at the kubelet's 1500m again.
+  const auto landed = quotaWrites(*peer_, "hog", armed);
+  ASSERT_FALSE(landed.empty()) << "the lost call wrote no quota";
+  EXPECT_EQ(landed.back().second.rfind("150000", 0), 0U)
+      << "the lost call was not the release: it wrote " << landed.back().second;
+  EXPECT_EQ(state("hog").cgroup.cpu_quota.value_or(-1), 150000);
+
+  const int64_t t_resize = colod::faults::realtimeNs();
+  kubeletSetCpuLimit("hog", 1300);
+  note("kubelet set hog's cpu limit to 1300m during the outage: cgroup " + cgroupOf("hog"));
+  const json back = waitEventAfter(
+      tsOf(lost), [](const json& e) { return e.value("event", "") == "outage-end"; }, 15s);
+  ASSERT_FALSE(back.is_null()) << "the peer never logged outage-end";
+  EXPECT_TRUE(waitFor(
+      [&] {
+        const std::string m = colod_->scrape();
+        return metricValue(m, "colod_nri_connected") == 1 &&
+               metricValue(m, "colod_reconcile_pending") <= 0;
+      },
+      kJournalTimeout, 50ms))
+      << "colod did not reconnect or still has updates pending\n"
+      << diagnostics();
+  expectReleased({"hog"}, tsOf(back));
+  // A second of colod's rounds and actuator after the resync: still nothing over the resize.
+  std::this_thread::sleep_for(1s);
+  for (const auto& [source, value] : quotaWrites(*peer_, "hog", t_resize)) {
+    EXPECT_EQ(value.rfind("130000", 0), 0U)
+        << "a quota other than the kubelet's 130000 was written after the resize (" << source
+        << "): " << value;
+  }
+  const ContainerState st = state("hog");
+  EXPECT_EQ(st.spec.cpu_quota.value_or(-1), 130000);
+  EXPECT_EQ(st.cgroup.cpu_quota.value_or(-1), 130000);
 }
 
 // j. The BE is removed while colod's update for it is in flight and being refused: colod drops

@@ -24,6 +24,10 @@ type faults struct {
 	refuseLeft int
 	refuseMsg  string
 	loseLeft   int
+	// loseAway: how long the runtime stays away after each lost reply (0: the plugin may
+	// reconnect at once). A reply lost to a runtime crash is followed by an outage, and
+	// whatever happens to the container meanwhile (a kubelet resize) is news to the plugin.
+	loseAway time.Duration
 }
 
 // RefuseUpdates makes the next n UpdateContainers calls (from any plugin) fail the way
@@ -40,12 +44,15 @@ func (rt *Runtime) RefuseUpdates(n int, msg string) {
 }
 
 // LoseReplies makes the next n UpdateContainers calls apply normally and then close the
-// plugin's connection before the reply goes out. It replaces what was pending; n = 0 cancels.
-func (rt *Runtime) LoseReplies(n int) {
+// plugin's connection before the reply goes out; with away > 0 the runtime then goes down for
+// that long (an outage that starts with the lost reply, so the plugin cannot reconnect in
+// between). It replaces what was pending; n = 0 cancels.
+func (rt *Runtime) LoseReplies(n int, away time.Duration) {
 	rt.faults.mu.Lock()
-	rt.faults.loseLeft = n
+	rt.faults.loseLeft, rt.faults.loseAway = n, away
 	rt.faults.mu.Unlock()
-	rt.log.Log("fault-armed", Fields{"fault": "lose_replies", "count": n})
+	rt.log.Log("fault-armed", Fields{"fault": "lose_replies", "count": n,
+		"away_ms": away.Milliseconds()})
 }
 
 // refuseUpdate takes one pending refusal, if any, and returns the error status to reply with
@@ -77,9 +84,17 @@ func (rt *Runtime) loseReply(p *plugin) {
 		return
 	}
 	f.loseLeft--
-	left := f.loseLeft
+	left, away := f.loseLeft, f.loseAway
 	f.mu.Unlock()
-	rt.log.Log("update-reply-lost", Fields{"plugin": p.label(), "remaining": left})
+	rt.log.Log("update-reply-lost", Fields{"plugin": p.label(), "remaining": left,
+		"away_ms": away.Milliseconds()})
+	if away > 0 {
+		// Down before the connection closes: the listener is gone by the time the plugin
+		// sees the drop. goDown takes no NRI lock (mu, held here).
+		if err := rt.Outage(away); err != nil {
+			rt.log.Log("fault-error", Fields{"fault": "lose_replies", "error": err.Error()})
+		}
+	}
 	p.close("update reply lost (fault injection)")
 }
 

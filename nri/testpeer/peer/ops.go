@@ -77,7 +77,7 @@ func (rt *Runtime) Do(s scenario.Step) (interface{}, error) {
 		rt.RefuseUpdates(s.Count, s.Message)
 		return nil, nil
 	case "lose_replies":
-		rt.LoseReplies(s.Count)
+		rt.LoseReplies(s.Count, time.Duration(s.Ms)*time.Millisecond)
 		return nil, nil
 	case "outage":
 		return nil, rt.Outage(time.Duration(s.Ms) * time.Millisecond)

@@ -376,6 +376,42 @@ func TestLoseRepliesAppliesThenClosesTheConnection(t *testing.T) {
 	}
 }
 
+// With ms, the lost reply starts an outage: the plugin cannot reconnect until it ends, and a
+// kubelet update made meanwhile is what the runtime holds when it does.
+func TestLoseRepliesWithMsKeepsTheRuntimeAway(t *testing.T) {
+	buf := &syncBuf{}
+	rt, c := newCgroupRuntime(t, buf, false)
+	tp := connectPlugin(t, rt, updateContainerEvents)
+	mustDo(t, rt, scenario.Step{Op: "lose_replies", Count: 1, Ms: 1000})
+	lost := time.Now()
+	if err := tp.setQuota(c.id, 30000); err == nil {
+		t.Fatal("reply arrived")
+	}
+	if _, err := net.Dial("unix", rt.cfg.SocketPath); err == nil {
+		t.Fatal("socket accepting right after the lost reply")
+	}
+	if spec, cg := quotas(t, rt, "c"); spec != 30000.0 || cg != 30000.0 {
+		t.Fatalf("update not applied: spec quota %v, cgroup quota %v", spec, cg)
+	}
+	mustDo(t, rt, scenario.Step{Op: "update", Container: "c",
+		Resources: &scenario.Resources{CPULimitMilli: 700}})
+	waitLog(t, buf, `"event":"outage-end"`)
+	if d := time.Since(lost); d < 1000*time.Millisecond {
+		t.Fatalf("outage ended %v after the lost reply", d)
+	}
+	log := buf.String()
+	if lostAt, down := strings.Index(log, `"update-reply-lost"`), strings.Index(log, `"outage":true`); lostAt < 0 || down < lostAt {
+		t.Fatalf("want update-reply-lost, then the outage:\n%s", log)
+	}
+	tp2 := connectPlugin(t, rt, updateContainerEvents)
+	if spec, cg := quotas(t, rt, "c"); spec != 70000.0 || cg != 70000.0 {
+		t.Fatalf("after the outage: spec quota %v, cgroup quota %v, want the kubelet's 70000", spec, cg)
+	}
+	if err := tp2.setQuota(c.id, 40000); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // The kubelet update op asks every subscribed plugin and merges their adjustments.
 func TestKubeletUpdateMergesPluginAdjustment(t *testing.T) {
 	buf := &syncBuf{}
