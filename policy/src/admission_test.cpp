@@ -198,6 +198,32 @@ TEST(AdmissionTest, ASliceInAShortEventRoundIsNotReadAsAQuarterCpu) {
   EXPECT_FALSE(d.new_values.cpu_quota.has_value()) << d.explanation;
 }
 
+// The fault suite's 1-in-100 failure (session 35): the busy LS waited behind host work, the
+// watch woke the daemon for event rounds of a few ms in which the LS did not switch and so was
+// not reported, and each of those rounds cut its remembered demand by 0.7: six of them made a
+// busy LS read 0.09 CPUs, and the batch job beside it was spared as held back by the weights.
+// Demand is the LS's on-CPU rate (which spans a tick whether or not a round reports it), and it
+// is forgotten per timer tick, not per event round.
+TEST(AdmissionTest, EventRoundsWithoutTheLsDoNotMakeItLookIdle) {
+  Sim sim{cpusetFirst(), 4};
+  sim.add(lsInfo("web", 4));
+  (void)sim.step({lsSample("web", 200)});  // 0.3 CPU: over 80 % of what bigBe's weight leaves it
+  for (int i = 0; i < 6; ++i) {
+    (void)sim.eventStep({}, 3'000'000);
+  }
+  const RoundResult r = sim.engine().admit(bigBe("batch"), sim.now());
+  ASSERT_EQ(r.decisions.size(), 1u) << (r.findings.empty() ? "" : r.findings[0].message);
+  EXPECT_EQ(r.decisions[0].rule, "admission");
+  // Timer ticks in which the LS does not run do make it idle: nothing to protect then.
+  Sim idle{cpusetFirst(), 4};
+  idle.add(lsInfo("web", 4));
+  (void)idle.step({lsSample("web", 200)});
+  for (int i = 0; i < 30; ++i) {
+    (void)idle.step({});
+  }
+  EXPECT_TRUE(idle.engine().admit(bigBe("batch"), idle.now()).decisions.empty());
+}
+
 // Issue #19 (blame.sh light t3): a light BE had preempted the LS a few times before the batch job
 // arrived and was placed. With the LS still hurt under the placement, the quota rung on top
 // capped the light BE alone: the placement had not started a fresh count, so the "evidence since

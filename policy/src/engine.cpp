@@ -245,9 +245,11 @@ RoundResult EngineState::evaluate(const Snapshot& snap) {
       1.0 - 1.0 / static_cast<double>(kPeakMemoryWindows *
                                       std::max(config_.actions.blame_window_intervals, 1));
   for (auto& [id, t] : tracked_) {
-    // Recent demand for admission (read between rounds): the last round's use, or a decaying
-    // memory of a busier one (a starved or unsampled round does not make a busy LS look idle).
-    t.last_cpus = std::max(t.sampled ? cpusUsed(t) : 0.0, t.last_cpus * 0.7);
+    // Recent demand for admission (read between rounds): the on-CPU rate over about the last
+    // tick (reported in this round or not), or a memory of a busier one that decays per timer
+    // tick. An event round of a few ms in which a busy LS did not switch does not report it;
+    // decaying per such round made a busy LS read idle after a burst of them (session 35).
+    t.last_cpus = std::max(recentCpus(t), snap.event_round ? t.last_cpus : t.last_cpus * 0.7);
     // Decays per timer tick: event rounds between ticks do not make a peak forgotten sooner.
     t.peak_cpus = std::max(t.sampled ? cpusUsed(t) : 0.0,
                            snap.event_round ? t.peak_cpus : t.peak_cpus * peak_decay);
