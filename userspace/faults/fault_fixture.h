@@ -139,8 +139,11 @@ class FaultTest : public ColodFixture {
   const Tracked& tracked(const std::string& name) { return tracked_.at(name); }
 
   // The colocation workload: LS probe "server" (pod web, ns prod) and BE hog "hog" (pod batch,
-  // ns jobs), both on the shared CPU; the BE optionally with a CPU limit.
-  void startWorkloads(int64_t be_limit_milli = 0) {
+  // ns jobs), both on the shared CPU; the BE optionally with a CPU limit. With `settled_ls`
+  // the BE starts only once colod reads the LS running under its threshold: the probe's own
+  // start-up backlog (several of its tasks queued behind each other) then is not in the wait
+  // load colod sizes its first quota by.
+  void startWorkloads(int64_t be_limit_milli = 0, bool settled_ls = false) {
     addPod("web", "prod", "ls");
     addPod("batch", "jobs", "be");
     define({.name = "server",
@@ -157,7 +160,35 @@ class FaultTest : public ColodFixture {
     peer_->mustControl({{"op", "run_pod"}, {"pod", "web"}});
     peer_->mustControl({{"op", "run_pod"}, {"pod", "batch"}});
     start("server");
+    if (settled_ls) {
+      waitLsSettled();
+    }
     start("hog");
+  }
+
+  // colod reads the LS "server" running with a run-queue p99 under kPolicy's 500 us threshold,
+  // three polls in a row (a bounded poll: 20 s).
+  void waitLsSettled() {
+    int streak = 0;
+    std::string last;
+    const bool settled = waitFor(
+        [&] {
+          last = colod_->coloctl("list -o json").out;
+          const json doc = json::parse(last, nullptr, /*allow_exceptions=*/false);
+          bool ok = false;
+          if (doc.is_object() && doc.contains("containers")) {
+            for (const auto& c : doc["containers"]) {
+              if (c.value("name", "") == "server" && c.value("cpu_util", 0.0) > 0.01 &&
+                  c.contains("runq") && c["runq"].value("p99_us", uint64_t{0}) < 500) {
+                ok = true;
+              }
+            }
+          }
+          streak = ok ? streak + 1 : 0;
+          return streak >= 3;
+        },
+        20s, kPoll);
+    ASSERT_TRUE(settled) << "the LS never ran settled; last `coloctl list`: " << last;
   }
 
   // A kubelet resize of the CPU limit (UpdateContainer relayed to colod, its adjustment merged,

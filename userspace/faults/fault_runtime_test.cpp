@@ -51,7 +51,10 @@ std::vector<std::pair<std::string, std::string>> quotaWrites(colod::nri::interop
 TEST_F(FaultTest, OutageMidEscalation) {
   startPeer();
   startColod(faultConfig());
-  startWorkloads();
+  // The LS settled first: a first quota sized by the probe's start-up backlog (a wait load of
+  // 4.7 tasks) went straight to the budget's floor, helped enough that the ladder stopped, and
+  // colod had nothing left to decide in any outage (a fault-suite run in session 35).
+  startWorkloads(/*be_limit_milli=*/0, /*settled_ls=*/true);
   waitRestricted("hog");
   // The scenario is what it says: colod decides while the runtime is away (the first quota
   // leaves a BE pinned to one CPU almost unrestricted, so the victim still hurts and the budget
