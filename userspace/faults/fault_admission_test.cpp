@@ -69,21 +69,8 @@ class AdmissionFaultTest : public FaultTest {
     ASSERT_TRUE(waitFor([&] { return metricValue(colod_->scrape(), "colod_nri_connected") == 1; },
                         20s, kPoll));
     std::string last;
-    EXPECT_TRUE(waitFor(
-        [&] {
-          last = colod_->coloctl("list -o json").out;
-          const json doc = json::parse(last, nullptr, /*allow_exceptions=*/false);
-          if (!doc.is_object() || !doc.contains("containers")) {
-            return false;
-          }
-          for (const auto& c : doc["containers"]) {
-            if (c.value("name", "") == "server" && c.value("cpu_util", 0.0) >= 0.3) {
-              return true;
-            }
-          }
-          return false;
-        },
-        20s, kPoll))
+    EXPECT_TRUE(waitListed(
+        "server", [](const json& c) { return c.value("cpu_util", 0.0) >= 0.3; }, 1, &last))
         << "colod does not report the LS running; last `coloctl list`: " << last;
   }
   std::string cpusOf(const std::string& name) {

@@ -166,28 +166,40 @@ class FaultTest : public ColodFixture {
     start("hog");
   }
 
-  // colod reads the LS "server" running with a run-queue p99 under kPolicy's 500 us threshold,
-  // three polls in a row (a bounded poll: 20 s).
-  void waitLsSettled() {
-    int streak = 0;
-    std::string last;
-    const bool settled = waitFor(
+  // Polls `coloctl list -o json` (bounded: 20 s) until the container named `name` satisfies
+  // `pred` in `streak` reads in a row; `last` keeps the last listing for the failure message.
+  bool waitListed(const std::string& name,
+                  const std::function<bool(const json&)>& pred,
+                  int streak,
+                  std::string* last) {
+    int run = 0;
+    return waitFor(
         [&] {
-          last = colod_->coloctl("list -o json").out;
-          const json doc = json::parse(last, nullptr, /*allow_exceptions=*/false);
+          *last = colod_->coloctl("list -o json").out;
+          const json doc = json::parse(*last, nullptr, /*allow_exceptions=*/false);
           bool ok = false;
           if (doc.is_object() && doc.contains("containers")) {
             for (const auto& c : doc["containers"]) {
-              if (c.value("name", "") == "server" && c.value("cpu_util", 0.0) > 0.01 &&
-                  c.contains("runq") && c["runq"].value("p99_us", uint64_t{0}) < 500) {
-                ok = true;
-              }
+              ok = ok || (c.value("name", "") == name && pred(c));
             }
           }
-          streak = ok ? streak + 1 : 0;
-          return streak >= 3;
+          run = ok ? run + 1 : 0;
+          return run >= streak;
         },
         20s, kPoll);
+  }
+
+  // colod reads the LS "server" running with a run-queue p99 under kPolicy's 500 us threshold,
+  // three reads in a row.
+  void waitLsSettled() {
+    std::string last;
+    const bool settled = waitListed(
+        "server",
+        [](const json& c) {
+          return c.value("cpu_util", 0.0) > 0.01 && c.contains("runq") &&
+                 c["runq"].value("p99_us", uint64_t{0}) < 500;
+        },
+        3, &last);
     ASSERT_TRUE(settled) << "the LS never ran settled; last `coloctl list`: " << last;
   }
 
