@@ -384,6 +384,19 @@ class FaultTest : public ColodFixture {
     expectJournalEmpty();
   }
 
+  // colod is connected to the runtime again and has no update pending (bounded poll).
+  void expectReconnectedWithNothingPending() {
+    EXPECT_TRUE(waitFor(
+        [&] {
+          const std::string m = colod_->scrape();
+          return metricValue(m, "colod_nri_connected") == 1 &&
+                 metricValue(m, "colod_reconcile_pending") <= 0;
+        },
+        kJournalTimeout, 50ms))
+        << "colod did not reconnect or still has updates pending\n"
+        << diagnostics();
+  }
+
   void expectJournalEmpty() {
     const bool empty =
         waitFor([&] { return journalOverlays(colod_->journalPath()) == 0; }, kJournalTimeout, 50ms);

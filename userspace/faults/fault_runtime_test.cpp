@@ -226,14 +226,7 @@ TEST_F(FaultTest, LostReplyDuringRelease) {
       armed, [](const json& e) { return e.value("event", "") == "update-reply-lost"; }, 15s);
   ASSERT_FALSE(lost.is_null()) << "no reply was lost";
   expectReleased({"hog"}, tsOf(lost));
-  EXPECT_TRUE(waitFor(
-      [&] {
-        const std::string m = colod_->scrape();
-        return metricValue(m, "colod_nri_connected") == 1 &&
-               metricValue(m, "colod_reconcile_pending") <= 0;
-      },
-      kJournalTimeout, 50ms))
-      << "colod did not reconnect or still has updates pending";
+  expectReconnectedWithNothingPending();
 }
 
 // d3. The release is lost to a runtime crash: it lands, the reply never comes, the runtime stays
@@ -284,15 +277,7 @@ TEST_F(FaultTest, LostReleaseThenKubeletResizeDuringOutage) {
   // Timed from the return (the cgroup is at the kubelet's values throughout: nothing to write);
   // colod's reconnect and empty account are required, not timed.
   expectReleased({"hog"}, tsOf(back));
-  EXPECT_TRUE(waitFor(
-      [&] {
-        const std::string m = colod_->scrape();
-        return metricValue(m, "colod_nri_connected") == 1 &&
-               metricValue(m, "colod_reconcile_pending") <= 0;
-      },
-      kJournalTimeout, 50ms))
-      << "colod did not reconnect or still has updates pending\n"
-      << diagnostics();
+  expectReconnectedWithNothingPending();
   // A second of colod's rounds and actuator after the resync: still nothing over the resize.
   std::this_thread::sleep_for(1s);
   for (const auto& [source, value] : quotaWrites(*peer_, "hog", t_resize)) {
