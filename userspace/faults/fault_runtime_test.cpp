@@ -274,6 +274,7 @@ TEST_F(FaultTest, LostReleaseThenKubeletResizeDuringOutage) {
   const json back = waitEventAfter(
       tsOf(lost), [](const json& e) { return e.value("event", "") == "outage-end"; }, 15s);
   ASSERT_FALSE(back.is_null()) << "the peer never logged outage-end";
+  EXPECT_LT(t_resize, tsOf(back)) << "the resize came after the runtime's return, not during it";
   // Timed from the return (the cgroup is at the kubelet's values throughout: nothing to write);
   // colod's reconnect and empty account are required, not timed.
   expectReleased({"hog"}, tsOf(back));
