@@ -198,12 +198,10 @@ TEST(AdmissionTest, ASliceInAShortEventRoundIsNotReadAsAQuarterCpu) {
   EXPECT_FALSE(d.new_values.cpu_quota.has_value()) << d.explanation;
 }
 
-// The fault suite's 1-in-100 failure (session 35): the busy LS waited behind host work, the
-// watch woke the daemon for event rounds of a few ms in which the LS did not switch and so was
-// not reported, and each of those rounds cut its remembered demand by 0.7: six of them made a
-// busy LS read 0.09 CPUs, and the batch job beside it was spared as held back by the weights.
-// Demand is the LS's on-CPU rate (which spans a tick whether or not a round reports it), and it
-// is forgotten per timer tick, not per event round.
+// Admission's memory of the LS's demand is time: it decays per timer tick, as the peak beside it
+// does. It lost 0.7 of itself in every round, event rounds included, and read 0 from a round
+// that did not report the LS: six event rounds of a few ms without the LS made a busy LS look
+// idle, and a batch job created then was spared as held back by the weights.
 TEST(AdmissionTest, EventRoundsWithoutTheLsDoNotMakeItLookIdle) {
   Sim sim{cpusetFirst(), 4};
   sim.add(lsInfo("web", 4));
