@@ -126,11 +126,20 @@ void Collector::Impl::readFiles(CgroupSample& s, bool named, bool stat_due, bool
     }
     prev.quota = quota.value_or(true);
   }
-  if (stat_due && prev.quota == false && (prev.have || prev.no_quota_file)) {
+  const bool v2 = mode == CgroupMode::V2;
+  const bool unthrottled = prev.quota == false && (prev.have || prev.no_quota_file);
+  // On v2 a named cgroup's usage is in the same cpu.stat (a core file, there without the cpu
+  // controller too): read every tick for it, quota or not.
+  const bool v2_usage = named && v2;
+  if (stat_due && unthrottled && !v2_usage) {
     ++stats.cpu_stat_reads_skipped;
-  } else if (stat_due) {
+  } else if (stat_due || v2_usage) {
     if (auto text = files.read(s.id, detail::CgroupFile::CpuStat, dir, true); text) {
-      if (auto st = cgroup::parseCpuStat(*text); st && st->nr_throttled) {
+      auto st = cgroup::parseCpuStat(*text);
+      if (st && v2_usage && st->usage_ns) {
+        creditUsage(s, prev, *st->usage_ns);
+      }
+      if (st && st->nr_throttled && stat_due && !unthrottled) {
         if (prev.have) {
           Throttling t;
           t.nr_periods = sub(st->nr_periods.value_or(0), prev.cpu_stat.nr_periods.value_or(0));
@@ -146,6 +155,11 @@ void Collector::Impl::readFiles(CgroupSample& s, bool named, bool stat_due, bool
       }
     } else {
       note(text.error());
+    }
+  }
+  if (named && !v2) {
+    if (const auto usage = readV1Usage(s)) {
+      creditUsage(s, prev, *usage);
     }
   }
   // PSI is charged in the unified hierarchy even when limits live in v1; the cgroup exists
@@ -167,6 +181,52 @@ void Collector::Impl::readFiles(CgroupSample& s, bool named, bool stat_due, bool
       note(p.error());
     }
   }
+}
+
+std::optional<uint64_t> Collector::Impl::readV1Usage(const CgroupSample& s) {
+  // runc creates a container's cgroup under the same relative path in every hierarchy; the
+  // cpuacct one may be the cpu one (co-mounted), whose inodes are the ids.
+  if (!hier.cpuacct.empty()) {
+    auto text = files.read(s.id, detail::CgroupFile::CpuacctUsage,
+                           cgroup::joinRel(hier.cpuacct, s.path), hier.cpuacct == id_root);
+    if (text) {
+      if (auto v = cgroup::parseU64(*text); v) {
+        return *v;
+      }
+      ++stats.file_read_errors;
+      return std::nullopt;
+    }
+    if (const int err = text.error().errnoValue(); err != ENOENT && err != ENODEV) {
+      ++stats.file_read_errors;
+      return std::nullopt;
+    }
+  }
+  // cgroup2 accounts every task's CPU time in the unified tree, controllers or not.
+  if (hier.unified.empty()) {
+    return std::nullopt;
+  }
+  auto text = files.read(s.id, detail::CgroupFile::UnifiedCpuStat,
+                         cgroup::joinRel(hier.unified, s.path), false);
+  if (!text) {
+    return std::nullopt;
+  }
+  auto st = cgroup::parseCpuStat(*text);
+  if (!st) {
+    ++stats.file_read_errors;
+    return std::nullopt;
+  }
+  return st->usage_ns;
+}
+
+void Collector::Impl::creditUsage(CgroupSample& s, FileState& prev, uint64_t usage_ns) const {
+  // Only a counter read at the snapshot before covers this interval; one that went back means
+  // another cgroup now sits at this path (the cpuacct and unified dirs are not checked by id).
+  if (prev.usage_ns && prev.usage_tick + 1 == tick && usage_ns >= *prev.usage_ns) {
+    s.oncpu_ns = usage_ns - *prev.usage_ns;
+    s.oncpu_from_usage = true;
+  }
+  prev.usage_ns = usage_ns;
+  prev.usage_tick = tick;
 }
 
 std::vector<uint64_t> Collector::Impl::drainRemovals(bool& lost) {
@@ -458,6 +518,17 @@ Result<Snapshot> Collector::Impl::snapshot() {
     s.waited_behind.push_back(WaitedBehind{
         k.aggressor, p == paths.end() ? std::string() : p->second, d.waits, d.wait_ns});
   }
+  // A named cgroup whose tasks kept their CPUs has no BPF entry this interval (slices are
+  // credited at switch-out) but used CPU: sampled here for its usage counter, and dropped again
+  // below if that says it did not run.
+  const std::size_t usage_only = out.size();
+  if (opts.read_files) {
+    for (const uint64_t id : every_tick) {
+      if (!sample_index.contains(id) && paths.contains(id)) {
+        sample(id);
+      }
+    }
+  }
   if (opts.read_files) {
     files.beginTick();
     const uint64_t every = std::max<uint32_t>(opts.files_every_n_ticks, 1);
@@ -477,6 +548,9 @@ Result<Snapshot> Collector::Impl::snapshot() {
       }
     }
   }
+  out.erase(std::remove_if(out.begin() + static_cast<std::ptrdiff_t>(usage_only), out.end(),
+                           [](const CgroupSample& s) { return s.oncpu_ns == 0; }),
+            out.end());
   for (CgroupSample& s : out) {
     std::sort(s.preempted_by.begin(), s.preempted_by.end(),
               [](const Aggressor& a, const Aggressor& b) { return a.preemptions > b.preemptions; });

@@ -132,6 +132,10 @@ class Collector::Impl {
     // cannot be throttled, and its cpu.stat is not read while that lasts (the file cache
     // answers the quota file's absence without a syscall and looks again after a minute).
     bool no_quota_file = false;
+    // The cgroup's CPU usage counter (ns) as read at snapshot `usage_tick`, for the cgroups
+    // named in setEveryTick(): the next snapshot's oncpu_ns is the difference, when it follows.
+    std::optional<uint64_t> usage_ns;
+    uint64_t usage_tick = 0;
   };
   std::unordered_map<uint64_t, FileState> prev_files;
   std::unordered_map<uint64_t, std::string> paths;  // live cgroups: id -> rel path
@@ -201,8 +205,15 @@ class Collector::Impl {
   Result<void> readBehind();
   void retryDeletes();
   // cpu.stat when `stat_due` (and a quota is set, or no baseline was read yet); the quota, and
-  // the PSI files (of `named` cgroups only with pressure_of_named_only), when `slow_due`.
+  // the PSI files (of `named` cgroups only with pressure_of_named_only), when `slow_due`. For a
+  // `named` cgroup, its usage counter too, at every call (creditUsage).
   void readFiles(CgroupSample& s, bool named, bool stat_due, bool slow_due);
+  // A v1 cgroup's usage counter: cpuacct.usage, or the unified hierarchy's cpu.stat when the
+  // cgroup is not in a cpuacct hierarchy. nullopt when neither can be read.
+  std::optional<uint64_t> readV1Usage(const CgroupSample& s);
+  // Records the usage counter read now; when the previous one was read at the previous
+  // snapshot, the difference replaces the sample's oncpu_ns.
+  void creditUsage(CgroupSample& s, FileState& prev, uint64_t usage_ns) const;
   // Takes the removed cgroups' ids off the BPF queue and forgets their paths. Returns the ids
   // whose path it forgot; `lost` is set when removals did not fit in the queue.
   std::vector<uint64_t> drainRemovals(bool& lost);

@@ -29,6 +29,10 @@ const char* fileName(CgroupFile file) {
       return "cpu.cfs_quota_us";
     case CgroupFile::CpuMax:
       return "cpu.max";
+    case CgroupFile::CpuacctUsage:
+      return "cpuacct.usage";
+    case CgroupFile::UnifiedCpuStat:
+      return "cpu.stat";
   }
   return "?";
 }
@@ -145,7 +149,8 @@ Result<std::string_view> CgroupFileCache::read(uint64_t id,
 
 void CgroupFileCache::erase(uint64_t id) {
   for (const auto f : {CgroupFile::CpuStat, CgroupFile::CpuPressure, CgroupFile::MemoryPressure,
-                       CgroupFile::CfsQuotaUs, CgroupFile::CpuMax}) {
+                       CgroupFile::CfsQuotaUs, CgroupFile::CpuMax, CgroupFile::CpuacctUsage,
+                       CgroupFile::UnifiedCpuStat}) {
     if (auto it = index_.find(Key{id, f}); it != index_.end()) {
       lru_.erase(it->second);
       index_.erase(it);

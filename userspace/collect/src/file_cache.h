@@ -18,7 +18,17 @@
 namespace colod::collect::detail {
 
 // The control files the collector reads per cgroup.
-enum class CgroupFile : uint8_t { CpuStat, CpuPressure, MemoryPressure, CfsQuotaUs, CpuMax };
+// UnifiedCpuStat is cpu.stat read from the unified hierarchy on a v1 host (its CPU usage), kept
+// apart from the cpu hierarchy's cpu.stat of the same id.
+enum class CgroupFile : uint8_t {
+  CpuStat,
+  CpuPressure,
+  MemoryPressure,
+  CfsQuotaUs,
+  CpuMax,
+  CpuacctUsage,
+  UnifiedCpuStat,
+};
 const char* fileName(CgroupFile file);
 
 // A bounded cache of open control files keyed by (cgroup id, file). At most max_open fds are

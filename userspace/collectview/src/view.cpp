@@ -66,6 +66,7 @@ nlohmann::json toJson(const collect::Snapshot& snap) {
         {"preempted_wait_ns", s.preempted_wait_ns},
         {"preempted_by", aggr},
         {"oncpu_ns", s.oncpu_ns},
+        {"oncpu_from_usage", s.oncpu_from_usage},
         {"wakeups", s.wakeups},
         {"runq_depth_sum", s.runq_depth_sum},
         {"reclaim",

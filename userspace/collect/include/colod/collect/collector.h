@@ -111,7 +111,14 @@ struct CgroupSample {
   std::vector<Aggressor> preempted_by;  // sorted by preemptions, descending
   // Waits after wakeups by whom they waited behind; only for watched cgroups (setWatched).
   std::vector<WaitedBehind> waited_behind;
-  uint64_t oncpu_ns = 0;        // CPU time of this cgroup's tasks this interval
+  // CPU time of this cgroup's tasks this interval. BPF credits a slice when its task switches
+  // out, so a task that keeps its CPU (a spinner alone on a quiet CPU) is credited in lumps, up
+  // to 0.8 s at once seen here, and reads 0 in between. For the cgroups named in setEveryTick()
+  // it is the cgroup's own usage counter instead (v2 cpu.stat usage_usec; v1 cpuacct.usage, or
+  // the unified cpu.stat on a hybrid host), which the kernel advances at every scheduler tick:
+  // oncpu_from_usage says so. Those cgroups are reported at every snapshot where they used CPU.
+  uint64_t oncpu_ns = 0;
+  bool oncpu_from_usage = false;
   uint64_t wakeups = 0;         // wakeups seen (depth samples); with wakeup_depth only
   uint64_t runq_depth_sum = 0;  // sum of run-queue depth seen at those wakeups
 
@@ -343,7 +350,8 @@ class Collector {
   Result<std::vector<WakeupEvent>> consumeWakeups();
 
   // The cgroups whose cpu.stat is read at every snapshot when files_every_n_ticks > 1 (the
-  // policy's victims and the containers it restricts); replaces the previous set.
+  // policy's victims and the containers it restricts), and whose CPU time is their usage
+  // counter (CgroupSample::oncpu_ns); replaces the previous set.
   void setEveryTick(std::vector<uint64_t> ids);
 
   // Kernel memory of colod's BPF maps in bytes, as CollectorStats::bpf_map_bytes.

@@ -1,0 +1,193 @@
+// SPDX-License-Identifier: Apache-2.0
+// Privileged tests of the CPU time the collector reports for the cgroups named every tick (the
+// containers colod protects or restricts), over real cgroups and real spinners. BPF credits a
+// slice at switch-out, so a task that keeps its CPU is credited in lumps, seconds apart on a
+// quiet CPU, and reads 0 in between: a busy LS read as idle spared a batch job at admission
+// (session 35). A named cgroup's time is its usage counter instead, which the kernel advances at
+// every scheduler tick: v2 cpu.stat usage_usec, v1 cpuacct.usage, or the unified cpu.stat on a
+// hybrid host whose cgroup has no cpuacct directory.
+#include <sched.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "collector_test_fixture.h"
+
+namespace colod::collect {
+namespace {
+
+using namespace std::chrono_literals;
+
+enum class Where {
+  HostLayout,     // the host's own layout (v1 hybrid here: cpuacct.usage)
+  V1NoCpuacct,    // v1, the cgroup made in the cpu and unified hierarchies only
+  ForcedUnified,  // the collector in v2 mode over the unified hierarchy of a hybrid host
+};
+
+class UsageCreditTest : public CollectorTest, public ::testing::WithParamInterface<Where> {};
+
+std::string whereName(const ::testing::TestParamInfo<Where>& p) {
+  switch (p.param) {
+    case Where::HostLayout:
+      return "HostLayout";
+    case Where::V1NoCpuacct:
+      return "V1NoCpuacct";
+    case Where::ForcedUnified:
+      return "ForcedUnified";
+  }
+  return "Unknown";
+}
+
+// The kernel's own usage counter of the cgroup (ns), read as the collector should.
+uint64_t usageNs(const std::string& file) {
+  std::ifstream in(file);
+  if (file.ends_with("cpuacct.usage")) {
+    uint64_t v = 0;
+    in >> v;
+    return v;
+  }
+  std::string key;
+  uint64_t v = 0;
+  while (in >> key >> v) {
+    if (key == "usage_usec") {
+      return v * 1000;
+    }
+  }
+  return 0;
+}
+
+// A spinner alone on a CPU (the test runs on another) in a named cgroup is reported at every
+// snapshot with the CPU time it used in that interval (at most the interval: one task, one CPU),
+// from the usage counter; the sum over the run is the counter's own advance. Without the counter
+// most snapshots of a quiet machine do not report it at all. A named cgroup whose task sleeps is
+// not reported (it did not run), nor is an idle unnamed one.
+TEST_P(UsageCreditTest, NamedCgroupsAreCreditedWhatTheyUsedEveryInterval) {
+  constexpr int kSnaps = 15;
+  constexpr auto kInterval = 100ms;
+  CollectorOptions opts;
+  std::vector<std::string> roots;
+  std::string id_root;
+  std::string usage_root;  // where the test reads the counter the collector should
+  std::string usage_file;
+  switch (GetParam()) {
+    case Where::HostLayout:
+      // Not cpuset: a v1 cpuset cgroup takes no task before its cpus and mems are set.
+      roots = {cpuRoot()};
+      if (!v2()) {
+        for (const auto& r : {hier_.cpuacct, hier_.unified}) {
+          if (!r.empty() && r != hier_.cpu) {
+            roots.push_back(r);
+          }
+        }
+      }
+      id_root = cpuRoot();
+      usage_root = v2() ? cpuRoot() : hier_.cpuacct;
+      usage_file = v2() ? "cpu.stat" : "cpuacct.usage";
+      if (!v2() && hier_.cpuacct.empty()) {
+        GTEST_SKIP() << "no v1 cpuacct hierarchy on this host";
+      }
+      break;
+    case Where::V1NoCpuacct:
+      if (v2() || hier_.unified.empty() || hier_.cpuacct.empty() || hier_.cpuacct == hier_.cpu) {
+        GTEST_SKIP() << "needs a hybrid host with cpuacct apart from cpu (this one is "
+                     << (v2() ? "pure cgroup2" : "v1 without it") << ")";
+      }
+      roots = {hier_.cpu, hier_.unified};
+      id_root = hier_.cpu;
+      usage_root = hier_.unified;
+      usage_file = "cpu.stat";
+      break;
+    case Where::ForcedUnified:
+      if (v2() || hier_.unified.empty()) {
+        GTEST_SKIP() << "needs a hybrid host (a pure cgroup2 host is HostLayout's case)";
+      }
+      opts.force_mode = CgroupMode::V2;
+      roots = {hier_.unified};
+      id_root = hier_.unified;
+      usage_root = hier_.unified;
+      usage_file = "cpu.stat";
+      break;
+  }
+  MAKE_COLLECTOR_OR_SKIP(col, opts);
+  ASSERT_EQ(col.hierarchyRoot(), id_root);
+  TestCgroup named(roots, uniqueName("usage-named"));
+  TestCgroup asleep(roots, uniqueName("usage-asleep"));
+  TestCgroup idle(roots, uniqueName("usage-idle"));
+  const uint64_t named_id = ASSERT_OK(cgroup::cgroupId(named.dirIn(id_root)));
+  const uint64_t asleep_id = ASSERT_OK(cgroup::cgroupId(asleep.dirIn(id_root)));
+  const uint64_t idle_id = ASSERT_OK(cgroup::cgroupId(idle.dirIn(id_root)));
+  col.setEveryTick({named_id, asleep_id});
+  // The spinner on the last CPU, this thread (the snapshots) on the first: nothing of the test
+  // preempts the spinner, so BPF would see it switch out only when something else runs there.
+  const int ncpu = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
+  const int spin_cpu = ncpu > 1 ? ncpu - 1 : -1;
+  cpu_set_t saved;
+  ASSERT_EQ(::sched_getaffinity(0, sizeof(saved), &saved), 0);
+  if (spin_cpu > 0) {
+    cpu_set_t first;
+    CPU_ZERO(&first);
+    CPU_SET(0, &first);
+    ASSERT_EQ(::sched_setaffinity(0, sizeof(first), &first), 0);
+  }
+  struct RestoreAffinity {
+    cpu_set_t set;
+    ~RestoreAffinity() { ::sched_setaffinity(0, sizeof(set), &set); }
+  } restore{saved};
+  Child spin(named, spin_cpu, [] { spinFor(60s); });
+  Child sleeper(asleep, -1, [] { ::pause(); });
+  Child once(idle, -1, [] { ::pause(); });
+  std::this_thread::sleep_for(200ms);  // all have run: every cgroup has its slot
+  ASSERT_OK(col.snapshot());           // the named ones' counters read a first time
+  const std::string counter = named.dirIn(usage_root) + "/" + usage_file;
+  const uint64_t before = usageNs(counter);
+  ASSERT_OK(col.snapshot());
+  std::vector<uint64_t> named_ms;
+  uint64_t sum = 0;
+  int from_usage = 0;
+  int asleep_seen = 0;
+  int idle_seen = 0;
+  for (int i = 0; i < kSnaps; ++i) {
+    std::this_thread::sleep_for(kInterval);
+    const Snapshot s = ASSERT_OK(col.snapshot());
+    const CgroupSample* n = find(s, named_id);
+    asleep_seen += find(s, asleep_id) != nullptr ? 1 : 0;
+    idle_seen += find(s, idle_id) != nullptr ? 1 : 0;
+    named_ms.push_back(n != nullptr ? n->oncpu_ns / 1'000'000 : 0);
+    if (n == nullptr) {
+      ADD_FAILURE() << "snapshot " << i << ": the named spinner was not reported";
+      continue;
+    }
+    from_usage += n->oncpu_from_usage ? 1 : 0;
+    EXPECT_GT(n->oncpu_ns, 0u) << "snapshot " << i;
+    // One task uses at most one CPU; the interval is the snapshots' own (a late wakeup here
+    // lengthens it), with 10 % for when the counter and the clock were read.
+    EXPECT_LE(static_cast<double>(n->oncpu_ns), 1.1 * static_cast<double>(s.interval.count()))
+        << "snapshot " << i;
+    sum += n->oncpu_ns;
+  }
+  const uint64_t after = usageNs(counter);
+  std::ostringstream line;
+  for (std::size_t i = 0; i < named_ms.size(); ++i) {
+    line << " " << named_ms[i];
+  }
+  std::printf("ms of the named spinner (CPU %d) per %lld-ms interval:%s\n", spin_cpu,
+              static_cast<long long>(kInterval.count()), line.str().c_str());
+  EXPECT_EQ(from_usage, kSnaps);
+  EXPECT_EQ(asleep_seen, 0) << "a named cgroup that did not run was reported";
+  EXPECT_EQ(idle_seen, 0) << "an unnamed cgroup that did not run was reported";
+  // The counter as the test read it brackets the snapshots' reads of it.
+  ASSERT_GT(after, before) << "the spinner did not run";
+  EXPECT_LE(sum, after - before);
+  EXPECT_GE(sum, (after - before) / 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts,
+                         UsageCreditTest,
+                         ::testing::Values(Where::HostLayout,
+                                           Where::V1NoCpuacct,
+                                           Where::ForcedUnified),
+                         whereName);
+
+}  // namespace
+}  // namespace colod::collect
