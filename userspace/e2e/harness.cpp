@@ -394,11 +394,9 @@ std::string ColodFixture::probeLoop(const std::string& stop_file) const {
          " -t 1 -w 200 -p 2000 -d 2 >/dev/null; done; exec sleep 3600";
 }
 
-std::string ColodFixture::hogLoop(const std::string& stop_file, int workers, int load_pct) const {
-  const std::string load =
-      load_pct < 100 ? " --cpu-load " + std::to_string(std::max(load_pct, 1)) : std::string();
+std::string ColodFixture::hogLoop(const std::string& stop_file, int workers) const {
   return "while [ ! -e " + dir_ + "/" + stop_file + " ]; do stress-ng --cpu " +
-         std::to_string(workers) + load + " --timeout 1 -q; done; exec sleep 3600";
+         std::to_string(workers) + " --timeout 1 -q; done; exec sleep 3600";
 }
 
 void ColodFixture::touchStopFile(const std::string& name) const {

@@ -173,13 +173,8 @@ class ColodFixture : public ::testing::Test {
 
   // The LS probe (open loop: a request every 2 ms needing 200 us of CPU) and a BE stress-ng
   // hog with `workers` CPU workers; each loops until <dir>/<stop_file> exists, then sleeps.
-  // `load_pct` < 100 runs each worker at that duty cycle in short slices (stress-ng
-  // --cpu-load): it switches out every few ms, so its CPU time is credited every interval (a
-  // worker spinning alone on a quiet CPU is credited only when switched out, in lumps).
   [[nodiscard]] std::string probeLoop(const std::string& stop_file) const;
-  [[nodiscard]] std::string hogLoop(const std::string& stop_file,
-                                    int workers,
-                                    int load_pct = 100) const;
+  [[nodiscard]] std::string hogLoop(const std::string& stop_file, int workers) const;
   // Creates <dir>/<name>, which ends the loop of the workloads watching it.
   void touchStopFile(const std::string& name) const;
 

@@ -40,15 +40,16 @@ class AdmissionFaultTest : public FaultTest {
   std::string admissionConfig() const {
     return daemonConfig("  restore_on_stop: true\n  reconcile: restore\n", kAdmissionPolicy);
   }
-  // A protected LS that runs (one worker at 90 %: the LS demand admission reacts to), on `cpus`
-  // ("": the node's). Not a worker at 100 %: spinning alone on a quiet CPU it is credited only
-  // when switched out, in lumps up to 0.8 s apart here, and between them colod read the LS at
-  // 0.09 CPUs and spared the batch job (a fault-suite run in session 35).
+  // A protected LS that runs (one busy worker: the LS demand admission reacts to), on `cpus`
+  // ("": the node's). The worker spins alone on a quiet CPU, so BPF credits its CPU time in
+  // lumps up to a second apart: colod reads a protected container from its usage counter
+  // (userspace/collect/README.md), and before it did, read this LS at 0.09 CPUs between two
+  // lumps and spared the batch job (session 35).
   void startBusyLs(const std::string& cpus = "") {
     addPod("web", "prod", "ls");
     define({.name = "server",
             .pod = "web",
-            .command = hogLoop("stop-ls", 1, /*load_pct=*/90),
+            .command = hogLoop("stop-ls", 1),
             .cpu_request_milli = 1000,
             .cpu_limit_milli = 0,
             .cpus = cpus});
