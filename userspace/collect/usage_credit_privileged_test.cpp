@@ -182,6 +182,75 @@ TEST_P(UsageCreditTest, NamedCgroupsAreCreditedWhatTheyUsedEveryInterval) {
   EXPECT_GE(sum, (after - before) / 2);
 }
 
+// A v1 cgroup read from cpuacct.usage whose cpuacct directory goes away is read from the
+// unified cpu.stat from then on. The two count from when the task joined each hierarchy: here
+// the unified one has 300 ms more, which must not be credited as one interval's CPU time.
+class UsageSourceTest : public CollectorTest {};
+
+TEST_F(UsageSourceTest, AUsageCounterFromAnotherFileIsNotSubtractedFromTheFirst) {
+  if (v2() || hier_.unified.empty() || hier_.cpuacct.empty() || hier_.cpuacct == hier_.cpu) {
+    GTEST_SKIP() << "needs a hybrid host with cpuacct apart from cpu (this one is "
+                 << (v2() ? "pure cgroup2" : "v1 without it") << ")";
+  }
+  MAKE_COLLECTOR_OR_SKIP(col);
+  const std::string name = uniqueName("usage-switch");
+  TestCgroup named({hier_.cpu, hier_.unified}, name);
+  const uint64_t id = ASSERT_OK(cgroup::cgroupId(named.dirIn(hier_.cpu)));
+  col.setEveryTick({id});
+  Child spin(named, -1, [] { spinFor(60s); });
+  std::this_thread::sleep_for(300ms);  // the unified counter runs ahead
+  TestCgroup acct({hier_.cpuacct}, name);
+  ASSERT_TRUE(writeFile(acct.dirIn(hier_.cpuacct) + "/cgroup.procs", std::to_string(spin.pid())));
+  struct Seen {
+    uint64_t ms = 0;
+    bool from_usage = false;
+    bool too_much = false;
+  };
+  auto take = [&](int n, std::vector<Seen>& out) {
+    for (int i = 0; i < n; ++i) {
+      std::this_thread::sleep_for(100ms);
+      const Snapshot s = ASSERT_OK(col.snapshot());
+      const CgroupSample* x = find(s, id);
+      Seen e;
+      if (x != nullptr) {
+        e = {x->oncpu_ns / 1'000'000, x->oncpu_from_usage,
+             static_cast<double>(x->oncpu_ns) > 1.1 * static_cast<double>(s.interval.count())};
+      }
+      out.push_back(e);
+    }
+  };
+  ASSERT_OK(col.snapshot());
+  std::vector<Seen> acct_phase;
+  take(5, acct_phase);
+  // Out of the cpuacct cgroup, which then goes: its counter is gone.
+  ASSERT_TRUE(writeFile(hier_.cpuacct + "/cgroup.procs", std::to_string(spin.pid())));
+  acct.removeNow();
+  std::vector<Seen> unified_phase;
+  take(5, unified_phase);
+  std::ostringstream line;
+  for (const auto* phase : {&acct_phase, &unified_phase}) {
+    for (const Seen& e : *phase) {
+      line << " " << e.ms << (e.from_usage ? "u" : "b");
+    }
+    line << " |";
+  }
+  std::printf("ms per 100-ms interval (u: usage counter, b: BPF), cpuacct | unified:%s\n",
+              line.str().c_str());
+  for (const auto* phase : {&acct_phase, &unified_phase}) {
+    for (std::size_t i = 0; i < phase->size(); ++i) {
+      EXPECT_FALSE((*phase)[i].too_much) << "interval " << i << ": more than one CPU's time";
+    }
+  }
+  for (std::size_t i = 0; i < acct_phase.size(); ++i) {
+    EXPECT_TRUE(acct_phase[i].from_usage) << "cpuacct interval " << i;
+  }
+  // The first read of the unified counter only sets its base.
+  EXPECT_FALSE(unified_phase[0].from_usage);
+  for (std::size_t i = 1; i < unified_phase.size(); ++i) {
+    EXPECT_TRUE(unified_phase[i].from_usage) << "unified interval " << i;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Layouts,
                          UsageCreditTest,
                          ::testing::Values(Where::HostLayout,

@@ -137,7 +137,7 @@ void Collector::Impl::readFiles(CgroupSample& s, bool named, bool stat_due, bool
     if (auto text = files.read(s.id, detail::CgroupFile::CpuStat, dir, true); text) {
       auto st = cgroup::parseCpuStat(*text);
       if (st && v2_usage && st->usage_ns) {
-        creditUsage(s, prev, *st->usage_ns);
+        creditUsage(s, prev, {detail::CgroupFile::CpuStat, *st->usage_ns});
       }
       if (st && st->nr_throttled && stat_due && !unthrottled) {
         if (prev.have) {
@@ -183,7 +183,7 @@ void Collector::Impl::readFiles(CgroupSample& s, bool named, bool stat_due, bool
   }
 }
 
-std::optional<uint64_t> Collector::Impl::readV1Usage(const CgroupSample& s) {
+std::optional<Collector::Impl::Usage> Collector::Impl::readV1Usage(const CgroupSample& s) {
   // runc creates a container's cgroup under the same relative path in every hierarchy; the
   // cpuacct one may be the cpu one (co-mounted), whose inodes are the ids.
   if (!hier.cpuacct.empty()) {
@@ -191,7 +191,7 @@ std::optional<uint64_t> Collector::Impl::readV1Usage(const CgroupSample& s) {
                            cgroup::joinRel(hier.cpuacct, s.path), hier.cpuacct == id_root);
     if (text) {
       if (auto v = cgroup::parseU64(*text); v) {
-        return *v;
+        return Usage{detail::CgroupFile::CpuacctUsage, *v};
       }
       ++stats.file_read_errors;
       return std::nullopt;
@@ -215,17 +215,23 @@ std::optional<uint64_t> Collector::Impl::readV1Usage(const CgroupSample& s) {
     ++stats.file_read_errors;
     return std::nullopt;
   }
-  return st->usage_ns;
+  if (!st->usage_ns) {
+    return std::nullopt;
+  }
+  return Usage{detail::CgroupFile::UnifiedCpuStat, *st->usage_ns};
 }
 
-void Collector::Impl::creditUsage(CgroupSample& s, FileState& prev, uint64_t usage_ns) const {
-  // Only a counter read at the snapshot before covers this interval; one that went back means
-  // another cgroup now sits at this path (the cpuacct and unified dirs are not checked by id).
-  if (prev.usage_ns && prev.usage_tick + 1 == tick && usage_ns >= *prev.usage_ns) {
-    s.oncpu_ns = usage_ns - *prev.usage_ns;
+void Collector::Impl::creditUsage(CgroupSample& s, FileState& prev, Usage now) const {
+  // Only the same counter read at the snapshot before covers this interval (two files count
+  // from when the cgroup was made in their own hierarchy); one that went back means another
+  // cgroup now sits at this path (the cpuacct and unified dirs are not checked by id).
+  if (prev.usage_ns && prev.usage_tick + 1 == tick && prev.usage_file == now.file &&
+      now.ns >= *prev.usage_ns) {
+    s.oncpu_ns = now.ns - *prev.usage_ns;
     s.oncpu_from_usage = true;
   }
-  prev.usage_ns = usage_ns;
+  prev.usage_ns = now.ns;
+  prev.usage_file = now.file;
   prev.usage_tick = tick;
 }
 
@@ -528,8 +534,6 @@ Result<Snapshot> Collector::Impl::snapshot() {
         sample(id);
       }
     }
-  }
-  if (opts.read_files) {
     files.beginTick();
     const uint64_t every = std::max<uint32_t>(opts.files_every_n_ticks, 1);
     const uint64_t slow = opts.pressure_every_n_ticks > 0 ? opts.pressure_every_n_ticks : every;

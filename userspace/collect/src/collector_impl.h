@@ -135,7 +135,13 @@ class Collector::Impl {
     // The cgroup's CPU usage counter (ns) as read at snapshot `usage_tick`, for the cgroups
     // named in setEveryTick(): the next snapshot's oncpu_ns is the difference, when it follows.
     std::optional<uint64_t> usage_ns;
+    detail::CgroupFile usage_file = detail::CgroupFile::CpuStat;  // which counter usage_ns is
     uint64_t usage_tick = 0;
+  };
+  // A usage counter as read, and the file it came from.
+  struct Usage {
+    detail::CgroupFile file;
+    uint64_t ns;
   };
   std::unordered_map<uint64_t, FileState> prev_files;
   std::unordered_map<uint64_t, std::string> paths;  // live cgroups: id -> rel path
@@ -210,10 +216,10 @@ class Collector::Impl {
   void readFiles(CgroupSample& s, bool named, bool stat_due, bool slow_due);
   // A v1 cgroup's usage counter: cpuacct.usage, or the unified hierarchy's cpu.stat when the
   // cgroup is not in a cpuacct hierarchy. nullopt when neither can be read.
-  std::optional<uint64_t> readV1Usage(const CgroupSample& s);
+  std::optional<Usage> readV1Usage(const CgroupSample& s);
   // Records the usage counter read now; when the previous one was read at the previous
   // snapshot, the difference replaces the sample's oncpu_ns.
-  void creditUsage(CgroupSample& s, FileState& prev, uint64_t usage_ns) const;
+  void creditUsage(CgroupSample& s, FileState& prev, Usage now) const;
   // Takes the removed cgroups' ids off the BPF queue and forgets their paths. Returns the ids
   // whose path it forgot; `lost` is set when removals did not fit in the queue.
   std::vector<uint64_t> drainRemovals(bool& lost);
