@@ -236,9 +236,12 @@ TEST_F(UsageSourceTest, AUsageCounterFromAnotherFileIsNotSubtractedFromTheFirst)
   }
   std::printf("ms per 100-ms interval (u: usage counter, b: BPF), cpuacct | unified:%s\n",
               line.str().c_str());
+  // From a usage counter, never more than one CPU's time (an interval that keeps the BPF
+  // figure can hold a lump of earlier slices: that is why the counters are read).
   for (const auto* phase : {&acct_phase, &unified_phase}) {
     for (std::size_t i = 0; i < phase->size(); ++i) {
-      EXPECT_FALSE((*phase)[i].too_much) << "interval " << i << ": more than one CPU's time";
+      EXPECT_FALSE((*phase)[i].from_usage && (*phase)[i].too_much)
+          << "interval " << i << ": more than one CPU's time";
     }
   }
   for (std::size_t i = 0; i < acct_phase.size(); ++i) {
