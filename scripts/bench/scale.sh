@@ -20,7 +20,10 @@
 # The daemon-cadence run's syscalls are counted with perf (if installed) and priced at the cost
 # of a null syscall measured at start (syscall-floor.c): `scale-floor:` syscalls_per_tick,
 # null_syscall_ns and syscall_floor_pct, the CPU those calls cost here doing nothing at all.
+# The daemon-cadence run once more with --no-usage (the named cgroups' CPU time from BPF alone,
+# not from their usage counters: the read side before session 36), `scale-nousage:`.
 # Output per size: `scale-legacy:`, `scale-files1:`, `scale-every-slot:`, `scale-quota:`,
+# `scale-nousage:`,
 # `scale-floor:`, the daemon-cadence probe's own line, and
 # `scale:` (that probe);
 # the last line is the largest size's
@@ -65,6 +68,11 @@ if [[ -f /sys/fs/cgroup/cgroup.controllers ]]; then
 else
   roots=(/sys/fs/cgroup/cpu)
   [[ -f /sys/fs/cgroup/unified/cgroup.controllers ]] && roots+=(/sys/fs/cgroup/unified)
+  # runc makes a container's cgroup in every hierarchy: the named cgroups' CPU time is read from
+  # cpuacct.usage (session 36), where cpuacct is a hierarchy of its own.
+  if [[ -d /sys/fs/cgroup/cpuacct && ! /sys/fs/cgroup/cpuacct -ef /sys/fs/cgroup/cpu ]]; then
+    roots+=(/sys/fs/cgroup/cpuacct)
+  fi
 fi
 name=colod-bench-scale-$$
 pids=()
@@ -144,6 +152,10 @@ for n in "${sizes[@]}"; do
   fi
   wait "$pp"
   new=$(grep '^probe:' "$work/new.out")
+  # The same without the named cgroups' usage counters (CPU time from BPF alone, as before
+  # session 36): the cost of reading them is the difference.
+  nousage=$("$probe" --files-every 10 --every-tick-share "$every_tick" --pressure-every "$pressure_every" --pressure-named-only --seconds "$secs" \
+            --max-cgroups "$max_cgroups" --no-usage | grep '^probe:')
   # The same with a CFS quota (non-binding: 2 CPUs) on every bench cgroup, as on a node whose
   # named containers all have CPU limits: theirs is the every-tick cpu.stat the collector skips
   # for a cgroup without a quota (it cannot be throttled).
@@ -163,6 +175,9 @@ for n in "${sizes[@]}"; do
        "read_bytes_per_tick=$(get read_bytes_per_tick "$every") tick_p99_ms=$(get tick_p99_ms "$every")"
   echo "scale-quota: possible_cpus=$ncpu containers=$n quotas=$quota_set colod_cpu_pct=$(get cpu_pct "$quota")" \
        "file_reads_per_tick=$(get file_reads_per_tick "$quota") tick_p99_ms=$(get tick_p99_ms "$quota")"
+  echo "scale-nousage: possible_cpus=$ncpu containers=$n colod_cpu_pct=$(get cpu_pct "$nousage")" \
+       "file_reads_per_tick=$(get file_reads_per_tick "$nousage") tick_p99_ms=$(get tick_p99_ms "$nousage")" \
+       "(with the usage counters: colod_cpu_pct=$(get cpu_pct "$new") file_reads_per_tick=$(get file_reads_per_tick "$new"))"
   if [[ -n "$calls" ]]; then
     awk -v c="$calls" -v s="$count_s" -v ns="$null_ns" -v n="$n" -v p="$ncpu" 'BEGIN {
       per_tick = c / (s * 10); pct = c / s * ns / 1e7

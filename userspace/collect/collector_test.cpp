@@ -303,17 +303,7 @@ TEST_F(CollectorTest, V2ModeKeysByUnifiedCgroupInode) {
   // The kernel's own account of the same CPU time (cpu.stat usage_usec, cgroup2 core file):
   // the BPF sum of ended slices must agree with it. Not "most of the 300 ms spin": under TCG
   // a loaded host can leave the guest task only a few percent of the wall time.
-  uint64_t usage_us = 0;
-  {
-    std::ifstream in(dir + "/cpu.stat");
-    std::string key;
-    uint64_t value = 0;
-    while (in >> key >> value) {
-      if (key == "usage_usec") {
-        usage_us = value;
-      }
-    }
-  }
+  const uint64_t usage_us = usageNsIn(dir + "/cpu.stat") / 1000;
   std::printf("v2 spinner: bpf oncpu=%lluus cpu.stat usage=%lluus\n",
               static_cast<unsigned long long>(s->oncpu_ns / 1000),
               static_cast<unsigned long long>(usage_us));
@@ -379,19 +369,7 @@ TEST_F(CollectorTest, SlotsOfVanishedCgroupsAreReusedFromZero) {
     roots.push_back(acct);
   }
   auto usageNs = [&](const TestCgroup& cg) -> uint64_t {
-    if (!v2()) {
-      const std::string text = readFirstLine(cg.dirIn(acct) + "/cpuacct.usage");
-      return std::strtoull(text.c_str(), nullptr, 10);
-    }
-    std::ifstream in(cg.dirIn(root) + "/cpu.stat");
-    std::string key;
-    uint64_t value = 0;
-    while (in >> key >> value) {
-      if (key == "usage_usec") {
-        return value * 1000;
-      }
-    }
-    return 0;
+    return usageNsIn(v2() ? cg.dirIn(root) + "/cpu.stat" : cg.dirIn(acct) + "/cpuacct.usage");
   };
   const uint64_t drops_before = ASSERT_OK(col.snapshot()).stats.map_drops;
   for (uint32_t round = 0; round < rounds; ++round) {

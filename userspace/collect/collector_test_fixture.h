@@ -52,6 +52,24 @@ constexpr int kCpu = 1;  // the CPU the contention test pins to (the host has 2)
   return "colod-test-collect-" + std::to_string(::getpid()) + "-" + what;
 }
 
+// The kernel's own CPU time of a cgroup (ns), from the file named: cpuacct.usage (v1, ns) or a
+// cpu.stat's usage_usec (v2, and the unified hierarchy of a hybrid host). 0 if unreadable.
+[[maybe_unused]] uint64_t usageNsIn(const std::string& file) {
+  std::ifstream in(file);
+  uint64_t v = 0;
+  if (file.ends_with("cpuacct.usage")) {
+    in >> v;
+    return v;
+  }
+  std::string key;
+  while (in >> key >> v) {
+    if (key == "usage_usec") {
+      return v * 1000;
+    }
+  }
+  return 0;
+}
+
 [[maybe_unused]] bool writeFile(const std::string& path, const std::string& value) {
   std::ofstream f(path);
   f << value;

@@ -9,7 +9,6 @@
 #include <sched.h>
 #include <unistd.h>
 
-#include <fstream>
 #include <sstream>
 
 #include "collector_test_fixture.h"
@@ -37,24 +36,6 @@ std::string whereName(const ::testing::TestParamInfo<Where>& p) {
       return "ForcedUnified";
   }
   return "Unknown";
-}
-
-// The kernel's own usage counter of the cgroup (ns), read as the collector should.
-uint64_t usageNs(const std::string& file) {
-  std::ifstream in(file);
-  if (file.ends_with("cpuacct.usage")) {
-    uint64_t v = 0;
-    in >> v;
-    return v;
-  }
-  std::string key;
-  uint64_t v = 0;
-  while (in >> key >> v) {
-    if (key == "usage_usec") {
-      return v * 1000;
-    }
-  }
-  return 0;
 }
 
 // A spinner alone on a CPU (the test runs on another) in a named cgroup is reported at every
@@ -140,7 +121,7 @@ TEST_P(UsageCreditTest, NamedCgroupsAreCreditedWhatTheyUsedEveryInterval) {
   std::this_thread::sleep_for(200ms);  // all have run: every cgroup has its slot
   ASSERT_OK(col.snapshot());           // the named ones' counters read a first time
   const std::string counter = named.dirIn(usage_root) + "/" + usage_file;
-  const uint64_t before = usageNs(counter);
+  const uint64_t before = usageNsIn(counter);
   ASSERT_OK(col.snapshot());
   std::vector<uint64_t> named_ms;
   uint64_t sum = 0;
@@ -166,7 +147,7 @@ TEST_P(UsageCreditTest, NamedCgroupsAreCreditedWhatTheyUsedEveryInterval) {
         << "snapshot " << i;
     sum += n->oncpu_ns;
   }
-  const uint64_t after = usageNs(counter);
+  const uint64_t after = usageNsIn(counter);
   std::ostringstream line;
   for (std::size_t i = 0; i < named_ms.size(); ++i) {
     line << " " << named_ms[i];
@@ -252,6 +233,32 @@ TEST_F(UsageSourceTest, AUsageCounterFromAnotherFileIsNotSubtractedFromTheFirst)
   for (std::size_t i = 1; i < unified_phase.size(); ++i) {
     EXPECT_TRUE(unified_phase[i].from_usage) << "unified interval " << i;
   }
+}
+
+// CollectorOptions::usage_of_named off (scale.sh's --no-usage): a named cgroup's CPU time is
+// BPF's, as for any other (a task that sleeps and wakes every 300 us, so BPF sees it every
+// interval).
+TEST_F(UsageSourceTest, OffLeavesTheBpfCreditAlone) {
+  CollectorOptions opts;
+  opts.usage_of_named = false;
+  MAKE_COLLECTOR_OR_SKIP(col, opts);
+  const std::string root = v2() ? hier_.unified : hier_.cpu;
+  TestCgroup named({root}, uniqueName("usage-off"));
+  const uint64_t id = ASSERT_OK(cgroup::cgroupId(named.dirIn(root)));
+  col.setEveryTick({id});
+  Child busy(named, -1, [] { sleeper(60000ms, 300us); });
+  std::this_thread::sleep_for(200ms);
+  ASSERT_OK(col.snapshot());
+  int reported = 0;
+  for (int i = 0; i < 5; ++i) {
+    std::this_thread::sleep_for(100ms);
+    const Snapshot s = ASSERT_OK(col.snapshot());
+    if (const CgroupSample* x = find(s, id); x != nullptr) {
+      ++reported;
+      EXPECT_FALSE(x->oncpu_from_usage) << "snapshot " << i;
+    }
+  }
+  EXPECT_EQ(reported, 5) << "the waking task was not reported at every snapshot";
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts,

@@ -130,7 +130,7 @@ void Collector::Impl::readFiles(CgroupSample& s, bool named, bool stat_due, bool
   const bool unthrottled = prev.quota == false && (prev.have || prev.no_quota_file);
   // On v2 a named cgroup's usage is in the same cpu.stat (a core file, there without the cpu
   // controller too): read every tick for it, quota or not.
-  const bool v2_usage = named && v2;
+  const bool v2_usage = named && v2 && opts.usage_of_named;
   if (stat_due && unthrottled && !v2_usage) {
     ++stats.cpu_stat_reads_skipped;
   } else if (stat_due || v2_usage) {
@@ -157,7 +157,7 @@ void Collector::Impl::readFiles(CgroupSample& s, bool named, bool stat_due, bool
       note(text.error());
     }
   }
-  if (named && !v2) {
+  if (named && !v2 && opts.usage_of_named) {
     if (const auto usage = readV1Usage(s)) {
       creditUsage(s, prev, *usage);
     }
@@ -528,12 +528,14 @@ Result<Snapshot> Collector::Impl::snapshot() {
   // credited at switch-out) but used CPU: sampled here for its usage counter, and dropped again
   // below if that says it did not run.
   const std::size_t usage_only = out.size();
-  if (opts.read_files) {
+  if (opts.read_files && opts.usage_of_named) {
     for (const uint64_t id : every_tick) {
       if (!sample_index.contains(id) && paths.contains(id)) {
         sample(id);
       }
     }
+  }
+  if (opts.read_files) {
     files.beginTick();
     const uint64_t every = std::max<uint32_t>(opts.files_every_n_ticks, 1);
     const uint64_t slow = opts.pressure_every_n_ticks > 0 ? opts.pressure_every_n_ticks : every;

@@ -81,6 +81,7 @@ int main(int argc, char** argv) {
   bool no_files = false;
   bool every_slot = false;
   bool pressure_named_only = false;
+  bool no_usage = false;
   std::string cpu_copies_opt = "present";
   std::string cgroup_root = "/sys/fs/cgroup";
   app.add_option("--seconds", seconds, "Measured window")->check(CLI::Range(1, 3600));
@@ -119,6 +120,9 @@ int main(int argc, char** argv) {
                "The kernel's sum adds every possible CPU's copy (CollectorOptions::cpu_marks off)");
   app.add_flag("--no-files", no_files,
                "Read no cgroup files, only the BPF maps (CollectorOptions::read_files off)");
+  app.add_flag("--no-usage", no_usage,
+               "The named cgroups' CPU time from BPF's switch-outs, not from their usage counters "
+               "(CollectorOptions::usage_of_named off: the read side before session 36)");
   app.add_option("--cgroup-root", cgroup_root, "cgroupfs root");
   CLI11_PARSE(app, argc, argv);
 
@@ -142,6 +146,7 @@ int main(int argc, char** argv) {
   opts.changed_only = !every_slot;
   opts.cpu_marks = !no_cpu_marks;
   opts.read_files = !no_files;
+  opts.usage_of_named = !no_usage;
   if (cpu_copies_opt == "possible") {
     opts.sched_cpus = UINT32_MAX;  // clamped to the possible CPUs
   } else if (cpu_copies_opt != "present") {

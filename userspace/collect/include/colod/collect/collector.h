@@ -283,6 +283,10 @@ struct CollectorOptions {
   // Read the pressure files of the cgroups named in setEveryTick() only (the daemon: its policy
   // reads the PSI of its victims alone, and nothing shows the others').
   bool pressure_of_named_only = false;
+  // The CPU time of the cgroups named in setEveryTick() from their usage counters, read every
+  // tick (CgroupSample::oncpu_ns). Off: BPF's credit at switch-out for every cgroup, as before
+  // session 36 (for scale.sh, which prices the reads side by side).
+  bool usage_of_named = true;
   // Benchmarks only (scripts/bench/scale.sh "before"): the pre-issue-17 read side -- every map
   // dumped at max_entries into buffers allocated and zero-filled at each snapshot, and every
   // cgroup file opened and closed at each read.
