@@ -20,8 +20,8 @@
 # The daemon-cadence run's syscalls are counted with perf (if installed) and priced at the cost
 # of a null syscall measured at start (syscall-floor.c): `scale-floor:` syscalls_per_tick,
 # null_syscall_ns and syscall_floor_pct, the CPU those calls cost here doing nothing at all.
-# The daemon-cadence run once more with --no-usage (the named cgroups' CPU time from BPF alone,
-# not from their usage counters: the read side before session 36), `scale-nousage:`.
+# The daemon-cadence run once more with --no-usage (CPU time from BPF alone, no cgroup's usage
+# counter read for its long slices: the read side before session 36), `scale-nousage:`.
 # Output per size: `scale-legacy:`, `scale-files1:`, `scale-every-slot:`, `scale-quota:`,
 # `scale-nousage:`,
 # `scale-floor:`, the daemon-cadence probe's own line, and
@@ -68,7 +68,7 @@ if [[ -f /sys/fs/cgroup/cgroup.controllers ]]; then
 else
   roots=(/sys/fs/cgroup/cpu)
   [[ -f /sys/fs/cgroup/unified/cgroup.controllers ]] && roots+=(/sys/fs/cgroup/unified)
-  # runc makes a container's cgroup in every hierarchy: the named cgroups' CPU time is read from
+  # runc makes a container's cgroup in every hierarchy: a cgroup's CPU time may be read from its
   # cpuacct.usage (session 36), where cpuacct is a hierarchy of its own.
   if [[ -d /sys/fs/cgroup/cpuacct && ! /sys/fs/cgroup/cpuacct -ef /sys/fs/cgroup/cpu ]]; then
     roots+=(/sys/fs/cgroup/cpuacct)
@@ -152,8 +152,8 @@ for n in "${sizes[@]}"; do
   fi
   wait "$pp"
   new=$(grep '^probe:' "$work/new.out")
-  # The same without the named cgroups' usage counters (CPU time from BPF alone, as before
-  # session 36): the cost of reading them is the difference.
+  # The same without the usage counters of the cgroups that run long slices (CPU time from BPF
+  # alone, as before session 36): the cost of reading them is the difference.
   nousage=$("$probe" --files-every 10 --every-tick-share "$every_tick" --pressure-every "$pressure_every" --pressure-named-only --seconds "$secs" \
             --max-cgroups "$max_cgroups" --no-usage | grep '^probe:')
   # The same with a CFS quota (non-binding: 2 CPUs) on every bench cgroup, as on a node whose

@@ -373,8 +373,7 @@ TEST_F(ReadSideTest, FullSlotMapIsCountedAsDrops) {
 // Issue 17: with files_every_n_ticks N and pressure_every_n_ticks P, a cgroup named in
 // setEveryTick() that has a CFS quota has its cpu.stat read at every snapshot, another with a
 // quota at about one in N (spread by id); one without a quota (it cannot be throttled) has it
-// read once, for a baseline, named or not (on v2 a named one's is read for its usage, not for
-// throttling). PSI and the quota are read at about one in P, named
+// read once, for a baseline, named or not. PSI and the quota are read at about one in P, named
 // or not. All are busy throughout, so all are reported at every snapshot. cpu.stat's throttling
 // is reported from the second read. A quota set on the named cgroup that had none is seen at
 // its next pressure read, and its cpu.stat is read at every snapshot from then on.
@@ -456,11 +455,9 @@ TEST_F(ReadSideTest, FilesOfNamedCgroupsEveryTickOthersAtTheCadence) {
   EXPECT_EQ(z.cpu_stat, 0) << "no quota: nothing to report past the baseline";
   const Snapshot mid = ASSERT_OK(col.snapshot());
   // The named one without a quota skips all but its baseline read, the other one all of its
-  // cadence reads. On v2 the named one's cpu.stat holds its usage counter, read at every
-  // snapshot (CgroupSample::oncpu_from_usage), so only the other one skips.
-  const int named_skips = v2() ? 0 : u.reported - 1;
+  // cadence reads.
   EXPECT_GE(mid.stats.cpu_stat_reads_skipped - skipped0,
-            static_cast<uint64_t>(named_skips + z.reported / static_cast<int>(kEvery) - 1));
+            static_cast<uint64_t>(u.reported - 1 + z.reported / static_cast<int>(kEvery) - 1));
   // PSI, even of the named cgroups, at the pressure cadence only (the kernel updates it every
   // 2 s).
   for (const Count* k : {&x, &u, &y, &z}) {

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// Privileged tests of the CPU time the collector reports for the cgroups named every tick (the
-// containers colod protects or restricts), over real cgroups and real spinners. BPF credits a
-// slice at switch-out, so a task that keeps its CPU is credited in lumps, seconds apart on a
-// quiet CPU, and reads 0 in between: a busy LS read as idle spared a batch job at admission
-// (session 35). A named cgroup's time is its usage counter instead, which the kernel advances at
+// Privileged tests of the CPU time the collector reports for cgroups whose tasks keep their
+// CPUs, over real cgroups and real spinners. BPF credits a slice at switch-out, so a task that
+// keeps its CPU is credited in lumps, up to a second apart on a quiet CPU, and reads 0 in
+// between: a busy LS read as idle spared a batch job at admission (session 35), and a busy BE
+// read as idle let a new one be placed onto its CPU without a quota (session 36). A cgroup seen
+// running long slices has its time read from its usage counter, which the kernel advances at
 // every scheduler tick: v2 cpu.stat usage_usec, v1 cpuacct.usage, or the unified cpu.stat on a
 // hybrid host whose cgroup has no cpuacct directory.
 #include <sched.h>
@@ -24,7 +25,34 @@ enum class Where {
   ForcedUnified,  // the collector in v2 mode over the unified hierarchy of a hybrid host
 };
 
-class UsageCreditTest : public CollectorTest, public ::testing::WithParamInterface<Where> {};
+// The spinner runs on the last CPU and this thread (the snapshots) on the first: nothing of the
+// test preempts the spinner, so BPF sees it switch out only when something else runs there.
+class UsageTest : public CollectorTest {
+ protected:
+  void SetUp() override {
+    CollectorTest::SetUp();
+    const int ncpu = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
+    spin_cpu_ = ncpu > 1 ? ncpu - 1 : -1;
+    if (spin_cpu_ > 0 && ::sched_getaffinity(0, sizeof(saved_), &saved_) == 0) {
+      cpu_set_t first;
+      CPU_ZERO(&first);
+      CPU_SET(0, &first);
+      pinned_ = ::sched_setaffinity(0, sizeof(first), &first) == 0;
+    }
+  }
+  void TearDown() override {
+    if (pinned_) {
+      ::sched_setaffinity(0, sizeof(saved_), &saved_);
+    }
+  }
+  int spin_cpu_ = -1;
+
+ private:
+  cpu_set_t saved_{};
+  bool pinned_ = false;
+};
+
+class UsageCreditTest : public UsageTest, public ::testing::WithParamInterface<Where> {};
 
 std::string whereName(const ::testing::TestParamInfo<Where>& p) {
   switch (p.param) {
@@ -38,15 +66,16 @@ std::string whereName(const ::testing::TestParamInfo<Where>& p) {
   return "Unknown";
 }
 
-// A spinner alone on a CPU (the test runs on another) in a named cgroup is reported at every
-// snapshot with the CPU time it used in that interval (at most the interval: one task, one CPU),
-// from the usage counter; the sum over the run is the counter's own advance. Without the counter
-// most snapshots of a quiet machine do not report it at all. A named cgroup whose task sleeps is
-// not reported (it did not run), nor is an idle unnamed one.
-TEST_P(UsageCreditTest, NamedCgroupsAreCreditedWhatTheyUsedEveryInterval) {
+// With every cgroup that ran marked (long_slice_ns 1), a spinner alone on a CPU is reported at
+// every snapshot with the CPU time it used in that interval (at most the interval: one task,
+// one CPU), from the usage counter; the sum over the run is the counter's own advance. Without
+// the counter most snapshots of a quiet machine do not report it at all. A cgroup whose task
+// sleeps is read too, and not reported (it did not run).
+TEST_P(UsageCreditTest, ASpinnerIsCreditedWhatItUsedEveryInterval) {
   constexpr int kSnaps = 15;
   constexpr auto kInterval = 100ms;
   CollectorOptions opts;
+  opts.long_slice_ns = 1;
   std::vector<std::string> roots;
   std::string id_root;
   std::string usage_root;  // where the test reads the counter the collector should
@@ -92,34 +121,14 @@ TEST_P(UsageCreditTest, NamedCgroupsAreCreditedWhatTheyUsedEveryInterval) {
   }
   MAKE_COLLECTOR_OR_SKIP(col, opts);
   ASSERT_EQ(col.hierarchyRoot(), id_root);
-  TestCgroup named(roots, uniqueName("usage-named"));
+  TestCgroup named(roots, uniqueName("usage-spin"));
   TestCgroup asleep(roots, uniqueName("usage-asleep"));
-  TestCgroup idle(roots, uniqueName("usage-idle"));
   const uint64_t named_id = ASSERT_OK(cgroup::cgroupId(named.dirIn(id_root)));
   const uint64_t asleep_id = ASSERT_OK(cgroup::cgroupId(asleep.dirIn(id_root)));
-  const uint64_t idle_id = ASSERT_OK(cgroup::cgroupId(idle.dirIn(id_root)));
-  col.setEveryTick({named_id, asleep_id});
-  // The spinner on the last CPU, this thread (the snapshots) on the first: nothing of the test
-  // preempts the spinner, so BPF would see it switch out only when something else runs there.
-  const int ncpu = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
-  const int spin_cpu = ncpu > 1 ? ncpu - 1 : -1;
-  cpu_set_t saved;
-  ASSERT_EQ(::sched_getaffinity(0, sizeof(saved), &saved), 0);
-  if (spin_cpu > 0) {
-    cpu_set_t first;
-    CPU_ZERO(&first);
-    CPU_SET(0, &first);
-    ASSERT_EQ(::sched_setaffinity(0, sizeof(first), &first), 0);
-  }
-  struct RestoreAffinity {
-    cpu_set_t set;
-    ~RestoreAffinity() { ::sched_setaffinity(0, sizeof(set), &set); }
-  } restore{saved};
-  Child spin(named, spin_cpu, [] { spinFor(60s); });
+  Child spin(named, spin_cpu_, [] { spinFor(60s); });
   Child sleeper(asleep, -1, [] { ::pause(); });
-  Child once(idle, -1, [] { ::pause(); });
-  std::this_thread::sleep_for(200ms);  // all have run: every cgroup has its slot
-  ASSERT_OK(col.snapshot());           // the named ones' counters read a first time
+  std::this_thread::sleep_for(200ms);  // both have run: each cgroup has its slot
+  ASSERT_OK(col.snapshot());           // both marked (they ran), their counters read
   const std::string counter = named.dirIn(usage_root) + "/" + usage_file;
   const uint64_t before = usageNsIn(counter);
   ASSERT_OK(col.snapshot());
@@ -127,16 +136,14 @@ TEST_P(UsageCreditTest, NamedCgroupsAreCreditedWhatTheyUsedEveryInterval) {
   uint64_t sum = 0;
   int from_usage = 0;
   int asleep_seen = 0;
-  int idle_seen = 0;
   for (int i = 0; i < kSnaps; ++i) {
     std::this_thread::sleep_for(kInterval);
     const Snapshot s = ASSERT_OK(col.snapshot());
     const CgroupSample* n = find(s, named_id);
     asleep_seen += find(s, asleep_id) != nullptr ? 1 : 0;
-    idle_seen += find(s, idle_id) != nullptr ? 1 : 0;
     named_ms.push_back(n != nullptr ? n->oncpu_ns / 1'000'000 : 0);
     if (n == nullptr) {
-      ADD_FAILURE() << "snapshot " << i << ": the named spinner was not reported";
+      ADD_FAILURE() << "snapshot " << i << ": the spinner was not reported";
       continue;
     }
     from_usage += n->oncpu_from_usage ? 1 : 0;
@@ -152,11 +159,10 @@ TEST_P(UsageCreditTest, NamedCgroupsAreCreditedWhatTheyUsedEveryInterval) {
   for (std::size_t i = 0; i < named_ms.size(); ++i) {
     line << " " << named_ms[i];
   }
-  std::printf("ms of the named spinner (CPU %d) per %lld-ms interval:%s\n", spin_cpu,
+  std::printf("ms of the spinner (CPU %d) per %lld-ms interval:%s\n", spin_cpu_,
               static_cast<long long>(kInterval.count()), line.str().c_str());
   EXPECT_EQ(from_usage, kSnaps);
-  EXPECT_EQ(asleep_seen, 0) << "a named cgroup that did not run was reported";
-  EXPECT_EQ(idle_seen, 0) << "an unnamed cgroup that did not run was reported";
+  EXPECT_EQ(asleep_seen, 0) << "a cgroup that did not run was reported";
   // The counter as the test read it brackets the snapshots' reads of it.
   ASSERT_GT(after, before) << "the spinner did not run";
   EXPECT_LE(sum, after - before);
@@ -166,18 +172,69 @@ TEST_P(UsageCreditTest, NamedCgroupsAreCreditedWhatTheyUsedEveryInterval) {
 // A v1 cgroup read from cpuacct.usage whose cpuacct directory goes away is read from the
 // unified cpu.stat from then on. The two count from when the task joined each hierarchy: here
 // the unified one has 300 ms more, which must not be credited as one interval's CPU time.
-class UsageSourceTest : public CollectorTest {};
+class UsageSourceTest : public UsageTest {};
+
+// At the collector's own threshold: a spinner alone on a CPU is marked by its first long slice
+// and from then on credited at every snapshot. On a loaded machine it is preempted every few
+// ms, its BPF credit comes every interval and it may never be marked: every interval is checked
+// either way (how many came from the counter is printed).
+TEST_F(UsageSourceTest, ASpinnerAloneOnItsCpuIsCreditedEveryInterval) {
+  constexpr int kSnaps = 15;
+  MAKE_COLLECTOR_OR_SKIP(col);
+  const std::string root = col.hierarchyRoot();
+  std::vector<std::string> roots{root};
+  if (!v2()) {
+    for (const auto& r : {hier_.cpuacct, hier_.unified}) {
+      if (!r.empty() && r != hier_.cpu) {
+        roots.push_back(r);
+      }
+    }
+  }
+  TestCgroup cg(roots, uniqueName("usage-alone"));
+  const uint64_t id = ASSERT_OK(cgroup::cgroupId(cg.dirIn(root)));
+  Child spin(cg, spin_cpu_, [] { spinFor(60s); });
+  // Marked at its first switch-out after a long slice: up to a second on a quiet CPU.
+  bool marked = false;
+  for (int i = 0; i < 30 && !marked; ++i) {
+    std::this_thread::sleep_for(100ms);
+    const Snapshot s = ASSERT_OK(col.snapshot());
+    const CgroupSample* x = find(s, id);
+    marked = x != nullptr && x->oncpu_from_usage;
+  }
+  int from_usage = 0;
+  std::ostringstream line;
+  for (int i = 0; i < kSnaps; ++i) {
+    std::this_thread::sleep_for(100ms);
+    const Snapshot s = ASSERT_OK(col.snapshot());
+    const CgroupSample* x = find(s, id);
+    line << " " << (x != nullptr ? x->oncpu_ns / 1'000'000 : 0)
+         << (x != nullptr && x->oncpu_from_usage ? "u" : "b");
+    if (x == nullptr) {
+      ADD_FAILURE() << "snapshot " << i << ": the spinner was not reported";
+      continue;
+    }
+    from_usage += x->oncpu_from_usage ? 1 : 0;
+    EXPECT_GT(x->oncpu_ns, 0u) << "snapshot " << i;
+    EXPECT_LE(static_cast<double>(x->oncpu_ns), 1.1 * static_cast<double>(s.interval.count()))
+        << "snapshot " << i << ": more than one CPU's time";
+  }
+  std::printf(
+      "ms of the spinner (CPU %d) per 100-ms interval (u: usage counter, b: BPF):%s; "
+      "marked in the warm-up: %s, %d of %d from the counter\n",
+      spin_cpu_, line.str().c_str(), marked ? "yes" : "no", from_usage, kSnaps);
+}
 
 TEST_F(UsageSourceTest, AUsageCounterFromAnotherFileIsNotSubtractedFromTheFirst) {
   if (v2() || hier_.unified.empty() || hier_.cpuacct.empty() || hier_.cpuacct == hier_.cpu) {
     GTEST_SKIP() << "needs a hybrid host with cpuacct apart from cpu (this one is "
                  << (v2() ? "pure cgroup2" : "v1 without it") << ")";
   }
-  MAKE_COLLECTOR_OR_SKIP(col);
+  CollectorOptions opts;
+  opts.long_slice_ns = 1;  // marked from its first snapshot
+  MAKE_COLLECTOR_OR_SKIP(col, opts);
   const std::string name = uniqueName("usage-switch");
   TestCgroup named({hier_.cpu, hier_.unified}, name);
   const uint64_t id = ASSERT_OK(cgroup::cgroupId(named.dirIn(hier_.cpu)));
-  col.setEveryTick({id});
   Child spin(named, -1, [] { spinFor(60s); });
   std::this_thread::sleep_for(300ms);  // the unified counter runs ahead
   TestCgroup acct({hier_.cpuacct}, name);
@@ -235,17 +292,17 @@ TEST_F(UsageSourceTest, AUsageCounterFromAnotherFileIsNotSubtractedFromTheFirst)
   }
 }
 
-// CollectorOptions::usage_of_named off (scale.sh's --no-usage): a named cgroup's CPU time is
-// BPF's, as for any other (a task that sleeps and wakes every 300 us, so BPF sees it every
-// interval).
+// CollectorOptions::usage_of_long_slices off (scale.sh's --no-usage): every cgroup's CPU time is
+// BPF's, also where the threshold would mark it (a task that sleeps and wakes every 300 us, so BPF
+// sees it every interval).
 TEST_F(UsageSourceTest, OffLeavesTheBpfCreditAlone) {
   CollectorOptions opts;
-  opts.usage_of_named = false;
+  opts.usage_of_long_slices = false;
+  opts.long_slice_ns = 1;
   MAKE_COLLECTOR_OR_SKIP(col, opts);
   const std::string root = v2() ? hier_.unified : hier_.cpu;
   TestCgroup named({root}, uniqueName("usage-off"));
   const uint64_t id = ASSERT_OK(cgroup::cgroupId(named.dirIn(root)));
-  col.setEveryTick({id});
   Child busy(named, -1, [] { sleeper(60000ms, 300us); });
   std::this_thread::sleep_for(200ms);
   ASSERT_OK(col.snapshot());

@@ -42,9 +42,9 @@ class AdmissionFaultTest : public FaultTest {
   }
   // A protected LS that runs (one busy worker: the LS demand admission reacts to), on `cpus`
   // ("": the node's). The worker spins alone on a quiet CPU, so BPF credits its CPU time in
-  // lumps up to a second apart: colod reads a protected container from its usage counter
-  // (userspace/collect/README.md), and before it did, read this LS at 0.09 CPUs between two
-  // lumps and spared the batch job (session 35).
+  // lumps up to a second apart: colod reads a cgroup it has seen run such long slices from its
+  // usage counter (userspace/collect/README.md), and before it did, read this LS at 0.09 CPUs
+  // between two lumps and spared the batch job (session 35).
   void startBusyLs(const std::string& cpus = "") {
     addPod("web", "prod", "ls");
     define({.name = "server",
@@ -270,6 +270,14 @@ TEST_F(AdmissionFaultTest, PlacementOntoABusyBesCpusCarriesAQuotaAndIsReleasedAf
   peer_->mustControl({{"op", "run_pod"}, {"pod", "other"}});
   start("away");
   waitLsSeen();
+  // colod reads the other BE busy, steadily (reads 20 ms apart, over several ticks): it is a
+  // spinner alone on its CPUs, credited by BPF only when switched out, so colod reads its CPU
+  // time from its usage counter once it has seen it run a long slice. Before that, colod read it
+  // idle at the creation and placed the new BE there without a quota (session 36, 1 in 25 runs).
+  std::string listed;
+  EXPECT_TRUE(waitListed(
+      "away", [](const json& c) { return c.value("cpu_util", 0.0) >= 0.5; }, 10, &listed))
+      << "colod does not read the other BE busy; last `coloctl list`: " << listed;
   defineBe("");
   start("hog");
   const std::string id = tracked("hog").id;

@@ -48,6 +48,11 @@ namespace {
 // 10 s, were an eighth of the collector's CPU at 1000 cgroups).
 constexpr uint64_t kRescanEveryTicks = 600;
 
+// A cgroup seen running long slices (CollectorOptions::long_slice_ns) has its CPU time read
+// from its usage counter for the next kUsageTicks snapshots (a minute at 100 ms), counted again
+// from each such slice.
+constexpr uint64_t kUsageTicks = 600;
+
 using detail::roundUp8;
 
 using detail::sub;
@@ -88,7 +93,8 @@ Result<void> Collector::Impl::rescan() {
   return {};
 }
 
-void Collector::Impl::readFiles(CgroupSample& s, bool named, bool stat_due, bool slow_due) {
+void Collector::Impl::readFiles(
+    CgroupSample& s, bool named, bool stat_due, bool slow_due, bool usage) {
   auto note = [this](const Error& e) {
     const int err = e.errnoValue();
     if (err != ENOENT && err != ENODEV) {
@@ -128,9 +134,9 @@ void Collector::Impl::readFiles(CgroupSample& s, bool named, bool stat_due, bool
   }
   const bool v2 = mode == CgroupMode::V2;
   const bool unthrottled = prev.quota == false && (prev.have || prev.no_quota_file);
-  // On v2 a named cgroup's usage is in the same cpu.stat (a core file, there without the cpu
-  // controller too): read every tick for it, quota or not.
-  const bool v2_usage = named && v2 && opts.usage_of_named;
+  // On v2 the usage counter is in the same cpu.stat (a core file, there without the cpu
+  // controller too): read for it, quota or not.
+  const bool v2_usage = usage && v2;
   if (stat_due && unthrottled && !v2_usage) {
     ++stats.cpu_stat_reads_skipped;
   } else if (stat_due || v2_usage) {
@@ -157,9 +163,9 @@ void Collector::Impl::readFiles(CgroupSample& s, bool named, bool stat_due, bool
       note(text.error());
     }
   }
-  if (named && !v2 && opts.usage_of_named) {
-    if (const auto usage = readV1Usage(s)) {
-      creditUsage(s, prev, *usage);
+  if (usage && !v2) {
+    if (const auto now = readV1Usage(s)) {
+      creditUsage(s, prev, *now);
     }
   }
   // PSI is charged in the unified hierarchy even when limits live in v1; the cgroup exists
@@ -398,6 +404,7 @@ Result<Snapshot> Collector::Impl::snapshot() {
         prev_sched.erase(it->first);
         prev_diag.erase(it->first);
         prev_files.erase(it->first);
+        usage_until.erase(it->first);
         files.erase(it->first);
         it = cur_sched.erase(it);
       } else {
@@ -465,6 +472,11 @@ Result<Snapshot> Collector::Impl::snapshot() {
     if (d.count == 0 && d.oncpu_ns == 0 && d.invol == 0 && dg.wakeups == 0) {
       return;  // idle this interval
     }
+    // Slices of long_slice_ns or more on average: a task that keeps its CPU, credited in lumps.
+    if (opts.usage_of_long_slices &&
+        d.oncpu_ns >= opts.long_slice_ns * std::max<uint64_t>(d.count, 1)) {
+      usage_until[id] = tick + kUsageTicks;
+    }
     CgroupSample& s = sample(id);
     s.runq_hist = detail::toHist(d.hist);
     s.runq = summarize(s.runq_hist, d.total_ns);
@@ -524,16 +536,19 @@ Result<Snapshot> Collector::Impl::snapshot() {
     s.waited_behind.push_back(WaitedBehind{
         k.aggressor, p == paths.end() ? std::string() : p->second, d.waits, d.wait_ns});
   }
-  // A named cgroup whose tasks kept their CPUs has no BPF entry this interval (slices are
-  // credited at switch-out) but used CPU: sampled here for its usage counter, and dropped again
-  // below if that says it did not run.
+  // A cgroup whose tasks kept their CPUs has no BPF entry this interval (slices are credited
+  // at switch-out) but used CPU: sampled here for its usage counter, and dropped again below if
+  // that says it did not run.
   const std::size_t usage_only = out.size();
-  if (opts.read_files && opts.usage_of_named) {
-    for (const uint64_t id : every_tick) {
-      if (!sample_index.contains(id) && paths.contains(id)) {
-        sample(id);
-      }
+  for (auto it = usage_until.begin(); it != usage_until.end();) {
+    if (it->second < tick || !paths.contains(it->first)) {
+      it = usage_until.erase(it);
+      continue;
     }
+    if (opts.read_files && !sample_index.contains(it->first)) {
+      sample(it->first);
+    }
+    ++it;
   }
   if (opts.read_files) {
     files.beginTick();
@@ -549,8 +564,9 @@ Result<Snapshot> Collector::Impl::snapshot() {
       const bool named = every_tick.contains(id);
       const bool stat_due = every == 1 || (tick + id) % every == 0 || named;
       const bool slow_due = slow == 1 || (tick + id) % slow == 0;
-      if (!s.path.empty() && (stat_due || slow_due)) {
-        readFiles(s, named, stat_due, slow_due);
+      const bool usage = usage_until.contains(id);
+      if (!s.path.empty() && (stat_due || slow_due || usage)) {
+        readFiles(s, named, stat_due, slow_due, usage);
       }
     }
   }

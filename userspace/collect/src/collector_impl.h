@@ -144,6 +144,9 @@ class Collector::Impl {
     uint64_t ns;
   };
   std::unordered_map<uint64_t, FileState> prev_files;
+  // Cgroups whose CPU time is read from their usage counters, and until which snapshot: those
+  // seen running long slices (CgroupSample::oncpu_ns), marked again at each such slice.
+  std::unordered_map<uint64_t, uint64_t> usage_until;
   std::unordered_map<uint64_t, std::string> paths;  // live cgroups: id -> rel path
   // Map readers whose buffers live across snapshots (issue 17), set up in create().
   bpf::MapReader slots_reader{sizeof(uint64_t), sizeof(uint32_t)};
@@ -211,9 +214,9 @@ class Collector::Impl {
   Result<void> readBehind();
   void retryDeletes();
   // cpu.stat when `stat_due` (and a quota is set, or no baseline was read yet); the quota, and
-  // the PSI files (of `named` cgroups only with pressure_of_named_only), when `slow_due`. For a
-  // `named` cgroup, its usage counter too, at every call (creditUsage).
-  void readFiles(CgroupSample& s, bool named, bool stat_due, bool slow_due);
+  // the PSI files (of `named` cgroups only with pressure_of_named_only), when `slow_due`; the
+  // usage counter when `usage` (creditUsage).
+  void readFiles(CgroupSample& s, bool named, bool stat_due, bool slow_due, bool usage);
   // A v1 cgroup's usage counter: cpuacct.usage, or the unified hierarchy's cpu.stat when the
   // cgroup is not in a cpuacct hierarchy. nullopt when neither can be read.
   std::optional<Usage> readV1Usage(const CgroupSample& s);

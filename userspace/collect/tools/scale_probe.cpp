@@ -121,8 +121,9 @@ int main(int argc, char** argv) {
   app.add_flag("--no-files", no_files,
                "Read no cgroup files, only the BPF maps (CollectorOptions::read_files off)");
   app.add_flag("--no-usage", no_usage,
-               "The named cgroups' CPU time from BPF's switch-outs, not from their usage counters "
-               "(CollectorOptions::usage_of_named off: the read side before session 36)");
+               "CPU time from BPF's switch-outs only, not from the usage counters of cgroups "
+               "running long slices (CollectorOptions::usage_of_long_slices off: as before "
+               "session 36)");
   app.add_option("--cgroup-root", cgroup_root, "cgroupfs root");
   CLI11_PARSE(app, argc, argv);
 
@@ -146,7 +147,7 @@ int main(int argc, char** argv) {
   opts.changed_only = !every_slot;
   opts.cpu_marks = !no_cpu_marks;
   opts.read_files = !no_files;
-  opts.usage_of_named = !no_usage;
+  opts.usage_of_long_slices = !no_usage;
   if (cpu_copies_opt == "possible") {
     opts.sched_cpus = UINT32_MAX;  // clamped to the possible CPUs
   } else if (cpu_copies_opt != "present") {

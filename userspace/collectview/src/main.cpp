@@ -79,8 +79,7 @@ int main(int argc, char** argv) {
                  "stderr at exit)");
   app.add_option("--named", named_paths,
                  "Read this cgroup (path under the id hierarchy) as colod reads the containers "
-                 "it protects or restricts: its files at every snapshot, and its CPU time from "
-                 "its usage counter (oncpu_from_usage), not from the switches BPF saw");
+                 "it protects or restricts: its files at every snapshot");
   app.add_option("--watch-threshold-us", watch_threshold_us, "Wait that posts a wakeup")
       ->check(CLI::Range(1, 10000000));
   app.add_flag("-v,--verbose", verbose, "libbpf debug output");
