@@ -94,7 +94,7 @@ Result<void> Collector::Impl::rescan() {
 }
 
 void Collector::Impl::readFiles(
-    CgroupSample& s, bool named, bool stat_due, bool slow_due, bool usage) {
+    CgroupSample& s, bool named, bool stat_due, bool slow_due, UsageState* use) {
   auto note = [this](const Error& e) {
     const int err = e.errnoValue();
     if (err != ENOENT && err != ENODEV) {
@@ -136,14 +136,14 @@ void Collector::Impl::readFiles(
   const bool unthrottled = prev.quota == false && (prev.have || prev.no_quota_file);
   // On v2 the usage counter is in the same cpu.stat (a core file, there without the cpu
   // controller too): read for it, quota or not.
-  const bool v2_usage = usage && v2;
+  const bool v2_usage = use != nullptr && v2;
   if (stat_due && unthrottled && !v2_usage) {
     ++stats.cpu_stat_reads_skipped;
   } else if (stat_due || v2_usage) {
     if (auto text = files.read(s.id, detail::CgroupFile::CpuStat, dir, true); text) {
       auto st = cgroup::parseCpuStat(*text);
       if (st && v2_usage && st->usage_ns) {
-        creditUsage(s, prev, {detail::CgroupFile::CpuStat, *st->usage_ns});
+        creditUsage(s, *use, {detail::CgroupFile::CpuStat, *st->usage_ns});
       }
       if (st && st->nr_throttled && stat_due && !unthrottled) {
         if (prev.have) {
@@ -163,9 +163,9 @@ void Collector::Impl::readFiles(
       note(text.error());
     }
   }
-  if (usage && !v2) {
+  if (use != nullptr && !v2) {
     if (const auto now = readV1Usage(s)) {
-      creditUsage(s, prev, *now);
+      creditUsage(s, *use, *now);
     }
   }
   // PSI is charged in the unified hierarchy even when limits live in v1; the cgroup exists
@@ -227,18 +227,17 @@ std::optional<Collector::Impl::Usage> Collector::Impl::readV1Usage(const CgroupS
   return Usage{detail::CgroupFile::UnifiedCpuStat, *st->usage_ns};
 }
 
-void Collector::Impl::creditUsage(CgroupSample& s, FileState& prev, Usage now) const {
+void Collector::Impl::creditUsage(CgroupSample& s, UsageState& use, Usage now) const {
   // Only the same counter read at the snapshot before covers this interval (two files count
-  // from when the cgroup was made in their own hierarchy); one that went back means another
-  // cgroup now sits at this path (the cpuacct and unified dirs are not checked by id).
-  if (prev.usage_ns && prev.usage_tick + 1 == tick && prev.usage_file == now.file &&
-      now.ns >= *prev.usage_ns) {
-    s.oncpu_ns = now.ns - *prev.usage_ns;
+  // from when the task joined each hierarchy); one that went back means another cgroup now
+  // sits at this path (the cpuacct and unified dirs are not checked by id).
+  if (use.last && use.last_tick + 1 == tick && use.last->file == now.file &&
+      now.ns >= use.last->ns) {
+    s.oncpu_ns = now.ns - use.last->ns;
     s.oncpu_from_usage = true;
   }
-  prev.usage_ns = now.ns;
-  prev.usage_file = now.file;
-  prev.usage_tick = tick;
+  use.last = now;
+  use.last_tick = tick;
 }
 
 std::vector<uint64_t> Collector::Impl::drainRemovals(bool& lost) {
@@ -404,7 +403,7 @@ Result<Snapshot> Collector::Impl::snapshot() {
         prev_sched.erase(it->first);
         prev_diag.erase(it->first);
         prev_files.erase(it->first);
-        usage_until.erase(it->first);
+        usage.erase(it->first);
         files.erase(it->first);
         it = cur_sched.erase(it);
       } else {
@@ -475,7 +474,7 @@ Result<Snapshot> Collector::Impl::snapshot() {
     // Slices of long_slice_ns or more on average: a task that keeps its CPU, credited in lumps.
     if (opts.usage_of_long_slices &&
         d.oncpu_ns >= opts.long_slice_ns * std::max<uint64_t>(d.count, 1)) {
-      usage_until[id] = tick + kUsageTicks;
+      usage[id].until = tick + kUsageTicks;
     }
     CgroupSample& s = sample(id);
     s.runq_hist = detail::toHist(d.hist);
@@ -540,9 +539,9 @@ Result<Snapshot> Collector::Impl::snapshot() {
   // at switch-out) but used CPU: sampled here for its usage counter, and dropped again below if
   // that says it did not run.
   const std::size_t usage_only = out.size();
-  for (auto it = usage_until.begin(); it != usage_until.end();) {
-    if (it->second < tick || !paths.contains(it->first)) {
-      it = usage_until.erase(it);
+  for (auto it = usage.begin(); it != usage.end();) {
+    if (it->second.until < tick || !paths.contains(it->first)) {
+      it = usage.erase(it);
       continue;
     }
     if (opts.read_files && !sample_index.contains(it->first)) {
@@ -564,9 +563,10 @@ Result<Snapshot> Collector::Impl::snapshot() {
       const bool named = every_tick.contains(id);
       const bool stat_due = every == 1 || (tick + id) % every == 0 || named;
       const bool slow_due = slow == 1 || (tick + id) % slow == 0;
-      const bool usage = usage_until.contains(id);
-      if (!s.path.empty() && (stat_due || slow_due || usage)) {
-        readFiles(s, named, stat_due, slow_due, usage);
+      const auto u = usage.find(id);
+      UsageState* use = u == usage.end() ? nullptr : &u->second;
+      if (!s.path.empty() && (stat_due || slow_due || use != nullptr)) {
+        readFiles(s, named, stat_due, slow_due, use);
       }
     }
   }

@@ -132,21 +132,21 @@ class Collector::Impl {
     // cannot be throttled, and its cpu.stat is not read while that lasts (the file cache
     // answers the quota file's absence without a syscall and looks again after a minute).
     bool no_quota_file = false;
-    // The cgroup's CPU usage counter (ns) as read at snapshot `usage_tick`, for the cgroups
-    // named in setEveryTick(): the next snapshot's oncpu_ns is the difference, when it follows.
-    std::optional<uint64_t> usage_ns;
-    detail::CgroupFile usage_file = detail::CgroupFile::CpuStat;  // which counter usage_ns is
-    uint64_t usage_tick = 0;
   };
+  std::unordered_map<uint64_t, FileState> prev_files;
   // A usage counter as read, and the file it came from.
   struct Usage {
     detail::CgroupFile file;
     uint64_t ns;
   };
-  std::unordered_map<uint64_t, FileState> prev_files;
-  // Cgroups whose CPU time is read from their usage counters, and until which snapshot: those
-  // seen running long slices (CgroupSample::oncpu_ns), marked again at each such slice.
-  std::unordered_map<uint64_t, uint64_t> usage_until;
+  // A cgroup whose CPU time is read from its usage counter: one seen running long slices
+  // (CgroupSample::oncpu_ns), until snapshot `until`, pushed back at each such slice.
+  struct UsageState {
+    uint64_t until = 0;
+    std::optional<Usage> last;  // the counter as read at snapshot `last_tick`
+    uint64_t last_tick = 0;
+  };
+  std::unordered_map<uint64_t, UsageState> usage;
   std::unordered_map<uint64_t, std::string> paths;  // live cgroups: id -> rel path
   // Map readers whose buffers live across snapshots (issue 17), set up in create().
   bpf::MapReader slots_reader{sizeof(uint64_t), sizeof(uint32_t)};
@@ -215,14 +215,14 @@ class Collector::Impl {
   void retryDeletes();
   // cpu.stat when `stat_due` (and a quota is set, or no baseline was read yet); the quota, and
   // the PSI files (of `named` cgroups only with pressure_of_named_only), when `slow_due`; the
-  // usage counter when `usage` (creditUsage).
-  void readFiles(CgroupSample& s, bool named, bool stat_due, bool slow_due, bool usage);
+  // usage counter when `use` is not null (creditUsage).
+  void readFiles(CgroupSample& s, bool named, bool stat_due, bool slow_due, UsageState* use);
   // A v1 cgroup's usage counter: cpuacct.usage, or the unified hierarchy's cpu.stat when the
   // cgroup is not in a cpuacct hierarchy. nullopt when neither can be read.
   std::optional<Usage> readV1Usage(const CgroupSample& s);
   // Records the usage counter read now; when the previous one was read at the previous
   // snapshot, the difference replaces the sample's oncpu_ns.
-  void creditUsage(CgroupSample& s, FileState& prev, Usage now) const;
+  void creditUsage(CgroupSample& s, UsageState& use, Usage now) const;
   // Takes the removed cgroups' ids off the BPF queue and forgets their paths. Returns the ids
   // whose path it forgot; `lost` is set when removals did not fit in the queue.
   std::vector<uint64_t> drainRemovals(bool& lost);

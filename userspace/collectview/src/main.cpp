@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
-#include <optional>
 #include <thread>
 
 #include "colod/collect/collector.h"
@@ -50,7 +49,6 @@ int main(int argc, char** argv) {
   bool every_slot = false;
   bool no_cpu_marks = false;
   std::vector<std::string> watch_paths;
-  std::vector<std::string> named_paths;
   int watch_threshold_us = 3000;
   std::string filter;
   std::string cgroup_root = "/sys/fs/cgroup";
@@ -77,9 +75,6 @@ int main(int argc, char** argv) {
                  "Watch this cgroup (path under the id hierarchy) for wakeups: its run-queue "
                  "wait within 10 ms reaching --watch-threshold-us posts an event (counted on "
                  "stderr at exit)");
-  app.add_option("--named", named_paths,
-                 "Read this cgroup (path under the id hierarchy) as colod reads the containers "
-                 "it protects or restricts: its files at every snapshot");
   app.add_option("--watch-threshold-us", watch_threshold_us, "Wait that posts a wakeup")
       ->check(CLI::Range(1, 10000000));
   app.add_flag("-v,--verbose", verbose, "libbpf debug output");
@@ -113,36 +108,18 @@ int main(int argc, char** argv) {
                 colod::collect::toString(collector->attachKind()));
     std::fflush(stdout);
   }
-  // A cgroup's id is its directory's inode number.
-  auto idOf = [&](const std::string& flag, const std::string& p) -> std::optional<uint64_t> {
-    const std::string dir = collector->hierarchyRoot() + "/" + p;
-    struct stat st {};
-    if (::stat(dir.c_str(), &st) != 0) {
-      std::fprintf(stderr, "colod-collect: %s %s: %s\n", flag.c_str(), dir.c_str(),
-                   std::strerror(errno));
-      return std::nullopt;
-    }
-    return st.st_ino;
-  };
-  if (!named_paths.empty()) {
-    std::vector<uint64_t> named;
-    for (const auto& p : named_paths) {
-      const auto id = idOf("--named", p);
-      if (!id) {
-        return kExitCantRecover;
-      }
-      named.push_back(*id);
-    }
-    collector->setEveryTick(std::move(named));
-  }
   if (!watch_paths.empty()) {
     std::vector<colod::collect::WatchedCgroup> watched;
     for (const auto& p : watch_paths) {
-      const auto id = idOf("--watch", p);
-      if (!id) {
+      // A cgroup's id is its directory's inode number.
+      const std::string dir = collector->hierarchyRoot() + "/" + p;
+      struct stat st {};
+      if (::stat(dir.c_str(), &st) != 0) {
+        std::fprintf(stderr, "colod-collect: --watch %s: %s\n", dir.c_str(), std::strerror(errno));
         return kExitCantRecover;
       }
-      watched.push_back({.id = *id, .threshold = std::chrono::microseconds(watch_threshold_us)});
+      watched.push_back(
+          {.id = st.st_ino, .threshold = std::chrono::microseconds(watch_threshold_us)});
     }
     if (auto r = collector->setWatched(watched); !r) {
       std::fprintf(stderr, "colod-collect: %s\n", r.error().message().c_str());
