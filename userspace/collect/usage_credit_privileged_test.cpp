@@ -45,6 +45,19 @@ class UsageTest : public CollectorTest {
       ::sched_setaffinity(0, sizeof(saved_), &saved_);
     }
   }
+  // One spinner's sample of snapshot `i`: reported, with some CPU time and at most one CPU's
+  // (the interval is the snapshots' own, a late wakeup here lengthens it; 10 % for when the
+  // counter and the clock were read). True when that time came from the usage counter.
+  static bool checkSpinner(const Snapshot& s, const CgroupSample* x, int i) {
+    if (x == nullptr) {
+      ADD_FAILURE() << "snapshot " << i << ": the spinner was not reported";
+      return false;
+    }
+    EXPECT_GT(x->oncpu_ns, 0u) << "snapshot " << i;
+    EXPECT_LE(static_cast<double>(x->oncpu_ns), 1.1 * static_cast<double>(s.interval.count()))
+        << "snapshot " << i << ": more than one CPU's time";
+    return x->oncpu_from_usage;
+  }
   int spin_cpu_ = -1;
 
  private:
@@ -142,17 +155,8 @@ TEST_P(UsageCreditTest, ASpinnerIsCreditedWhatItUsedEveryInterval) {
     const CgroupSample* n = find(s, named_id);
     asleep_seen += find(s, asleep_id) != nullptr ? 1 : 0;
     named_ms.push_back(n != nullptr ? n->oncpu_ns / 1'000'000 : 0);
-    if (n == nullptr) {
-      ADD_FAILURE() << "snapshot " << i << ": the spinner was not reported";
-      continue;
-    }
-    from_usage += n->oncpu_from_usage ? 1 : 0;
-    EXPECT_GT(n->oncpu_ns, 0u) << "snapshot " << i;
-    // One task uses at most one CPU; the interval is the snapshots' own (a late wakeup here
-    // lengthens it), with 10 % for when the counter and the clock were read.
-    EXPECT_LE(static_cast<double>(n->oncpu_ns), 1.1 * static_cast<double>(s.interval.count()))
-        << "snapshot " << i;
-    sum += n->oncpu_ns;
+    from_usage += checkSpinner(s, n, i) ? 1 : 0;
+    sum += n != nullptr ? n->oncpu_ns : 0;
   }
   const uint64_t after = usageNsIn(counter);
   std::ostringstream line;
@@ -209,14 +213,7 @@ TEST_F(UsageSourceTest, ASpinnerAloneOnItsCpuIsCreditedEveryInterval) {
     const CgroupSample* x = find(s, id);
     line << " " << (x != nullptr ? x->oncpu_ns / 1'000'000 : 0)
          << (x != nullptr && x->oncpu_from_usage ? "u" : "b");
-    if (x == nullptr) {
-      ADD_FAILURE() << "snapshot " << i << ": the spinner was not reported";
-      continue;
-    }
-    from_usage += x->oncpu_from_usage ? 1 : 0;
-    EXPECT_GT(x->oncpu_ns, 0u) << "snapshot " << i;
-    EXPECT_LE(static_cast<double>(x->oncpu_ns), 1.1 * static_cast<double>(s.interval.count()))
-        << "snapshot " << i << ": more than one CPU's time";
+    from_usage += checkSpinner(s, x, i) ? 1 : 0;
   }
   std::printf(
       "ms of the spinner (CPU %d) per 100-ms interval (u: usage counter, b: BPF):%s; "
