@@ -173,9 +173,6 @@ TEST_P(UsageCreditTest, ASpinnerIsCreditedWhatItUsedEveryInterval) {
   EXPECT_GE(sum, (after - before) / 2);
 }
 
-// A v1 cgroup read from cpuacct.usage whose cpuacct directory goes away is read from the
-// unified cpu.stat from then on. The two count from when the task joined each hierarchy: here
-// the unified one has 300 ms more, which must not be credited as one interval's CPU time.
 class UsageSourceTest : public UsageTest {};
 
 // At the collector's own threshold: a spinner alone on a CPU is marked by its first long slice
@@ -221,6 +218,9 @@ TEST_F(UsageSourceTest, ASpinnerAloneOnItsCpuIsCreditedEveryInterval) {
       spin_cpu_, line.str().c_str(), marked ? "yes" : "no", from_usage, kSnaps);
 }
 
+// A v1 cgroup read from cpuacct.usage whose cpuacct directory goes away is read from the
+// unified cpu.stat from then on. The two count from when the task joined each hierarchy: here
+// the unified one has 300 ms more, which must not be credited as one interval's CPU time.
 TEST_F(UsageSourceTest, AUsageCounterFromAnotherFileIsNotSubtractedFromTheFirst) {
   if (v2() || hier_.unified.empty() || hier_.cpuacct.empty() || hier_.cpuacct == hier_.cpu) {
     GTEST_SKIP() << "needs a hybrid host with cpuacct apart from cpu (this one is "
