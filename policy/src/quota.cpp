@@ -85,12 +85,16 @@ size_t EngineState::quotaTargets() const {
 // plus the victim's wait load: CPU it wanted and did not get) and the headroom, at most
 // be_quota_fraction of the node, and one tighten step below what the capped set can use at all
 // (quotaCeiling(): a first cap of 1 CPU on a BE held to one CPU binds nothing), never below the
-// floor.
+// floor. The victim asks at most the CPUs it may run on: three of its tasks queued on its one
+// CPU are a backlog, not three CPUs of demand (the fault suite's probe, held to one CPU, read a
+// wait load of 2.4 the round a BE landed beside it, and the first cap went to the floor).
 double EngineState::initialQuotaBudget(const Tracked& victim, size_t n_targets) const {
   const double node = nodeCpus();
-  double demand = victim.wait_load;
+  double demand = 0;
   for (const auto& [id, t] : tracked_) {
-    if (t.sampled && t.tier != Tier::Be) {
+    if (&t == &victim) {
+      demand += std::min(cpusUsed(t) + t.wait_load, usableCpus(t));
+    } else if (t.sampled && t.tier != Tier::Be) {
       demand += cpusUsed(t);
     }
   }

@@ -219,6 +219,45 @@ TEST(QuotaScenario, TheFirstCapOfAConfinedBeBinds) {
   EXPECT_GE(*first, 10'000) << "never below the floor";
 }
 
+// The first cap when the victim's wait load is a backlog: web held to CPU 1 (as the hog), 2.4 of
+// its tasks waiting the round it is flagged. Those tasks can use one CPU between them, so the LS
+// demand is one CPU, and the first cap leaves the ladder room to tighten (the fault suite's
+// OutageMidEscalation: a first cap at the floor stopped the ladder and nothing was left to
+// decide). Unconfined, the same wait load is demand on the node's two CPUs: the floor.
+std::optional<int64_t> firstCap(bool web_confined) {
+  Sim sim{quotaOnly()};
+  ContainerInfo web = lsInfo("web");
+  if (web_confined) {
+    web.resources.cpuset_cpus = "1";
+  }
+  sim.add(web);
+  ContainerInfo hog = beInfo("hog");
+  hog.resources.cpuset_cpus = "1";
+  sim.add(hog);
+  for (int r = 1; r <= 40; ++r) {
+    const RoundResult res = sim.step(
+        {r > 5 ? starved("hog", 2.4) : lsSample("web", 200), be("hog", 90'000'000, false)});
+    for (const auto& d : res.decisions) {
+      if (d.lever == Lever::CpuQuota && d.new_values.cpu_quota) {
+        return *d.new_values.cpu_quota;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+TEST(QuotaScenario, AVictimAsksAtMostTheCpusItMayRunOn) {
+  const auto confined = firstCap(/*web_confined=*/true);
+  ASSERT_TRUE(confined.has_value());
+  // At most node 2 - demand 1 - headroom 0.2 = 0.8 CPU, and far above the floor.
+  EXPECT_LE(*confined, 80'000);
+  EXPECT_GE(*confined, 60'000) << "web asks one CPU, not 2.4 plus its use";
+  const auto unconfined = firstCap(/*web_confined=*/false);
+  ASSERT_TRUE(unconfined.has_value());
+  // 0.4 + 2.4 CPUs asked of two: the budget's floor, 0.1 of the node's 2 CPUs.
+  EXPECT_EQ(*unconfined, 20'000) << "unconfined, web may use both CPUs";
+}
+
 // The budget is one for every victim. web and api both wait behind the hog and both hold the
 // quota rung; web goes quiet while api is still over its threshold: the budget is not raised for
 // web, and the hold is explained (colocation foreign phase, session 33: a quiet redis gave the BE
