@@ -144,7 +144,8 @@ TEST_P(UsageCreditTest, ASpinnerIsCreditedWhatItUsedEveryInterval) {
   ASSERT_OK(col.snapshot());           // both marked (they ran), their counters read
   const std::string counter = named.dirIn(usage_root) + "/" + usage_file;
   const uint64_t before = usageNsIn(counter);
-  ASSERT_OK(col.snapshot());
+  const uint64_t opens_before = ASSERT_OK(col.snapshot()).stats.cgroup_file_opens;
+  uint64_t opens_after = opens_before;
   std::vector<uint64_t> named_ms;
   uint64_t sum = 0;
   int from_usage = 0;
@@ -157,6 +158,7 @@ TEST_P(UsageCreditTest, ASpinnerIsCreditedWhatItUsedEveryInterval) {
     named_ms.push_back(n != nullptr ? n->oncpu_ns / 1'000'000 : 0);
     from_usage += checkSpinner(s, n, i) ? 1 : 0;
     sum += n != nullptr ? n->oncpu_ns : 0;
+    opens_after = s.stats.cgroup_file_opens;
   }
   const uint64_t after = usageNsIn(counter);
   std::ostringstream line;
@@ -167,6 +169,10 @@ TEST_P(UsageCreditTest, ASpinnerIsCreditedWhatItUsedEveryInterval) {
               static_cast<long long>(kInterval.count()), line.str().c_str());
   EXPECT_EQ(from_usage, kSnaps);
   EXPECT_EQ(asleep_seen, 0) << "a cgroup that did not run was reported";
+  // Both cgroups' counters stay open; a missing cpuacct directory is not looked for each tick
+  // (before: one failed open per marked cgroup and snapshot, 30 here).
+  EXPECT_LT(opens_after - opens_before, static_cast<uint64_t>(kSnaps))
+      << "control files opened again and again over " << kSnaps << " snapshots";
   // The counter as the test read it brackets the snapshots' reads of it.
   ASSERT_GT(after, before) << "the spinner did not run";
   EXPECT_LE(sum, after - before);

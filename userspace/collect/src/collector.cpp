@@ -164,7 +164,7 @@ void Collector::Impl::readFiles(
     }
   }
   if (use != nullptr && !v2) {
-    if (const auto now = readV1Usage(s)) {
+    if (const auto now = readV1Usage(s, *use)) {
       creditUsage(s, *use, *now);
     }
   }
@@ -189,10 +189,12 @@ void Collector::Impl::readFiles(
   }
 }
 
-std::optional<Collector::Impl::Usage> Collector::Impl::readV1Usage(const CgroupSample& s) {
+std::optional<Collector::Impl::Usage> Collector::Impl::readV1Usage(const CgroupSample& s,
+                                                                   UsageState& use) {
   // runc creates a container's cgroup under the same relative path in every hierarchy; the
   // cpuacct one may be the cpu one (co-mounted), whose inodes are the ids.
-  if (!hier.cpuacct.empty()) {
+  const bool cpuacct_missing = use.no_cpuacct_since && tick - *use.no_cpuacct_since < kUsageTicks;
+  if (!hier.cpuacct.empty() && !cpuacct_missing) {
     auto text = files.read(s.id, detail::CgroupFile::CpuacctUsage,
                            cgroup::joinRel(hier.cpuacct, s.path), hier.cpuacct == id_root);
     if (text) {
@@ -206,6 +208,7 @@ std::optional<Collector::Impl::Usage> Collector::Impl::readV1Usage(const CgroupS
       ++stats.file_read_errors;
       return std::nullopt;
     }
+    use.no_cpuacct_since = tick;
   }
   // cgroup2 accounts every task's CPU time in the unified tree, controllers or not.
   if (hier.unified.empty()) {

@@ -145,6 +145,10 @@ class Collector::Impl {
     uint64_t until = 0;
     std::optional<Usage> last;  // the counter as read at snapshot `last_tick`
     uint64_t last_tick = 0;
+    // The cgroup had no cpuacct directory at this snapshot: the unified counter is read without
+    // looking for it again for kUsageTicks (the file cache remembers a missing file, not a
+    // missing directory: without this, one failed open a tick).
+    std::optional<uint64_t> no_cpuacct_since;
   };
   std::unordered_map<uint64_t, UsageState> usage;
   std::unordered_map<uint64_t, std::string> paths;  // live cgroups: id -> rel path
@@ -219,7 +223,7 @@ class Collector::Impl {
   void readFiles(CgroupSample& s, bool named, bool stat_due, bool slow_due, UsageState* use);
   // A v1 cgroup's usage counter: cpuacct.usage, or the unified hierarchy's cpu.stat when the
   // cgroup is not in a cpuacct hierarchy. nullopt when neither can be read.
-  std::optional<Usage> readV1Usage(const CgroupSample& s);
+  std::optional<Usage> readV1Usage(const CgroupSample& s, UsageState& use);
   // Records the usage counter read now; when the previous one was read at the previous
   // snapshot, the difference replaces the sample's oncpu_ns.
   void creditUsage(CgroupSample& s, UsageState& use, Usage now) const;
