@@ -89,5 +89,116 @@ TEST_F(KernelSumsTest, CountACgroupOnEveryCpuItMovesTo) {
   EXPECT_GT(copies, 0u);
 }
 
+// A slot's CPU marks only grow while it lives, so a cgroup marked on many CPUs is moved to a
+// fresh slot (slot_move_min_cpus). The mover runs on every online CPU, then only on the last
+// one: it is moved while it roams (again each time its new slot is marked on every CPU) and
+// once it stays, after which its slot holds that CPU's mark alone. Side by side with a
+// collector that never moves it (reading every CPU's copy from userspace), nothing is lost or
+// counted twice across the moves: CPU time, run-queue waits and involuntary switches agree,
+// also for what the mover did between its old slot's last read and the move.
+TEST_F(KernelSumsTest, ACgroupMovedToAFreshSlotKeepsItsCountsAndOnlyItsNewMarks) {
+  CollectorOptions still;
+  still.read_files = false;
+  still.user_read_budget_bytes = uint64_t{1} << 40;  // every read from userspace
+  still.slot_move_min_cpus = 0;
+  CollectorOptions moving;
+  moving.read_files = false;
+  moving.user_read_budget_bytes = 0;  // every read summed in the kernel, over the marked CPUs
+  moving.slot_move_every_ticks = 4;
+  // The mover runs on between a slot's last read and the move: what it did there is in the
+  // old slot only (without the old slot's last read, 8 % of its time and its waits went missing).
+  moving.before_slot_moves = [] { std::this_thread::sleep_for(15ms); };
+  MAKE_COLLECTOR_OR_SKIP(still_col, still);
+  cpu_set_t online;
+  ASSERT_EQ(::sched_getaffinity(0, sizeof(online), &online), 0);
+  const int cpus = CPU_COUNT(&online);
+  if (cpus < 2) {
+    GTEST_SKIP() << "one CPU to run on: a slot is never marked on more than one";
+  }
+  moving.slot_move_min_cpus = static_cast<uint32_t>(cpus);
+  MAKE_COLLECTOR_OR_SKIP(moving_col, moving);
+  if (!moving_col.kernelSums()) {
+    GTEST_SKIP() << "this kernel cannot sum cg_sched (needs 5.17+): " << moving_col.readNote();
+  }
+  int last = 0;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    last = CPU_ISSET(c, &online) ? c : last;
+  }
+  TestCgroup cg({cpuRoot()}, uniqueName("slot-mover"));
+  const uint64_t id = ASSERT_OK(cgroup::cgroupId(cg.dirIn(cpuRoot())));
+  struct Totals {
+    uint64_t oncpu_ns = 0;
+    uint64_t waits = 0;
+    uint64_t invol = 0;
+    void add(const CgroupSample* c) {
+      if (c != nullptr) {
+        oncpu_ns += c->oncpu_ns;
+        waits += c->runq.count;
+        invol += c->involuntary_switches;
+      }
+    }
+  };
+  Totals a;
+  Totals b;
+  uint64_t moved = 0;
+  auto both = [&] {
+    const Snapshot s = ASSERT_OK(still_col.snapshot());
+    const Snapshot m = ASSERT_OK(moving_col.snapshot());
+    a.add(find(s, id));
+    b.add(find(m, id));
+    moved = m.stats.slots_moved;
+    EXPECT_EQ(m.stats.sched_kernel_reads, m.stats.snapshots) << "a read did not go through it";
+  };
+  both();
+  {
+    // 5-ms bursts with 2-ms sleeps (switches, run-queue waits), on each online CPU in turn for
+    // 0.6 s, then on the last one for 0.6 s.
+    Child mover(cg, -1, [&online, last] {
+      auto burstsOn = [](int c, std::chrono::milliseconds for_ms) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(c, &one);
+        ::sched_setaffinity(0, sizeof(one), &one);
+        const auto end = std::chrono::steady_clock::now() + for_ms;
+        while (std::chrono::steady_clock::now() < end) {
+          spinFor(5ms);
+          ::usleep(2'000);
+        }
+      };
+      const auto roam_end = std::chrono::steady_clock::now() + 600ms;
+      while (std::chrono::steady_clock::now() < roam_end) {
+        for (int c = 0; c < CPU_SETSIZE; ++c) {
+          if (CPU_ISSET(c, &online)) {
+            burstsOn(c, 20ms);
+          }
+        }
+      }
+      burstsOn(last, 600ms);
+    });
+    for (int i = 0; i < 60 && !HasFailure(); ++i) {
+      std::this_thread::sleep_for(25ms);
+      both();
+    }
+    ASSERT_EQ(mover.wait(), 0);
+  }
+  for (int i = 0; i < 3; ++i) {
+    both();
+  }
+  const auto marks = ASSERT_OK(moving_col.slotMarks(id));
+  std::printf(
+      "moves %llu; on-CPU %.1f / %.1f ms, waits %llu / %llu, involuntary %llu / %llu "
+      "(still / moving); last slot %u marked on %zu CPU(s)\n",
+      static_cast<unsigned long long>(moved), static_cast<double>(a.oncpu_ns) / 1e6,
+      static_cast<double>(b.oncpu_ns) / 1e6, static_cast<unsigned long long>(a.waits),
+      static_cast<unsigned long long>(b.waits), static_cast<unsigned long long>(a.invol),
+      static_cast<unsigned long long>(b.invol), marks.slot, marks.cpus.size());
+  EXPECT_GE(moved, 2U) << "moved while it roamed, and once it stayed";
+  EXPECT_GE(a.oncpu_ns, 500'000'000U) << "the mover did not run";
+  EXPECT_TRUE(sameCount(a.oncpu_ns, b.oncpu_ns)) << a.oncpu_ns << " vs " << b.oncpu_ns;
+  EXPECT_TRUE(sameCount(a.waits, b.waits)) << a.waits << " vs " << b.waits;
+  EXPECT_TRUE(sameCount(a.invol, b.invol)) << a.invol << " vs " << b.invol;
+  EXPECT_EQ(marks.cpus, std::vector<int>{last}) << "the slot it ended in holds only its last CPU";
+}
+
 }  // namespace
 }  // namespace colod::collect

@@ -305,6 +305,10 @@ Result<Snapshot> Collector::Impl::snapshot() {
   if (auto r = readBehind(); !r) {
     return failed(std::move(r).error());
   }
+  auto moved_tails = readMovedTails();
+  if (!moved_tails) {
+    return failed(std::move(moved_tails).error().wrap("reading the slots moved from"));
+  }
   // cur_sched: every live cgroup's entry now. After a read of the changed slots only, the others
   // stand as the last snapshot left them, and prev_sched keeps only the read ones' old entries
   // (their deltas are all this snapshot has).
@@ -439,6 +443,8 @@ Result<Snapshot> Collector::Impl::snapshot() {
     }
   }
 
+  quarantineMovedSlots();  // read above: recycled one interval from now
+
   // The samples, built in place: a reference sample() returns is not held across another
   // sample() call (the vector may grow).
   std::vector<CgroupSample>& out = snap.cgroups;
@@ -460,8 +466,10 @@ Result<Snapshot> Collector::Impl::snapshot() {
       return;  // pruned above, or a dead cgroup's entry awaiting its deletion
     }
     const auto p = prev_sched.find(id);
-    const colod_cg_sched d =
-        detail::schedDelta(c->second, p == prev_sched.end() ? nullptr : &p->second);
+    colod_cg_sched d = detail::schedDelta(c->second, p == prev_sched.end() ? nullptr : &p->second);
+    if (const auto t = moved_tails->find(id); t != moved_tails->end()) {
+      detail::addSched(d, t->second);  // the new slot counts from zero, the old one's last gain
+    }
     colod_cg_diag dg{};
     if (opts.wakeup_depth) {
       if (const auto now = readDiag(c->second.slot)) {
@@ -638,6 +646,7 @@ Result<Snapshot> Collector::Impl::snapshot() {
   }
   prev_sched = std::move(cur_sched);
   prev_reclaim = std::move(cur_reclaim);
+  moveCrowdedSlots(prev_sched);
   return snap;
 }
 

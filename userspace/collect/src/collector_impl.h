@@ -110,6 +110,9 @@ class Collector::Impl {
   // cg_sched slots of cgroups pruned at the previous snapshot: zeroed and handed back to the
   // BPF side (free_slots) one interval later, when no program run can still be using them.
   std::vector<uint32_t> quarantined_slots;
+  // Cgroups moved to a fresh slot at the last snapshot (slot_moves.cpp): id -> the old slot,
+  // read once more and quarantined at the next snapshot.
+  std::unordered_map<uint64_t, uint32_t> moved_slots;
   std::size_t unreleased_slots = 0;  // of those, how many failed to go back last time
   std::unordered_map<uint64_t, colod_cg_reclaim> prev_reclaim;
   detail::BehindDeltas behind;                   // behind_deltas.h
@@ -197,6 +200,14 @@ class Collector::Impl {
                                     const __u64* gen,
                                     int fd);
   void releaseSlots();
+  // slot_moves.cpp: moves the cgroups of `live` (id -> entry) whose slots are marked on
+  // slot_move_min_cpus CPUs or more to fresh slots, when the check is due.
+  void moveCrowdedSlots(const std::unordered_map<uint64_t, detail::SchedEntry>& live);
+  std::optional<uint32_t> takeFreeSlot();
+  // What each moved cgroup's old slot gained since its last read (prev_sched must still be the
+  // last snapshot's), for its next delta. The old slots are left for quarantineMovedSlots().
+  Result<std::unordered_map<uint64_t, colod_cg_sched>> readMovedTails();
+  void quarantineMovedSlots();
   std::optional<colod_cg_diag> readDiag(uint32_t slot);
   bool cleanupWrite(std::string_view map, const std::function<int()>& write);
   bool deleteKey(std::string_view map, int fd, const void* key);

@@ -47,18 +47,19 @@ bool anyDown(std::initializer_list<std::pair<uint64_t, uint64_t>> counters) {
 
 }  // namespace
 
+void addSched(colod_cg_sched& into, const colod_cg_sched& v) {
+  addHist(into.hist, v.hist);
+  into.count += v.count;
+  into.total_ns += v.total_ns;
+  into.oncpu_ns += v.oncpu_ns;
+  into.invol += v.invol;
+  into.self_preempt += v.self_preempt;
+  into.preempt_wait_ns += v.preempt_wait_ns;
+  into.preempt_waits += v.preempt_waits;
+}
+
 colod_cg_sched sumSchedPerCpu(const uint8_t* base, int ncpu, std::size_t stride) {
-  return sumCopies<colod_cg_sched>(base, ncpu, stride,
-                                   [](colod_cg_sched& s, const colod_cg_sched& v) {
-                                     addHist(s.hist, v.hist);
-                                     s.count += v.count;
-                                     s.total_ns += v.total_ns;
-                                     s.oncpu_ns += v.oncpu_ns;
-                                     s.invol += v.invol;
-                                     s.self_preempt += v.self_preempt;
-                                     s.preempt_wait_ns += v.preempt_wait_ns;
-                                     s.preempt_waits += v.preempt_waits;
-                                   });
+  return sumCopies<colod_cg_sched>(base, ncpu, stride, addSched);
 }
 
 colod_cg_diag sumDiagPerCpu(const uint8_t* base, int ncpu) {

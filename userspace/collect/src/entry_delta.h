@@ -47,6 +47,9 @@ colod_cg_sched sumSchedPerCpu(const uint8_t* base,
                               int ncpu,
                               std::size_t stride = roundUp8(sizeof(colod_cg_sched)));
 
+// Adds v into `into`, field by field (histogram buckets modulo 2^32, as sumSchedPerCpu).
+void addSched(colod_cg_sched& into, const colod_cg_sched& v);
+
 // One cgroup's cg_sched entry as read: the slot of cg_sched it lives in, and its value
 // summed over CPUs.
 struct SchedEntry {

@@ -82,6 +82,8 @@ int main(int argc, char** argv) {
   bool every_slot = false;
   bool pressure_named_only = false;
   bool no_usage = false;
+  uint32_t slot_move_min_cpus = colod::collect::CollectorOptions{}.slot_move_min_cpus;
+  uint64_t slot_move_every = colod::collect::CollectorOptions{}.slot_move_every_ticks;
   std::string cpu_copies_opt = "present";
   std::string cgroup_root = "/sys/fs/cgroup";
   app.add_option("--seconds", seconds, "Measured window")->check(CLI::Range(1, 3600));
@@ -124,6 +126,12 @@ int main(int argc, char** argv) {
                "CPU time from BPF's switch-outs only, not from the usage counters of cgroups "
                "running long slices (CollectorOptions::usage_of_long_slices off: as before "
                "session 36)");
+  app.add_option("--slot-move-min-cpus", slot_move_min_cpus,
+                 "Move a cgroup marked on this many CPUs or more to a fresh slot "
+                 "(CollectorOptions::slot_move_min_cpus; 0: never)");
+  app.add_option("--slot-move-every", slot_move_every,
+                 "Check for such cgroups every N ticks (CollectorOptions::slot_move_every_ticks)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 32));
   app.add_option("--cgroup-root", cgroup_root, "cgroupfs root");
   CLI11_PARSE(app, argc, argv);
 
@@ -148,6 +156,8 @@ int main(int argc, char** argv) {
   opts.cpu_marks = !no_cpu_marks;
   opts.read_files = !no_files;
   opts.usage_of_long_slices = !no_usage;
+  opts.slot_move_min_cpus = slot_move_min_cpus;
+  opts.slot_move_every_ticks = slot_move_every;
   if (cpu_copies_opt == "possible") {
     opts.sched_cpus = UINT32_MAX;  // clamped to the possible CPUs
   } else if (cpu_copies_opt != "present") {
@@ -236,7 +246,8 @@ int main(int argc, char** argv) {
       "read_buffer_bytes=%llu bpf_map_bytes=%llu rss_mib=%.1f hwm_mib=%.1f cpu_pct=%.2f "
       "file_opens_per_tick=%.1f files_open=%llu every_tick=%zu map_walks_skipped=%llu "
       "sched_entries_read_per_tick=%.1f sched_full_reads=%llu sched_read_calls_per_tick=%.1f "
-      "file_reads_per_tick=%.1f pair_lookups_per_tick=%.1f sched_cpu_copies_per_tick=%.1f\n",
+      "file_reads_per_tick=%.1f pair_lookups_per_tick=%.1f sched_cpu_copies_per_tick=%.1f "
+      "slots_moved=%llu\n",
       legacy ? "legacy" : (every_slot ? "every-slot" : "new"),
       sumsWhere(last.sched_kernel_reads - first.sched_kernel_reads, ticks), max_cgroups,
       col->slots(), last.sched_cpus, ticks, static_cast<double>(reported) / n, percentile(ms, 0.5),
@@ -253,6 +264,7 @@ int main(int argc, char** argv) {
       static_cast<double>(last.sched_read_calls - first.sched_read_calls) / n,
       static_cast<double>(last.cgroup_file_reads - first.cgroup_file_reads) / n,
       static_cast<double>(last.pair_lookups - first.pair_lookups) / n,
-      static_cast<double>(cpu_copies) / n);
+      static_cast<double>(cpu_copies) / n,
+      static_cast<unsigned long long>(last.slots_moved - first.slots_moved));
   return 0;
 }

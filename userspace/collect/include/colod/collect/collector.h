@@ -177,6 +177,8 @@ struct CollectorStats {
   // marked changed, or every live one at a full read (CollectorOptions::changed_only).
   uint64_t sched_entries_read = 0;
   uint64_t sched_full_reads = 0;  // snapshots that read every live slot; cumulative
+  // Cgroups moved to a fresh slot to clear their CPU marks (slot_move_min_cpus); cumulative.
+  uint64_t slots_moved = 0;
   // Snapshots whose cg_sched read the kernel summed (CollectorOptions::kernel_sums,
   // user_read_budget_bytes); cumulative.
   uint64_t sched_kernel_reads = 0;
@@ -315,6 +317,16 @@ struct CollectorOptions {
   // and the kernel's sum adds only those CPUs' copies, not every possible CPU's (a VM often
   // has far more possible CPUs than online ones). Off: benchmarks only (the variant without).
   bool cpu_marks = true;
+  // With cpu_marks: a cgroup whose slot is marked on this many CPUs or more is moved to a fresh
+  // slot (checked every slot_move_every_ticks snapshots, at most slot_moves_per_check at a
+  // time). A mark is never cleared while its slot lives (clearing it would race the CPU's
+  // unlocked add to its copy), so without the move an unpinned container that has run on every
+  // CPU of a big node is summed over every CPU's copy for good; after it, over the CPUs it ran
+  // on since. What the old slot gained after its last read is added to the cgroup's next
+  // interval, and the old slot is recycled as a deleted cgroup's. 0: never moved.
+  uint32_t slot_move_min_cpus = 16;
+  uint64_t slot_move_every_ticks = 3000;  // 5 minutes at a 100 ms tick
+  uint32_t slot_moves_per_check = 64;
   // Copy out only the cg_sched entries of cgroups that ran since the last snapshot (the BPF
   // side marks each slot it writes, bpf/common/cg_maps.bpf.h), and every live one at the first
   // snapshot, after a cgroup got or lost a slot, and every full_read_every_n_ticks-th snapshot
@@ -331,6 +343,9 @@ struct CollectorOptions {
   // and "cg_pending", pushing it to "free_slots"). A non-zero errno fails that write with it,
   // as the kernel can (ENOMEM, EBUSY), without calling the kernel.
   std::function<int(std::string_view map)> cleanup_fault;
+  // Called when a check for crowded slots (slot_move_min_cpus) is due, before any is moved: a
+  // test widens the window between a slot's last read and its move with it.
+  std::function<void()> before_slot_moves;
   // libbpf diagnostics go here (style rule 16); nullptr drops them. level: 0 warn,1 info,2 debug
   std::function<void(int level, const std::string& msg)> log;
 };
@@ -383,6 +398,13 @@ class Collector {
   // The hierarchy whose inode numbers are the ids: <root>/unified or <root> on v2-only hosts,
   // <root>/cpu (or cpu,cpuacct) on v1.
   [[nodiscard]] const std::string& hierarchyRoot() const;
+  // The cg_sched slot of cgroup `id` and the CPUs marked for it (cg_cpus; empty without
+  // cpu_marks): diagnostics and tests. ENOENT when the cgroup has no slot.
+  struct SlotMarks {
+    uint32_t slot = 0;
+    std::vector<int> cpus;
+  };
+  [[nodiscard]] Result<SlotMarks> slotMarks(uint64_t id) const;
   // Ids that currently have entries in the per-cgroup BPF maps (diagnostics and tests: a
   // deleted cgroup's id leaves this set within ~10 snapshots). Errors as snapshot().
   [[nodiscard]] Result<std::vector<uint64_t>> trackedCgroupIds() const;
