@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// Privileged test of the kernel's sum with CPU marks (issue 17): cgsched marks in cg_cpus the
+// Privileged tests of the kernel's sum with CPU marks (issue 17): cgsched marks in cg_cpus the
 // CPUs it writes a slot on, and the summing iterator adds only those CPUs' copies. A cgroup
 // that moves from CPU to CPU must still be counted whole, against a collector that reads every
-// CPU's copy from userspace. (The marks alone, over maps made by the test:
+// CPU's copy from userspace, also when it is moved to fresh slots to clear its marks
+// (slot_moves.cpp). (The marks alone, over maps made by the test:
 // map_reader_privileged_test.cpp; the guest with 255 possible CPUs: vmtests/guest/scale_test.sh.)
 #include <sched.h>
 
@@ -198,6 +199,60 @@ TEST_F(KernelSumsTest, ACgroupMovedToAFreshSlotKeepsItsCountsAndOnlyItsNewMarks)
   EXPECT_TRUE(sameCount(a.waits, b.waits)) << a.waits << " vs " << b.waits;
   EXPECT_TRUE(sameCount(a.invol, b.invol)) << a.invol << " vs " << b.invol;
   EXPECT_EQ(marks.cpus, std::vector<int>{last}) << "the slot it ended in holds only its last CPU";
+}
+
+// A move the kernel refuses (cg_slots' update) leaves the cgroup in its slot, counted, and the
+// fresh slot it was to get goes back to the free ones: no count is lost, none is doubled.
+TEST_F(KernelSumsTest, ARefusedMoveLeavesTheCgroupInItsSlot) {
+  cpu_set_t online;
+  ASSERT_EQ(::sched_getaffinity(0, sizeof(online), &online), 0);
+  if (CPU_COUNT(&online) < 2) {
+    GTEST_SKIP() << "one CPU to run on: a slot is never marked on more than one";
+  }
+  CollectorOptions opts;
+  opts.read_files = false;
+  opts.user_read_budget_bytes = 0;
+  opts.slot_move_min_cpus = 2;
+  opts.slot_move_every_ticks = 2;
+  opts.cleanup_fault = [](std::string_view what) { return what == "slot_move" ? EBUSY : 0; };
+  MAKE_COLLECTOR_OR_SKIP(col, opts);
+  if (!col.kernelSums()) {
+    GTEST_SKIP() << "this kernel cannot sum cg_sched (needs 5.17+): " << col.readNote();
+  }
+  TestCgroup cg({cpuRoot()}, uniqueName("slot-refused"));
+  const uint64_t id = ASSERT_OK(cgroup::cgroupId(cg.dirIn(cpuRoot())));
+  Child mover(cg, -1, [&online] {
+    const auto end = std::chrono::steady_clock::now() + 2s;
+    while (std::chrono::steady_clock::now() < end) {
+      for (int c = 0; c < CPU_SETSIZE; ++c) {
+        if (CPU_ISSET(c, &online)) {
+          cpu_set_t one;
+          CPU_ZERO(&one);
+          CPU_SET(c, &one);
+          ::sched_setaffinity(0, sizeof(one), &one);
+          spinFor(3ms);
+          ::usleep(1'000);
+        }
+      }
+    }
+  });
+  std::optional<uint32_t> first_slot;
+  Snapshot last;
+  for (int i = 0; i < 30 && !HasFailure(); ++i) {
+    std::this_thread::sleep_for(25ms);
+    last = ASSERT_OK(col.snapshot());
+    if (auto m = col.slotMarks(id); m && !first_slot) {
+      first_slot = m->slot;
+    }
+  }
+  ASSERT_TRUE(first_slot.has_value()) << "the mover never got a slot";
+  const auto marks = ASSERT_OK(col.slotMarks(id));
+  EXPECT_EQ(last.stats.slots_moved, 0U);
+  EXPECT_GE(last.stats.slot_move_errors, 1U) << "the refused moves were not counted";
+  EXPECT_EQ(marks.slot, *first_slot) << "the cgroup left the slot it could not be moved from";
+  EXPECT_GE(marks.cpus.size(), 2U);
+  // The fresh slots were handed back (to the quarantine, then free_slots) without a failure.
+  EXPECT_EQ(last.stats.map_deletes_pending, 0U) << "a fresh slot is still waiting to go back";
 }
 
 }  // namespace

@@ -305,10 +305,6 @@ Result<Snapshot> Collector::Impl::snapshot() {
   if (auto r = readBehind(); !r) {
     return failed(std::move(r).error());
   }
-  auto moved_tails = readMovedTails();
-  if (!moved_tails) {
-    return failed(std::move(moved_tails).error().wrap("reading the slots moved from"));
-  }
   // cur_sched: every live cgroup's entry now. After a read of the changed slots only, the others
   // stand as the last snapshot left them, and prev_sched keeps only the read ones' old entries
   // (their deltas are all this snapshot has).
@@ -443,7 +439,9 @@ Result<Snapshot> Collector::Impl::snapshot() {
     }
   }
 
-  quarantineMovedSlots();  // read above: recycled one interval from now
+  // prev_sched holds the moved cgroups' entries in their old slots still (pruned ids aside).
+  const auto moved_tails = readMovedTails();
+  quarantineMovedSlots();  // recycled one interval from now
 
   // The samples, built in place: a reference sample() returns is not held across another
   // sample() call (the vector may grow).
@@ -467,7 +465,7 @@ Result<Snapshot> Collector::Impl::snapshot() {
     }
     const auto p = prev_sched.find(id);
     colod_cg_sched d = detail::schedDelta(c->second, p == prev_sched.end() ? nullptr : &p->second);
-    if (const auto t = moved_tails->find(id); t != moved_tails->end()) {
+    if (const auto t = moved_tails.find(id); t != moved_tails.end()) {
       detail::addSched(d, t->second);  // the new slot counts from zero, the old one's last gain
     }
     colod_cg_diag dg{};

@@ -205,8 +205,9 @@ class Collector::Impl {
   void moveCrowdedSlots(const std::unordered_map<uint64_t, detail::SchedEntry>& live);
   std::optional<uint32_t> takeFreeSlot();
   // What each moved cgroup's old slot gained since its last read (prev_sched must still be the
-  // last snapshot's), for its next delta. The old slots are left for quarantineMovedSlots().
-  Result<std::unordered_map<uint64_t, colod_cg_sched>> readMovedTails();
+  // last snapshot's), for its next delta; called once the snapshot can no longer fail. The old
+  // slots are left for quarantineMovedSlots().
+  std::unordered_map<uint64_t, colod_cg_sched> readMovedTails();
   void quarantineMovedSlots();
   std::optional<colod_cg_diag> readDiag(uint32_t slot);
   bool cleanupWrite(std::string_view map, const std::function<int()>& write);

@@ -80,9 +80,10 @@ void Collector::Impl::moveCrowdedSlots(
       __atomic_store_n(&named[*fresh], 1, __ATOMIC_RELAXED);
       named_slots.push_back(*fresh);
     }
-    if (bpf_map_update_elem(slots_fd, &id, &*fresh, BPF_EXIST) != 0) {
+    const int injected = opts.cleanup_fault ? opts.cleanup_fault("slot_move") : 0;
+    if (injected != 0 || bpf_map_update_elem(slots_fd, &id, &*fresh, BPF_EXIST) != 0) {
       // Not moved; the fresh slot is zeroed still: back to the quarantine, which frees it.
-      ++stats.map_delete_errors;
+      ++stats.slot_move_errors;
       quarantined_slots.push_back(*fresh);
       continue;
     }
@@ -103,11 +104,14 @@ void Collector::Impl::moveCrowdedSlots(
   }
 }
 
-Result<std::unordered_map<uint64_t, colod_cg_sched>> Collector::Impl::readMovedTails() {
+std::unordered_map<uint64_t, colod_cg_sched> Collector::Impl::readMovedTails() {
   std::unordered_map<uint64_t, colod_cg_sched> tails;
   for (const auto& [id, old] : moved_slots) {
+    // A failed read costs this interval the old slot's last gain, not the snapshot: the slot
+    // is recycled either way.
     if (auto ok = readSchedCopies(bpf::IndexRun{old, 1}, slot_value); !ok) {
-      return std::move(ok).error();
+      ++stats.slot_move_errors;
+      continue;
     }
     const detail::SchedEntry last_of_old{
         old, detail::sumSchedPerCpu(slot_value.data(), static_cast<int>(sched_cpus),

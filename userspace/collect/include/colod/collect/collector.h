@@ -179,6 +179,9 @@ struct CollectorStats {
   uint64_t sched_full_reads = 0;  // snapshots that read every live slot; cumulative
   // Cgroups moved to a fresh slot to clear their CPU marks (slot_move_min_cpus); cumulative.
   uint64_t slots_moved = 0;
+  // Moves that failed (cg_slots refused the new slot: the cgroup stays where it was), and old
+  // slots whose last read failed (what they gained after their last read is not counted).
+  uint64_t slot_move_errors = 0;
   // Snapshots whose cg_sched read the kernel summed (CollectorOptions::kernel_sums,
   // user_read_budget_bytes); cumulative.
   uint64_t sched_kernel_reads = 0;
@@ -340,8 +343,9 @@ struct CollectorOptions {
   // Fault injection, for tests only (production leaves it empty): consulted before each map
   // write the collector makes to clean up after a vanished cgroup -- deleting its key from
   // "cg_slots", "cg_reclaim" or "pairs", and handing its slot back (zeroing it in "cg_sched"
-  // and "cg_pending", pushing it to "free_slots"). A non-zero errno fails that write with it,
-  // as the kernel can (ENOMEM, EBUSY), without calling the kernel.
+  // and "cg_pending", pushing it to "free_slots"), and before pointing a cgroup at a fresh slot
+  // ("slot_move", slot_move_min_cpus). A non-zero errno fails that write with it, as the kernel
+  // can (ENOMEM, EBUSY), without calling the kernel.
   std::function<int(std::string_view map)> cleanup_fault;
   // Called when a check for crowded slots (slot_move_min_cpus) is due, before any is moved: a
   // test widens the window between a slot's last read and its move with it.
