@@ -320,6 +320,8 @@ class Daemon::Impl final : public nri::Plugin,
   std::atomic<uint64_t> bpf_kernel_sum_errors_{0};
   std::atomic<uint64_t> bpf_delete_errors_{0};
   std::atomic<uint64_t> bpf_deletes_pending_{0};
+  std::atomic<uint64_t> bpf_slots_moved_{0};
+  std::atomic<uint64_t> bpf_slot_move_errors_{0};
   std::atomic<uint64_t> bpf_map_bytes_{0};
   // Event-driven detection (wakeup.cpp; loop thread but the counters, read by publish()).
   WakeupSettings wakeup_;

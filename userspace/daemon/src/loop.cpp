@@ -212,6 +212,8 @@ void Daemon::Impl::tick(RoundReason reason) {
   bpf_kernel_sum_errors_ = snap->stats.kernel_sum_errors;
   bpf_delete_errors_ = snap->stats.map_delete_errors;
   bpf_deletes_pending_ = snap->stats.map_deletes_pending;
+  bpf_slots_moved_ = snap->stats.slots_moved;
+  bpf_slot_move_errors_ = snap->stats.slot_move_errors;
   bpf_map_bytes_ = snap->stats.bpf_map_bytes;
 
   policy::Snapshot ps;
@@ -485,6 +487,8 @@ void Daemon::Impl::publish() {
   d.bpf_kernel_sum_errors = bpf_kernel_sum_errors_;
   d.bpf_delete_errors = bpf_delete_errors_;
   d.bpf_deletes_pending = bpf_deletes_pending_;
+  d.bpf_slots_moved = bpf_slots_moved_;
+  d.bpf_slot_move_errors = bpf_slot_move_errors_;
   d.bpf_map_bytes = bpf_map_bytes_;
   d.ticks = ticks_;
   d.tick_overruns = tick_overruns_;

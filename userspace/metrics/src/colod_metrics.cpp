@@ -142,6 +142,14 @@ std::string formatColodMetrics(const MetricsView& view) {
       {"colod_bpf_deletes_pending", MetricType::Gauge,
        "Removals from the BPF maps waiting for their retry.",
        static_cast<double>(d.bpf_deletes_pending)},
+      {"colod_bpf_slots_moved_total", MetricType::Counter,
+       "Cgroups moved to a fresh BPF map slot because theirs was marked on many CPUs (the "
+       "kernel's sum then adds only the CPUs they ran on since).",
+       static_cast<double>(d.bpf_slots_moved)},
+      {"colod_bpf_slot_move_errors_total", MetricType::Counter,
+       "Slot moves the kernel refused (the cgroup stays in its slot), and old slots whose last "
+       "read failed (what they gained after their last read is not counted).",
+       static_cast<double>(d.bpf_slot_move_errors)},
       {"colod_bpf_kernel_sum_errors_total", MetricType::Counter,
        "Reads of the in-kernel summing iterator that failed; after the first, colod sums the "
        "per-CPU copies in userspace for the rest of its run (more bytes read per tick).",

@@ -119,6 +119,8 @@ TEST(ColodMetrics, ReconcileFamilies) {
   EXPECT_TRUE(contains(text, "colod_journal_errors_total 1"));
   EXPECT_TRUE(contains(text, "colod_bpf_delete_errors_total 0"));
   EXPECT_TRUE(contains(text, "colod_bpf_deletes_pending 0"));
+  EXPECT_TRUE(contains(text, "colod_bpf_slots_moved_total 0"));
+  EXPECT_TRUE(contains(text, "colod_bpf_slot_move_errors_total 0"));
   EXPECT_TRUE(contains(text, "colod_bpf_map_bytes 0"));
   EXPECT_TRUE(contains(text, "colod_bpf_kernel_sum_errors_total 1"));
 }

@@ -61,6 +61,8 @@ struct DaemonMetrics {
   uint64_t bpf_unmeasured_cpus = 0;    // CPUs past the ones cg_sched was sized for (not measured)
   uint64_t bpf_delete_errors = 0;      // removals of vanished cgroups' map state that failed
   uint64_t bpf_deletes_pending = 0;    // those waiting for their retry now
+  uint64_t bpf_slots_moved = 0;        // cgroups moved to a fresh slot to clear their CPU marks
+  uint64_t bpf_slot_move_errors = 0;   // moves refused, and old slots whose last read failed
   uint64_t bpf_map_bytes = 0;          // kernel memory of colod's BPF maps (fdinfo memlock)
   uint64_t bpf_kernel_sum_errors = 0;  // reads of the summing iterator that failed (then userspace)
   uint64_t ticks = 0;
