@@ -16,6 +16,14 @@ using namespace std::chrono_literals;
 
 class KernelSumsTest : public CollectorTest {};
 
+// Runs the calling thread on CPU c alone (in the forked movers).
+void pinTo(int c) {
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(c, &one);
+  ::sched_setaffinity(0, sizeof(one), &one);
+}
+
 TEST_F(KernelSumsTest, CountACgroupOnEveryCpuItMovesTo) {
   CollectorOptions user;
   user.read_files = false;
@@ -62,10 +70,7 @@ TEST_F(KernelSumsTest, CountACgroupOnEveryCpuItMovesTo) {
           if (!CPU_ISSET(c, &online)) {
             continue;
           }
-          cpu_set_t one;
-          CPU_ZERO(&one);
-          CPU_SET(c, &one);
-          ::sched_setaffinity(0, sizeof(one), &one);
+          pinTo(c);
           spinFor(30ms);
           ::usleep(20'000);
         }
@@ -159,10 +164,7 @@ TEST_F(KernelSumsTest, ACgroupMovedToAFreshSlotKeepsItsCountsAndOnlyItsNewMarks)
     // 0.6 s, then on the last one for 0.6 s.
     Child mover(cg, -1, [&online, last] {
       auto burstsOn = [](int c, std::chrono::milliseconds for_ms) {
-        cpu_set_t one;
-        CPU_ZERO(&one);
-        CPU_SET(c, &one);
-        ::sched_setaffinity(0, sizeof(one), &one);
+        pinTo(c);
         const auto end = std::chrono::steady_clock::now() + for_ms;
         while (std::chrono::steady_clock::now() < end) {
           spinFor(5ms);
@@ -229,10 +231,7 @@ TEST_F(KernelSumsTest, ARefusedMoveLeavesTheCgroupInItsSlot) {
     while (std::chrono::steady_clock::now() < end) {
       for (int c = 0; c < CPU_SETSIZE; ++c) {
         if (CPU_ISSET(c, &online)) {
-          cpu_set_t one;
-          CPU_ZERO(&one);
-          CPU_SET(c, &one);
-          ::sched_setaffinity(0, sizeof(one), &one);
+          pinTo(c);
           spinFor(3ms);
           ::usleep(1'000);
         }
