@@ -257,5 +257,62 @@ TEST_F(KernelSumsTest, ARefusedMoveLeavesTheCgroupInItsSlot) {
   EXPECT_EQ(last.stats.map_deletes_pending, 0U) << "a fresh slot is still waiting to go back";
 }
 
+// A deleted cgroup's slot is zeroed before it goes back to the free ones, on the CPUs its marks
+// name (the others' copies were never written): a cgroup that ran on every CPU, once deleted,
+// leaves nothing in its slot for the next cgroup to inherit.
+TEST_F(KernelSumsTest, ARecycledSlotIsZeroedOnEveryCpuItRanOn) {
+  cpu_set_t online;
+  ASSERT_EQ(::sched_getaffinity(0, sizeof(online), &online), 0);
+  if (CPU_COUNT(&online) < 2) {
+    GTEST_SKIP() << "one CPU to run on: a slot is never marked on more than one";
+  }
+  CollectorOptions opts;
+  opts.read_files = false;
+  opts.user_read_budget_bytes = 0;
+  MAKE_COLLECTOR_OR_SKIP(col, opts);
+  if (!col.kernelSums()) {
+    GTEST_SKIP() << "this kernel cannot sum cg_sched (needs 5.17+): " << col.readNote();
+  }
+  auto cg = std::make_unique<TestCgroup>(std::vector<std::string>{cpuRoot()},
+                                         uniqueName("slot-recycled"));
+  const uint64_t id = ASSERT_OK(cgroup::cgroupId(cg->dirIn(cpuRoot())));
+  {
+    Child roamer(*cg, -1, [&online] {
+      for (int round = 0; round < 3; ++round) {
+        for (int c = 0; c < CPU_SETSIZE; ++c) {
+          if (CPU_ISSET(c, &online)) {
+            pinTo(c);
+            spinFor(40ms);
+            ::usleep(1'000);
+          }
+        }
+      }
+    });
+    ASSERT_EQ(roamer.wait(), 0);
+  }
+  ASSERT_OK(col.snapshot());
+  const auto marks = ASSERT_OK(col.slotMarks(id));
+  ASSERT_EQ(marks.cpus.size(), static_cast<std::size_t>(CPU_COUNT(&online)))
+      << "the roamer did not run on every CPU";
+  const uint64_t held = ASSERT_OK(col.slotOncpuNs(marks.slot));
+  ASSERT_GE(held, 200'000'000U) << "the roamer's time is not in its slot";
+  cg->removeNow();
+  // Pruned at a verified snapshot, quarantined one interval, then zeroed and handed back.
+  bool released = false;
+  for (int i = 0; i < 40 && !released; ++i) {
+    std::this_thread::sleep_for(20ms);
+    ASSERT_OK(col.snapshot());
+    released = !col.slotMarks(id).has_value();
+  }
+  ASSERT_TRUE(released) << "the deleted cgroup kept its slot";
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_OK(col.snapshot());
+  }
+  // Another cgroup may have taken the slot since and run a little: far below what was there.
+  const uint64_t left = ASSERT_OK(col.slotOncpuNs(marks.slot));
+  EXPECT_LT(left, held / 10) << "slot " << marks.slot << " kept " << left << " of " << held
+                             << " ns after its cgroup was deleted";
+}
+
 }  // namespace
 }  // namespace colod::collect

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <array>
+#include <bit>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -35,6 +36,18 @@
 #include "watch.h"
 
 namespace colod::collect {
+
+// A slot's CPU marks (cg_cpus, bpf/cgsched.h): whether CPU c is marked, and how many are.
+inline bool markedCpu(const colod_cg_cpus& m, uint32_t c) {
+  return c < COLOD_CPU_MARK_WORDS * 64 && ((m.w[c / 64] >> (c % 64)) & 1U) != 0;
+}
+inline uint32_t markedCount(const colod_cg_cpus& m) {
+  uint32_t n = 0;
+  for (const uint64_t w : m.w) {
+    n += static_cast<uint32_t>(std::popcount(w));
+  }
+  return n;
+}
 
 // Owners held in a class shared by two files: bpftool's destroy functions are static inline
 // (internal linkage), so they cannot be template arguments here; the pointer is set in load().

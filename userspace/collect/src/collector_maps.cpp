@@ -412,15 +412,27 @@ void Collector::Impl::releaseSlots() {
   for (const uint32_t slot : quarantined_slots) {
     // Zeroing twice is harmless, so a retry redoes them all; a slot must reach free_slots
     // once only (twice, two cgroups would share it), and it is the last write. The CPU marks
-    // before the values: a mark left over with a zero value only costs the sum a lookup.
+    // (no program writes the slot any more) say which copies hold values: only those are
+    // zeroed (192 calls a slot on a 192-CPU node otherwise), every copy without the marks (or
+    // when they cannot be read). The marks go after the values, so a retry after a failure
+    // between finds them still set.
+    std::optional<colod_cg_cpus> marks;
+    if (cpuMarks()) {
+      colod_cg_cpus m{};
+      if (bpf_map_lookup_elem(cpus_fd, &slot, &m) == 0) {
+        marks = m;
+      }
+    }
     const bool ok =
-        cleanupWrite("cg_cpus",
-                     [&] { return bpf_map_update_elem(cpus_fd, &slot, zeros.data(), BPF_ANY); }) &&
         cleanupWrite(
             "cg_sched",
             [&] {
-              // Its copy on every CPU (index c x max_cgroups + slot).
+              // Its copy on every CPU that wrote one (index c x max_cgroups + slot): with the
+              // CPU marks, the marked ones (the others are zero), else all of them.
               for (uint32_t c = 0; c < sched_cpus; ++c) {
+                if (marks && !markedCpu(*marks, c)) {
+                  continue;
+                }
                 const uint32_t key = c * opts.max_cgroups + slot;
                 if (const int rc = bpf_map_update_elem(sched_fd, &key, zeros.data(), BPF_ANY);
                     rc != 0) {
@@ -429,6 +441,8 @@ void Collector::Impl::releaseSlots() {
               }
               return 0;
             }) &&
+        cleanupWrite("cg_cpus",
+                     [&] { return bpf_map_update_elem(cpus_fd, &slot, zeros.data(), BPF_ANY); }) &&
         cleanupWrite(
             "cg_pending",
             [&] { return bpf_map_update_elem(pending_fd, &slot, zeros.data(), BPF_ANY); }) &&

@@ -409,6 +409,9 @@ class Collector {
     std::vector<int> cpus;
   };
   [[nodiscard]] Result<SlotMarks> slotMarks(uint64_t id) const;
+  // The CPU time held in cg_sched slot `slot`, summed over every CPU's copy (tests: a recycled
+  // slot holds 0 until its next cgroup runs).
+  [[nodiscard]] Result<uint64_t> slotOncpuNs(uint32_t slot) const;
   // Ids that currently have entries in the per-cgroup BPF maps (diagnostics and tests: a
   // deleted cgroup's id leaves this set within ~10 snapshots). Errors as snapshot().
   [[nodiscard]] Result<std::vector<uint64_t>> trackedCgroupIds() const;
