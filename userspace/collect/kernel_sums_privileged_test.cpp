@@ -24,6 +24,29 @@ void pinTo(int c) {
   ::sched_setaffinity(0, sizeof(one), &one);
 }
 
+// The slot moves' tests: a cgroup marked on two CPUs or more, so two to run on.
+class SlotMoveTest : public KernelSumsTest {
+ protected:
+  void SetUp() override {
+    KernelSumsTest::SetUp();
+    if (IsSkipped()) {
+      return;
+    }
+    ASSERT_EQ(::sched_getaffinity(0, sizeof(online_), &online_), 0);
+    if (CPU_COUNT(&online_) < 2) {
+      GTEST_SKIP() << "one CPU to run on: a slot is never marked on more than one";
+    }
+  }
+  // Options of a collector whose every read is summed in the kernel, over the marked CPUs.
+  static CollectorOptions kernelSummed() {
+    CollectorOptions o;
+    o.read_files = false;
+    o.user_read_budget_bytes = 0;
+    return o;
+  }
+  cpu_set_t online_{};
+};
+
 TEST_F(KernelSumsTest, CountACgroupOnEveryCpuItMovesTo) {
   CollectorOptions user;
   user.read_files = false;
@@ -102,25 +125,18 @@ TEST_F(KernelSumsTest, CountACgroupOnEveryCpuItMovesTo) {
 // collector that never moves it (reading every CPU's copy from userspace), nothing is lost or
 // counted twice across the moves: CPU time, run-queue waits and involuntary switches agree,
 // also for what the mover did between its old slot's last read and the move.
-TEST_F(KernelSumsTest, ACgroupMovedToAFreshSlotKeepsItsCountsAndOnlyItsNewMarks) {
+TEST_F(SlotMoveTest, ACgroupMovedToAFreshSlotKeepsItsCountsAndOnlyItsNewMarks) {
   CollectorOptions still;
   still.read_files = false;
   still.user_read_budget_bytes = uint64_t{1} << 40;  // every read from userspace
   still.slot_move_min_cpus = 0;
-  CollectorOptions moving;
-  moving.read_files = false;
-  moving.user_read_budget_bytes = 0;  // every read summed in the kernel, over the marked CPUs
+  CollectorOptions moving = kernelSummed();
   moving.slot_move_every_ticks = 4;
   // The mover runs on between a slot's last read and the move: what it did there is in the
   // old slot only (without the old slot's last read, 8 % of its time and its waits went missing).
   moving.before_slot_moves = [] { std::this_thread::sleep_for(15ms); };
   MAKE_COLLECTOR_OR_SKIP(still_col, still);
-  cpu_set_t online;
-  ASSERT_EQ(::sched_getaffinity(0, sizeof(online), &online), 0);
-  const int cpus = CPU_COUNT(&online);
-  if (cpus < 2) {
-    GTEST_SKIP() << "one CPU to run on: a slot is never marked on more than one";
-  }
+  const cpu_set_t online = online_;
   // Any slot marked on two CPUs: once the mover stays on one, the next check moves it off a
   // slot marked where it roamed (with a higher bound, a slot marked on fewer CPUs than that
   // when the mover settled would keep those marks: 3 of 8 in a guest with 8 online CPUs).
@@ -208,15 +224,9 @@ TEST_F(KernelSumsTest, ACgroupMovedToAFreshSlotKeepsItsCountsAndOnlyItsNewMarks)
 
 // A move the kernel refuses (cg_slots' update) leaves the cgroup in its slot, counted, and the
 // fresh slot it was to get goes back to the free ones: no count is lost, none is doubled.
-TEST_F(KernelSumsTest, ARefusedMoveLeavesTheCgroupInItsSlot) {
-  cpu_set_t online;
-  ASSERT_EQ(::sched_getaffinity(0, sizeof(online), &online), 0);
-  if (CPU_COUNT(&online) < 2) {
-    GTEST_SKIP() << "one CPU to run on: a slot is never marked on more than one";
-  }
-  CollectorOptions opts;
-  opts.read_files = false;
-  opts.user_read_budget_bytes = 0;
+TEST_F(SlotMoveTest, ARefusedMoveLeavesTheCgroupInItsSlot) {
+  const cpu_set_t online = online_;
+  CollectorOptions opts = kernelSummed();
   opts.slot_move_min_cpus = 2;
   opts.slot_move_every_ticks = 2;
   opts.cleanup_fault = [](std::string_view what) { return what == "slot_move" ? EBUSY : 0; };
@@ -260,16 +270,9 @@ TEST_F(KernelSumsTest, ARefusedMoveLeavesTheCgroupInItsSlot) {
 // A deleted cgroup's slot is zeroed before it goes back to the free ones, on the CPUs its marks
 // name (the others' copies were never written): a cgroup that ran on every CPU, once deleted,
 // leaves nothing in its slot for the next cgroup to inherit.
-TEST_F(KernelSumsTest, ARecycledSlotIsZeroedOnEveryCpuItRanOn) {
-  cpu_set_t online;
-  ASSERT_EQ(::sched_getaffinity(0, sizeof(online), &online), 0);
-  if (CPU_COUNT(&online) < 2) {
-    GTEST_SKIP() << "one CPU to run on: a slot is never marked on more than one";
-  }
-  CollectorOptions opts;
-  opts.read_files = false;
-  opts.user_read_budget_bytes = 0;
-  MAKE_COLLECTOR_OR_SKIP(col, opts);
+TEST_F(SlotMoveTest, ARecycledSlotIsZeroedOnEveryCpuItRanOn) {
+  const cpu_set_t online = online_;
+  MAKE_COLLECTOR_OR_SKIP(col, kernelSummed());
   if (!col.kernelSums()) {
     GTEST_SKIP() << "this kernel cannot sum cg_sched (needs 5.17+): " << col.readNote();
   }
