@@ -157,6 +157,23 @@ TEST_F(ColodE2E, DetectsVictimRestrictsAntagonistAndReleases) {
   ASSERT_FALSE(doc.is_discarded()) << dump.out;
   EXPECT_EQ(doc["containers"].size(), 2U);
   EXPECT_GE(doc["decisions"].size(), 1U);
+  // The last interval of a container that runs (read from the round's snapshot at publish):
+  // the hog, on its CPU every round, shows its CPU use and its run-queue samples.
+  EXPECT_TRUE(waitFor(
+      [&] {
+        auto l = client.listContainers();
+        if (!l) {
+          return false;
+        }
+        for (const auto& c : l->containers()) {
+          if (c.name() == "hog" && c.cpu_util() > 0.1 && c.runq_count() > 0) {
+            return true;
+          }
+        }
+        return false;
+      },
+      10s))
+      << colod_->coloctl("top --once").out;
   auto hist = colod_->coloctl("hist web/server");
   EXPECT_EQ(hist.exit_code, 0) << hist.out;
   EXPECT_NE(hist.out.find("usecs"), std::string::npos) << hist.out;

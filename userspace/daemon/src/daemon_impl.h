@@ -122,9 +122,11 @@ struct Known {
   uint64_t reclaim_ns = 0;
   uint64_t cpu_some_total_us = 0;
   Clock::time_point cpu_some_at{};  // when cpu_some_total_us was read (PSI is read once a second)
-  // The last interval, for coloctl top.
-  collect::CgroupSample last;
-  uint64_t last_round = 0;  // Impl::rounds_ of `last` (0: never sampled)
+  // The last interval, for coloctl top: its sample in the round's snapshot
+  // (Impl::round_snapshot_), valid while last_round is Impl::rounds_. A copy here was 624 bytes
+  // a container, and a copy of its aggressor vectors every round it ran.
+  uint32_t last_index = 0;
+  uint64_t last_round = 0;  // Impl::rounds_ of last_index (0: never sampled)
   // Who preempted it, as last reported: a container not named every tick has its pairs read at
   // every kFilesEveryNTicks-th round only, so coloctl top shows them until the next read.
   std::vector<collect::Aggressor> aggressors;
@@ -292,6 +294,9 @@ class Daemon::Impl final : public nri::Plugin,
   uint64_t registry_generation_ = UINT64_MAX;
   uint64_t tick_no_ = 0;
   uint64_t rounds_ = 0;  // snapshots taken (timer ticks and event rounds)
+  // The snapshot of the round under way (tick() sets it and clears it on return): publish()
+  // shows each container's last interval from it (Known::last_index).
+  const collect::Snapshot* round_snapshot_ = nullptr;
   bool reconciled_ = false;
   Journal journal_loaded_;
   bool journal_corrupt_ = false;

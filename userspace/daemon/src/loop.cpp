@@ -196,6 +196,12 @@ void Daemon::Impl::tick(RoundReason reason) {
     publish();
     return;
   }
+  // publish() below reads this round's samples from the snapshot; nothing may read it after.
+  round_snapshot_ = &*snap;
+  struct ClearRoundSnapshot {
+    const collect::Snapshot*& p;
+    ~ClearRoundSnapshot() { p = nullptr; }
+  } clear_round_snapshot{round_snapshot_};
   bpf_drops_ = snap->stats.map_drops;
   bpf_lock_skips_ = snap->stats.map_lock_skips;
   if (snap->stats.unmeasured_cpus > bpf_unmeasured_cpus_) {
@@ -271,7 +277,7 @@ void Daemon::Impl::tick(RoundReason reason) {
       k.aggressors = cg.preempted_by;
       k.aggressors_round = rounds_;
     }
-    k.last = cg;
+    k.last_index = static_cast<uint32_t>(&cg - snap->cgroups.data());
     k.last_round = rounds_;
     ps.containers.push_back(std::move(sample));
   }
@@ -431,8 +437,9 @@ void Daemon::Impl::publish() {
     row.throttled_periods = k.throttled_periods;
     row.throttled_ns = k.throttled_ns;
     row.reclaim_ns = k.reclaim_ns;
-    if (k.last_round != 0 && k.last_round == rounds_) {
-      row.last = &k.last;
+    if (round_snapshot_ != nullptr && k.last_round != 0 && k.last_round == rounds_ &&
+        k.last_index < round_snapshot_->cgroups.size()) {
+      row.last = &round_snapshot_->cgroups[k.last_index];
     }
     if (aggressorsCurrent(k.aggressors_round, rounds_, kFilesEveryNTicks)) {
       for (const auto& a : k.aggressors) {
