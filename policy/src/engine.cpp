@@ -41,7 +41,10 @@ void EngineState::upsert(ContainerInfo info) {
   for (auto& p : problems) {
     pending_findings_.push_back({info.id, "bad_annotation", std::move(p)});
   }
-  t.cpus = info.cpuset;
+  // Kept once, here: a copy left in t.info was the node's whole CPU list for every container
+  // without a cpuset of its own (768 bytes each on a 192-CPU node). describe() puts it back.
+  t.cpus = std::move(info.cpuset);
+  info.cpuset.clear();
   if (t.cpus.empty() && info.resources.cpuset_cpus) {
     auto parsed = parseCpuList(*info.resources.cpuset_cpus);
     if (parsed) {

@@ -254,6 +254,21 @@ TEST(EngineTest, DescribeExplains) {
   EXPECT_ERR(sim.engine().describe("nope"), ENOENT, "no container nope");
 }
 
+// The engine keeps a container's parsed cpuset once (Tracked::cpus); describe() shows it as
+// given, from the parsed list or from the cpuset string.
+TEST(EngineTest, DescribeShowsTheCpusetGivenEitherWay) {
+  Sim sim{Config{}, 4};
+  ContainerInfo parsed = lsInfo("parsed", 4);
+  parsed.cpuset = {3, 1};
+  sim.add(parsed);
+  ContainerInfo text = beInfo("text", 4);
+  text.cpuset.clear();
+  text.resources.cpuset_cpus = "0-2";
+  sim.add(text);
+  EXPECT_EQ(ASSERT_OK(sim.engine().describe("parsed")).info.cpuset, (std::vector<int>{1, 3}));
+  EXPECT_EQ(ASSERT_OK(sim.engine().describe("text")).info.cpuset, (std::vector<int>{0, 1, 2}));
+}
+
 TEST(EngineTest, UnknownTierIsReportedNotGuessed) {
   Sim sim{Config{}};
   ContainerInfo c = beInfo("odd");

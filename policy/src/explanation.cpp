@@ -140,6 +140,7 @@ Result<ContainerView> Engine::describe(std::string_view id) const {
   const Tracked& t = it->second;
   ContainerView v;
   v.info = t.info;
+  v.info.cpuset = t.cpus;  // upsert() keeps the parsed cpuset in Tracked::cpus only
   v.tier = t.tier;
   v.tier_source = t.tier_source;
   v.thresholds = t.thresholds;

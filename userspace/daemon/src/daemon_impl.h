@@ -95,11 +95,9 @@ struct Known {
   // engine's ContainerInfo from them on demand.
   std::shared_ptr<const nri::Container> ctr;
   std::shared_ptr<const nri::PodSandbox> pod;
-  // Of the engine's ContainerInfo, what the registry objects above do not hold as such (names,
-  // paths and labels are read from them through the accessors below; a whole ContainerInfo with
-  // its label/annotation std::maps was ~3.5 KB a container).
-  policy::Resources resources;
-  std::vector<int> cpuset;
+  // Names, paths and labels are read from the registry objects through the accessors below (a
+  // whole ContainerInfo with its label/annotation std::maps was ~3.5 KB a container); the
+  // engine keeps its own resources and cpuset.
   [[nodiscard]] const std::string& cgroupPath() const { return ctr->cgroups_path; }
   [[nodiscard]] const std::string& containerName() const { return ctr->name; }
   [[nodiscard]] std::string_view podName() const { return pod ? pod->name : std::string_view(); }

@@ -58,8 +58,6 @@ void Daemon::Impl::syncRegistry(RoundReason reason) {
     const bool path_changed = k.ctr == nullptr || k.cgroupPath() != info.cgroup_path;
     k.ctr = ctr;
     k.pod = std::move(pod);
-    k.resources = info.resources;
-    k.cpuset = info.cpuset;
     k.tier =
         std::string(policy::tierName(info.tier ? *info.tier : policy::classifyTier(info).tier));
     k.display = info.pod_namespace + "/" + info.pod_name + "/" + info.container_name;
