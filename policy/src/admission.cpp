@@ -150,8 +150,8 @@ RoundResult EngineState::admit(ContainerInfo info, int64_t now_ns) {
   upsert(std::move(info));
   auto it = tracked_.find(id);
   if (config_.actions.admission == AdmissionMode::Off || it == tracked_.end() ||
-      node_cpus_.empty()) {
-    return result;  // off, or before the first round (the node's CPUs are not known yet)
+      stats_.rounds == 0 || node_cpus_.empty()) {
+    return result;  // off, or before the first round (nothing seen running yet)
   }
   Tracked& t = it->second;
   if (!touchable(t) || restrictions_.count(id) != 0) {

@@ -54,6 +54,9 @@ void EngineState::upsert(ContainerInfo info) {
     }
   }
   std::sort(t.cpus.begin(), t.cpus.end());
+  if (t.cpus == node_cpus_) {
+    t.cpus = std::vector<int>();  // every CPU of the node: "all", buffer freed (setNodeCpus())
+  }
   t.info = std::move(info);
   if (inserted) {
     resetWindow(t);
@@ -62,6 +65,22 @@ void EngineState::upsert(ContainerInfo info) {
   // not even to restore: its owner decided for it).
   if (!touchable(t)) {
     dropTarget(t.info.id);
+  }
+}
+
+void EngineState::setNodeCpus(std::vector<int> cpus) {
+  std::sort(cpus.begin(), cpus.end());
+  if (cpus == node_cpus_) {
+    return;
+  }
+  node_cpus_ = std::move(cpus);
+  // A container on every CPU of the node keeps an empty list, which every reader takes as "all
+  // of the node" (a container without a cpuset of its own): the daemon hands the engine the
+  // node's whole list for those, 768 bytes each on a 192-CPU node.
+  for (auto& [id, t] : tracked_) {
+    if (t.cpus == node_cpus_) {
+      t.cpus = std::vector<int>();  // frees the buffer (clear() and "= {}" keep it)
+    }
   }
 }
 
@@ -128,14 +147,13 @@ RoundResult EngineState::evaluate(const Snapshot& snap) {
   now_ns_ = snap.now_ns;
   interval_ns_ = snap.interval_ns;
   changes_this_round_ = 0;
-  node_cpus_ = snap.node_cpu_list;
-  if (node_cpus_.empty()) {
+  std::vector<int> node = snap.node_cpu_list;
+  if (node.empty()) {
     for (int c = 0; c < snap.node_cpus; ++c) {
-      node_cpus_.push_back(c);
+      node.push_back(c);
     }
-  } else {
-    std::sort(node_cpus_.begin(), node_cpus_.end());
   }
+  setNodeCpus(std::move(node));
   result.findings = std::move(pending_findings_);
   pending_findings_.clear();
 
@@ -458,6 +476,8 @@ const Config& Engine::config() const { return state_->config_; }
 void Engine::upsertContainer(ContainerInfo info) { state_->upsert(std::move(info)); }
 
 void Engine::removeContainer(std::string_view id) { state_->remove(id); }
+
+void Engine::setNodeCpus(std::vector<int> cpus) { state_->setNodeCpus(std::move(cpus)); }
 
 RoundResult Engine::evaluate(const Snapshot& snapshot) { return state_->evaluate(snapshot); }
 

@@ -168,7 +168,8 @@ struct Tracked {
   Tier tier = Tier::Unknown;
   std::string tier_source;
   Thresholds thresholds;
-  std::vector<int> cpus;  // parsed cpuset; empty = unknown / all
+  // Parsed cpuset, sorted; empty = unknown or every CPU of the node (kept empty: upsert()).
+  std::vector<int> cpus;
   // Detection window (ring of hit flags).
   std::vector<uint8_t> cpu_ring;
   std::vector<uint8_t> mem_ring;
@@ -348,6 +349,7 @@ class EngineState {
 
   // engine.cpp
   void upsert(ContainerInfo info);
+  void setNodeCpus(std::vector<int> cpus);
   void remove(std::string_view id);
   void dropTarget(std::string_view id);
   void resetWindow(Tracked& t) const;

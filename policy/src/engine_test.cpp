@@ -267,6 +267,19 @@ TEST(EngineTest, DescribeShowsTheCpusetGivenEitherWay) {
   sim.add(text);
   EXPECT_EQ(ASSERT_OK(sim.engine().describe("parsed")).info.cpuset, (std::vector<int>{1, 3}));
   EXPECT_EQ(ASSERT_OK(sim.engine().describe("text")).info.cpuset, (std::vector<int>{0, 1, 2}));
+  // On every CPU of the node: kept as "all" once the node's CPUs are known (from the first
+  // round, or told before it), shown as the list.
+  sim.add(beInfo("everywhere", 4));
+  (void)sim.step({});
+  sim.add(beInfo("later", 4));
+  Sim told{Config{}, 4};
+  told.engine().setNodeCpus({3, 2, 1, 0});
+  told.add(beInfo("told", 4));
+  EXPECT_EQ(ASSERT_OK(told.engine().describe("told")).info.cpuset, (std::vector<int>{0, 1, 2, 3}));
+  for (const char* id : {"everywhere", "later"}) {
+    EXPECT_EQ(ASSERT_OK(sim.engine().describe(id)).info.cpuset, (std::vector<int>{0, 1, 2, 3}))
+        << id;
+  }
 }
 
 TEST(EngineTest, UnknownTierIsReportedNotGuessed) {

@@ -140,7 +140,8 @@ Result<ContainerView> Engine::describe(std::string_view id) const {
   const Tracked& t = it->second;
   ContainerView v;
   v.info = t.info;
-  v.info.cpuset = t.cpus;  // upsert() keeps the parsed cpuset in Tracked::cpus only
+  // upsert() keeps the parsed cpuset in Tracked::cpus only, empty for the node's every CPU.
+  v.info.cpuset = t.cpus.empty() ? state_->node_cpus_ : t.cpus;
   v.tier = t.tier;
   v.tier_source = t.tier_source;
   v.thresholds = t.thresholds;

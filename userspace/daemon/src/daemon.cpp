@@ -43,6 +43,7 @@ Result<void> Daemon::Impl::init() {
   }
   node_cpus_ = std::move(cpus).value();
   all_cpus_ = policy::formatCpuList(node_cpus_);
+  engine_->setNodeCpus(node_cpus_);
 
   // The collector keeps three cgroup files open per container (issue #17) and sizes that cache
   // by half the soft RLIMIT_NOFILE: systemd's soft default (1024) would hold ~170 containers.

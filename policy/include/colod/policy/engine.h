@@ -86,6 +86,10 @@ class Engine {
   // on it as a target are dropped without a decision (it no longer exists).
   void upsertContainer(ContainerInfo info);
   void removeContainer(std::string_view id);
+  // The node's CPUs before the first evaluate() (each snapshot's list replaces them). A
+  // container on all of them is then kept as "all" from its first upsert, not as a list of its
+  // own (768 bytes a container on a 192-CPU node).
+  void setNodeCpus(std::vector<int> cpus);
 
   // One round. Samples for ids not in the registry are ignored (counted). Deterministic: the
   // same sequence of calls gives the same output.
