@@ -254,6 +254,11 @@ if ((rss)); then
   # The same with 10 containers: what the 1000 cost on top of colod's fixed footprint.
   (CB_TAG=rss-small; mkdir -p "$CB_RUN/small" && bash "$here/colocation/rss.sh" "$CB_RUN/small" 10 >"$CB_RUN/rss-small.txt") ||
     cb_log "warning: rss step (10 containers) failed"
+  # The same containers with a 192-CPU node's tables (colod told of 192 online CPUs): a
+  # container without a cpuset of its own runs on all of them (rss.sh).
+  (CB_TAG=rss-big; mkdir -p "$CB_RUN/big" &&
+    bash "$here/colocation/rss.sh" "$CB_RUN/big" "$rss_containers" 192 >"$CB_RUN/rss-big.txt") ||
+    cb_log "warning: rss step (192 CPUs) failed"
 fi
 
 echo "load after the run (1/5/15 min): $(cut -d' ' -f1-3 /proc/loadavg)" >>"$CB_RUN/meta.txt"

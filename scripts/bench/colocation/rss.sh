@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# rss.sh RUNDIR CONTAINERS: colod's resident memory with CONTAINERS containers known. Starts a
+# rss.sh RUNDIR CONTAINERS [NODE_CPUS]: colod's resident memory with CONTAINERS containers known.
+# NODE_CPUS: colod reads its online CPUs from a sysfs root that names 0..NODE_CPUS-1 (the
+# `daemon.sys_root` key), so its per-container tables have a big node's shape (a container
+# without a cpuset of its own runs on all of them); the collector stays at this host's size
+# (its cost at many possible CPUs is scripts/bench/scale.sh's, in the guest). Starts a
 # second colod-testpeer that reports CONTAINERS fake containers (no cgroups, shaped like real
 # Kubernetes objects) in 1/10 as many pods, starts colod against it, waits for the Synchronize,
 # lets it run 5 s more, and prints "colod_rss_mib=<max VmRSS over that time> containers=N
@@ -12,8 +16,16 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=lib.sh
 source "$here/lib.sh"
 CB_TAG=rss
-run=$1/rss n=$2
+run=$1/rss n=$2 node_cpus=${3:-}
 mkdir -p "$run"
+if [[ -n $node_cpus ]]; then
+  [[ $node_cpus =~ ^[0-9]+$ ]] && ((node_cpus >= 1 && node_cpus <= 8192)) ||
+    cb_die "NODE_CPUS must be 1..8192, not $node_cpus"
+  mkdir -p "$run/sys/devices/system/cpu"
+  echo "0-$((node_cpus - 1))" >"$run/sys/devices/system/cpu/online"
+  COLOD_DAEMON_SET="${COLOD_DAEMON_SET:-} sys_root=$run/sys"
+  export COLOD_DAEMON_SET
+fi
 peer=$(cb_bin colod-testpeer) colod=$(cb_bin colod)
 [[ -n $peer && -n $colod ]] || cb_die "needs colod-testpeer and colod"
 pods=$(( n / 10 > 0 ? n / 10 : 1 ))
@@ -57,7 +69,8 @@ for _ in $(seq 1 10); do
   sleep 0.5
 done
 cpu1=$(ticks) t1=$(date +%s.%N)
-python3 -c "import sys; k, n, c, hz, t0, t1 = sys.argv[1:]; \
+python3 -c "import sys; k, n, c, hz, t0, t1, cpus = sys.argv[1:]; \
 print(f'colod_rss_mib={int(k) / 1024:.1f} containers={n} ' \
-      f'colod_cpu_pct={100 * int(c) / int(hz) / (float(t1) - float(t0)):.2f}')" \
-  "$max_kib" "$containers" "$((cpu1 - cpu0))" "$hz" "$t0" "$t1"
+      f'colod_cpu_pct={100 * int(c) / int(hz) / (float(t1) - float(t0)):.2f}' \
+      + (f' node_cpus={cpus}' if cpus else ''))" \
+  "$max_kib" "$containers" "$((cpu1 - cpu0))" "$hz" "$t0" "$t1" "$node_cpus"

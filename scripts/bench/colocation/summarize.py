@@ -538,6 +538,11 @@ def main(argv):
         if small:
             print(f"colod rss: {rss:.1f} MiB with the large container set, {small.group(1)} MiB "
                   f"with {small.group(2)} containers")
+    big = re.search(r"colod_rss_mib=([\d.]+) containers=(\S+) .*node_cpus=(\d+)",
+                    read(os.path.join(run, "rss-big.txt")) or "")
+    if big:
+        print(f"colod rss on a {big.group(3)}-CPU node's tables: {big.group(1)} MiB with "
+              f"{big.group(2)} containers")
 
     g = lambda kind, k: stats.get(kind, {}).get(k, (None,))[0]
     ratio = lambda a, b: a / b if (a is not None and b) else None
@@ -591,6 +596,10 @@ def main(argv):
         checks.append(("foreign_be_ratio >= 0.9", f_be >= 0.9, f"{f_be:.2f}"))
     if rss is not None:
         checks.append(("colod_rss_mib <= 32", rss <= 32, f"{rss:.1f} MiB"))
+    if big:
+        v = float(big.group(1))
+        checks.append((f"colod_rss_mib <= 32 on a {big.group(3)}-CPU node's tables", v <= 32,
+                       f"{v:.1f} MiB"))
     if solo and noc:
         print(f"nocolod/solo LS p99: {noc / solo:.1f}x")
     if solo and floor:

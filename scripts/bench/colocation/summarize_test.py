@@ -219,6 +219,8 @@ class ProtectionTest(unittest.TestCase):
         write(d, "peer.log", "\n".join(log) + "\n")
         write(d, "usage.txt", "\n".join(usage) + "\n")
         write(d, "rss.txt", "colod_rss_mib=30.0 containers=1000\n")
+        write(d, "rss-big.txt", "colod_rss_mib=32.4 containers=1000 colod_cpu_pct=1.2 "
+                                "node_cpus=192\n")
 
     def tearDown(self):
         self.tmp.cleanup()
@@ -386,6 +388,9 @@ class ProtectionTest(unittest.TestCase):
                       "PASS (0.91 vs 0.64: 1.43x)", out)
         # The protection line keeps colod's own figure.
         self.assertIn("be_harvest=0.91 colod_rss_mib=30.0", out.strip().splitlines()[-1])
+        self.assertIn("colod rss on a 192-CPU node's tables: 32.4 MiB with 1000 containers", out)
+        self.assertIn("target colod_rss_mib <= 32 on a 192-CPU node's tables: FAIL (32.4 MiB)",
+                      out)
 
 
 class RoundGapsTest(unittest.TestCase):
