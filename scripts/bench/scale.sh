@@ -32,7 +32,8 @@
 # colod_* are the collector process (colod-collect-scale): RSS at the end of the window, CPU as %
 # of one core over it; bpf_map_mib is the maps' kernel memory (fdinfo memlock), not in RSS.
 # Usage: sudo scripts/bench/scale.sh [size...]    (COLOD_SCALE_PROBE: the probe binary)
-# SCALE_HOLD=CMD: at each size run CMD (with SCALE_CONTAINERS set) instead of the probe runs,
+# SCALE_HOLD=CMD: at each size run CMD (with SCALE_CONTAINERS set, and SCALE_CGROUP_PREFIX: the
+# cgroups are SCALE_CGROUP_PREFIX1.. in each hierarchy, cgroupfs form) instead of the probe runs,
 # the cgroups and their workers in place: for profiles and side-by-side runs of two builds.
 set -euo pipefail
 sizes=("$@")
@@ -130,7 +131,7 @@ for n in "${sizes[@]}"; do
   done
   sleep 2
   if [[ -n "${SCALE_HOLD:-}" ]]; then
-    SCALE_CONTAINERS=$n bash -c "$SCALE_HOLD"
+    SCALE_CONTAINERS=$n SCALE_CGROUP_PREFIX="/$name/cg" bash -c "$SCALE_HOLD"
     continue
   fi
   old=$("$probe" --legacy --seconds "$secs" --max-cgroups "$max_cgroups" | grep '^probe:')

@@ -597,3 +597,37 @@ func TestStateParsing(t *testing.T) {
 		t.Error("cpu.max without a period accepted")
 	}
 }
+
+// Synthetic containers pointed at someone else's cgroups report those paths, one each, and every
+// k-th synthetic pod is BestEffort (its cgroup parent says so, as colod classifies tiers).
+func TestSynthesizeWithCgroupsAndBestEffortPods(t *testing.T) {
+	rt := newTestRuntime(t, &syncBuf{})
+	if err := rt.SynthesizeWith(SynthOptions{Pods: 4, Containers: 8, CgroupPrefix: "/bench/cg",
+		BestEffortEvery: 2}); err != nil {
+		t.Fatal(err)
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	paths := map[string]bool{}
+	be := 0
+	for _, c := range rt.ctrs {
+		paths[c.synthetic.Linux.CgroupsPath] = true
+		if c.pod.qos == "besteffort" {
+			be++
+			if !strings.Contains(c.pod.cgroupParent, "besteffort") {
+				t.Errorf("BestEffort pod's cgroup parent %q", c.pod.cgroupParent)
+			}
+		}
+	}
+	for i := 1; i <= 8; i++ {
+		if !paths[fmt.Sprintf("/bench/cg%d", i)] {
+			t.Errorf("no container reports /bench/cg%d: %v", i, paths)
+		}
+	}
+	if be != 4 {
+		t.Errorf("%d containers in BestEffort pods, want 4 (pods 2 and 4)", be)
+	}
+	if err := rt.SynthesizeWith(SynthOptions{Pods: 1, BestEffortEvery: -1}); err == nil {
+		t.Error("a negative --synth-besteffort-every was accepted")
+	}
+}

@@ -10,9 +10,30 @@ import (
 	"colod/testpeer/scenario"
 )
 
+// SynthOptions shapes the synthetic pods and containers (Synthesize).
+type SynthOptions struct {
+	Pods, Containers int
+	// CgroupPrefix: when set, the i-th container (from 0) reports the cgroups path
+	// CgroupPrefix+(i+1) (cgroupfs form, e.g. "/colod-scale-x/cg" names "/colod-scale-x/cg1"):
+	// cgroups made and populated by someone else (scripts/bench/scale.sh), so colod resolves
+	// and reads them as it would live containers. The peer never writes to them.
+	CgroupPrefix string
+	// BestEffortEvery: every k-th pod (k > 0) is BestEffort (colod's BE), the rest Burstable.
+	BestEffortEvery int
+}
+
 // Synthesize adds nPods running pods with nCtrs running fake containers in all (spread evenly),
 // shaped like shared/docs/realistic-nri-objects.md. They have no cgroups and no processes.
 func (rt *Runtime) Synthesize(nPods, nCtrs int) error {
+	return rt.SynthesizeWith(SynthOptions{Pods: nPods, Containers: nCtrs})
+}
+
+// SynthesizeWith is Synthesize with the options above.
+func (rt *Runtime) SynthesizeWith(o SynthOptions) error {
+	nPods, nCtrs := o.Pods, o.Containers
+	if o.BestEffortEvery < 0 {
+		return fmt.Errorf("--synth-besteffort-every must be >= 0")
+	}
 	if nPods <= 0 {
 		if nCtrs > 0 {
 			return fmt.Errorf("--synth-containers needs --synth-pods")
@@ -26,9 +47,13 @@ func (rt *Runtime) Synthesize(nPods, nCtrs int) error {
 	for i := 0; i < nPods; i++ {
 		ns := fmt.Sprintf("ns-%d", i%10)
 		name := fmt.Sprintf("app-%03d-7d9f8c6b5d-x%04d", i, i)
-		def := scenario.Pod{Name: name, Namespace: ns, QoS: "burstable",
+		qos := "burstable"
+		if o.BestEffortEvery > 0 && i%o.BestEffortEvery == o.BestEffortEvery-1 {
+			qos = "besteffort"
+		}
+		def := scenario.Pod{Name: name, Namespace: ns, QoS: qos,
 			Labels: map[string]string{"app": fmt.Sprintf("app-%03d", i), "pod-template-hash": "7d9f8c6b5d"}}
-		p := &pod{spec: def, id: newID(), uid: newUID(), qos: "burstable", running: true}
+		p := &pod{spec: def, id: newID(), uid: newUID(), qos: qos, running: true}
 		p.rel, p.cgroupParent = podPaths(rt.cfg.CgroupParent, rt.cfg.CgroupDriver, p.qos, p.uid)
 		p.spec.Annotations = map[string]string{
 			"kubernetes.io/config.seen": seen, "kubernetes.io/config.source": "api",
@@ -54,6 +79,9 @@ func (rt *Runtime) Synthesize(nPods, nCtrs int) error {
 		c := &container{spec: def, id: newID(), pod: p, state: api.ContainerState_CONTAINER_RUNNING,
 			pid: 20000 + i}
 		_, c.cgroupsPath = ctrPaths(p, rt.cfg.CgroupDriver, c.id)
+		if o.CgroupPrefix != "" {
+			c.cgroupsPath = fmt.Sprintf("%s%d", o.CgroupPrefix, i+1)
+		}
 		c.res = &api.LinuxResources{
 			Cpu: &api.LinuxCPU{Shares: &api.OptionalUInt64{Value: 102}, Quota: &api.OptionalInt64{Value: 50000},
 				Period: &api.OptionalUInt64{Value: 100000}},
@@ -106,7 +134,8 @@ func (rt *Runtime) Synthesize(nPods, nCtrs int) error {
 		rt.ctrs[name] = c
 		rt.ctrByID[c.id] = c
 	}
-	rt.log.Log("synthesized", Fields{"pods": nPods, "containers": nCtrs})
+	rt.log.Log("synthesized", Fields{"pods": nPods, "containers": nCtrs,
+		"cgroup_prefix": o.CgroupPrefix, "besteffort_every": o.BestEffortEvery})
 	return nil
 }
 

@@ -278,6 +278,7 @@ Result<Snapshot> Collector::Impl::snapshot() {
   if (auto r = watch->rebind(); !r) {
     ++stats.watch_write_errors;
   }
+  stats.watch_slot_lookups = watch->slotLookups();
   auto sched = readSched();
   if (!sched) {
     return std::move(sched).error().wrap("reading cg_sched");

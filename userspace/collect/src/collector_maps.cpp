@@ -121,7 +121,9 @@ Result<void> Collector::Impl::load(AttachKind kind) {
   auto w = detail::Watch::create({.cg_slots = bpf_map__fd((*s)->maps.cg_slots),
                                   .cg_watch = bpf_map__fd((*s)->maps.cg_watch),
                                   .wakeups = bpf_map__fd((*s)->maps.wakeups),
-                                  .watched = &(*s)->bss->watched});
+                                  .watched = &(*s)->bss->watched,
+                                  .slots_gen = &(*s)->bss->slots_gen,
+                                  .attach_gen = &(*s)->bss->attach_gen});
   if (!w) {
     return std::move(w).error();
   }

@@ -63,7 +63,10 @@ Result<void> Watch::set(const std::vector<WatchedCgroup>& cgroups) {
       wanted[c.id] = static_cast<uint64_t>(c.threshold.count());
     }
   }
-  wanted_ = std::move(wanted);
+  if (wanted != wanted_) {
+    wanted_ = std::move(wanted);
+    settled_ = false;
+  }
   return rebind();
 }
 
@@ -82,11 +85,23 @@ Result<void> Watch::rebind() {
   if (wanted_.empty() && bound_.empty()) {
     return {};
   }
+  // Loaded before the lookups: a change they miss moves a counter past what is kept here.
+  const uint64_t slots_gen =
+      maps_.slots_gen != nullptr ? __atomic_load_n(maps_.slots_gen, __ATOMIC_ACQUIRE) : 0;
+  const uint64_t attach_gen =
+      maps_.attach_gen != nullptr ? __atomic_load_n(maps_.attach_gen, __ATOMIC_ACQUIRE) : 0;
+  if (settled_ && maps_.slots_gen != nullptr && maps_.attach_gen != nullptr &&
+      slots_gen == seen_slots_gen_ && attach_gen == seen_attach_gen_ &&
+      ++calls_since_pass_ < kRebindEvery) {
+    return {};
+  }
+  calls_since_pass_ = 0;
   std::map<uint32_t, Bound> next;
   for (const auto& [id, threshold] : wanted_) {
     uint32_t slot = 0;
+    ++slot_lookups_;
     if (bpf_map_lookup_elem(maps_.cg_slots, &id, &slot) != 0 || slot == COLOD_NO_SLOT) {
-      continue;  // no slot yet (its tasks have not run): bound at a later call
+      continue;  // no slot yet (its tasks have not run): bound once it has one (slots_gen)
     }
     next[slot] = Bound{id, threshold};
   }
@@ -116,6 +131,11 @@ Result<void> Watch::rebind() {
     bound_[slot] = b;
   }
   __atomic_store_n(maps_.watched, static_cast<__u64>(bound_.size()), __ATOMIC_RELEASE);
+  // A cgroup without a slot yet is bound by the pass after the BPF side gives it one (that
+  // moves slots_gen); a refused write is retried at the next call.
+  settled_ = result.has_value();
+  seen_slots_gen_ = slots_gen;
+  seen_attach_gen_ = attach_gen;
   return result;
 }
 

@@ -52,6 +52,8 @@ func main() {
 			"count --restart-after from the moment a plugin is synchronized with the current incarnation (at most 30s of waiting), so every restart cuts a live session")
 		synthPods = flag.Int("synth-pods", 0, "synthetic (fake) pods")
 		synthCtrs = flag.Int("synth-containers", 0, "synthetic (fake) containers, spread over the synthetic pods")
+		synthCgs  = flag.String("synth-cgroups", "", "PREFIX: the i-th synthetic container (from 1) reports the cgroups path PREFIX<i>, cgroups someone else made and populated (the peer never writes them)")
+		synthBe   = flag.Int("synth-besteffort-every", 0, "every K-th synthetic pod is BestEffort (0: all Burstable)")
 		exitAfter = flag.Bool("exit-after-scenario", false, "exit when the timeline is done")
 	)
 	flag.Parse()
@@ -147,7 +149,8 @@ func main() {
 			}
 		}
 	}
-	if err := rt.Synthesize(*synthPods, *synthCtrs); err != nil {
+	if err := rt.SynthesizeWith(peer.SynthOptions{Pods: *synthPods, Containers: *synthCtrs,
+		CgroupPrefix: *synthCgs, BestEffortEvery: *synthBe}); err != nil {
 		fatalConfig("%v", err)
 	}
 	if err := rt.Listen(); err != nil {

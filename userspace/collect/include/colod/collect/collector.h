@@ -153,6 +153,7 @@ struct CollectorStats {
   uint64_t map_deletes_pending = 0;  // now: those waiting for their retry (bounded by map sizes)
   uint64_t kernel_sum_errors = 0;    // summing-iterator reads that failed (then userspace sums)
   uint64_t watch_write_errors = 0;   // cg_watch writes refused (retried at the next snapshot)
+  uint64_t watch_slot_lookups = 0;   // cg_slots lookups binding the watched cgroups (cumulative)
   uint64_t diag_read_errors = 0;     // cg_diag lookups that failed (wakeup_depth: those read 0)
   // CPUs seen running past cg_sched's copies (brought online after start, beyond the present
   // CPUs then): their switches are not measured until colod restarts. Kept out of map_drops.

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The whole colod (daemon + collector, as shipped) against live containers (issue 17):
+#   sudo scripts/bench/colod-scale.sh [size...]        (default 100 500 1000)
+# scale.sh holds SIZE live cgroups, each with one process (1 in 10 wakes every 20 ms, the rest
+# once a second); at each size this script starts colod-testpeer with SIZE synthetic containers
+# in SIZE/4 pods whose cgroups paths are those cgroups (--synth-cgroups), every third pod
+# BestEffort (--synth-besteffort-every 3: colod's BE; the rest Burstable, colod's LS, so about
+# two thirds are protected containers the daemon reads every tick), then colod with the
+# benchmark config (act, 100 ms), waits for the synchronization and for every container's cgroup
+# to be resolved, and measures colod over COLOD_SCALE_SECONDS (20):
+#   colod-scale: containers=<n> resolved=<n> node_cpus=<n> colod_rss_mib= colod_cpu_pct=
+#                tick_overruns= ticks=
+# colod_cpu_pct is colod's user+sys CPU (every thread) over the window, % of one CPU;
+# colod_rss_mib its largest VmRSS sampled over it. The last line is the largest size's.
+# COLOD_BUILD_DIR: the build (default build); COLOD_DAEMON_SET / COLOD_POLICY_SET as
+# colocation/colod-config.sh; COLOD_SCALE_PERF=FILE: `perf record -g` of colod over the window
+# into FILE-<size> (the CPU figure then includes perf's own sampling cost).
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+build=${COLOD_BUILD_DIR:-$root/build}
+[[ $build == /* ]] || build=$root/$build
+
+if [[ -z ${SCALE_CONTAINERS:-} ]]; then
+  # Outer call: scale.sh makes the cgroups and workers and calls this script back at each size.
+  [[ $(id -u) -eq 0 ]] || { echo "colod-scale: must run as root" >&2; exit 3; }
+  [[ -x $build/userspace/daemon/colod && -x $build/nri/testpeer/colod-testpeer &&
+    -x $build/userspace/ctl/coloctl ]] ||
+    { echo "colod-scale: build colod, colod-testpeer and coloctl in $build first" >&2; exit 3; }
+  sizes=("$@")
+  [[ ${#sizes[@]} -gt 0 ]] || sizes=(100 500 1000)
+  out=$(mktemp /tmp/colod-scale-out-XXXXXX)
+  trap 'rm -f "$out"' EXIT
+  COLOD_SCALE_OUT=$out COLOD_BUILD_DIR=$build SCALE_HOLD="bash '$here/colod-scale.sh'" \
+    bash "$here/scale.sh" "${sizes[@]}" | grep -v '^colod-scale:' || true
+  cat "$out"
+  exit 0
+fi
+
+# Inner call, from scale.sh: SCALE_CONTAINERS cgroups under SCALE_CGROUP_PREFIX<i> are live.
+n=$SCALE_CONTAINERS prefix=${SCALE_CGROUP_PREFIX:?scale.sh names the cgroups}
+secs=${COLOD_SCALE_SECONDS:-20}
+run=$(mktemp -d /tmp/colod-scale-run-XXXXXX)
+peer_pid= colod_pid=
+stop() {
+  local p
+  for p in $colod_pid $peer_pid; do
+    kill -TERM "$p" 2>/dev/null || continue
+    for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$p" 2>/dev/null || true
+    wait "$p" 2>/dev/null || true
+  done
+  rm -rf "$run"
+}
+trap stop EXIT
+die() { echo "colod-scale: $*" >&2; tail -5 "$run/colod.log" >&2 2>/dev/null || true; exit 1; }
+pods=$(( n / 4 > 0 ? n / 4 : 1 ))
+"$build/nri/testpeer/colod-testpeer" --socket "$run/nri.sock" --log "$run/peer.log" \
+  --cgroup-parent "colod-scale-peer-$$" --synth-pods "$pods" --synth-containers "$n" \
+  --synth-cgroups "$prefix" --synth-besteffort-every 3 >"$run/peer.stdout" 2>&1 &
+peer_pid=$!
+for _ in $(seq 1 100); do [[ -S $run/nri.sock ]] && break; sleep 0.1; done
+[[ -S $run/nri.sock ]] || die "peer socket did not appear"
+bash "$here/colocation/colod-config.sh" "$run" >"$run/colod.yaml"
+"$build/userspace/daemon/colod" --config "$run/colod.yaml" >"$run/colod.log" 2>&1 &
+colod_pid=$!
+ctl() { "$build/userspace/ctl/coloctl" -s "$run/colod.sock" "$@"; }
+resolved=0
+for _ in $(seq 1 600); do  # <= 60 s: synchronized and every cgroup resolved
+  kill -0 "$colod_pid" 2>/dev/null || die "colod exited"
+  resolved=$({ ctl dump 2>/dev/null || true; } | python3 -c '
+import json, sys
+try:
+    d = json.load(sys.stdin)
+except ValueError:
+    print(0); sys.exit()
+print(sum(1 for c in d.get("containers", []) if c.get("cgroup_id")))')
+  ((resolved >= n)) && break
+  sleep 0.1
+done
+((resolved >= n)) || die "$resolved of $n containers resolved to a cgroup in 60 s"
+sleep 3  # past the resolution's own burst
+stat_of() { ctl status -o json | python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
+ticks() { awk '{print $14 + $15}' "/proc/$colod_pid/stat"; }
+hz=$(getconf CLK_TCK)
+listen=$(sed -n 's/.*metrics_listen: "\(.*\)"/\1/p' "$run/colod.yaml")
+overruns() {  # colod_tick_overruns_total from colod's /metrics
+  python3 -c "import sys, urllib.request
+for l in urllib.request.urlopen('http://$listen/metrics', timeout=5).read().decode().splitlines():
+    if l.startswith('colod_tick_overruns_total '):
+        print(l.split()[1])"
+}
+ov0=$(overruns)
+t_0=$(stat_of ticks) cpu0=$(ticks) w0=$(date +%s.%N)
+perf_pid=
+if [[ -n ${COLOD_SCALE_PERF:-} ]]; then  # FILE: a perf profile of colod over the window
+  perf record -q --call-graph ${COLOD_SCALE_PERF_CG:-fp} -F 499 -p "$colod_pid" -o "$COLOD_SCALE_PERF-$n" -- sleep "$secs" \
+    >/dev/null 2>&1 &
+  perf_pid=$!
+fi
+max_kib=0
+for _ in $(seq 1 $((secs * 2))); do
+  kib=$(awk '/^VmRSS:/ {print $2}' "/proc/$colod_pid/status")
+  ((kib > max_kib)) && max_kib=$kib
+  sleep 0.5
+done
+cpu1=$(ticks) w1=$(date +%s.%N) t_1=$(stat_of ticks)
+[[ -z $perf_pid ]] || wait "$perf_pid" || true
+ov1=$(overruns)
+python3 -c "import sys; n, r, k, c, hz, w0, w1, t, o0, o1 = sys.argv[1:]; \
+print(f'colod-scale: containers={n} resolved={r} node_cpus=$(nproc) ' \
+      f'colod_rss_mib={int(k) / 1024:.1f} ' \
+      f'colod_cpu_pct={100 * int(c) / int(hz) / (float(w1) - float(w0)):.2f} ' \
+      f'tick_overruns={int(float(o1 or 0) - float(o0 or 0))} ticks={t}')" \
+  "$n" "$resolved" "$max_kib" "$((cpu1 - cpu0))" "$hz" "$w0" "$w1" "$((t_1 - t_0))" \
+  "${ov0:-0}" "${ov1:-0}" | tee -a "${COLOD_SCALE_OUT:-/dev/null}"
