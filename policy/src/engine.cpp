@@ -203,7 +203,16 @@ RoundResult EngineState::evaluate(const Snapshot& snap) {
                        reserved_cpus_.end());
   // Blame evidence of every victim that is, or was lately, over its threshold (the others' only
   // decays, lazily): what each BE did where it waits, summed over the blame window.
+  const int64_t sweep_ticks = kEvidenceSweepWindows * config_.actions.blame_window_intervals;
   for (auto& [id, t] : tracked_) {
+    // A victim no longer hurt keeps the evidence of its last hurt, one entry per BE that ran
+    // then, until it is hurt again: over days, every LS an entry for every BE (1000 containers,
+    // 2/3 of them LS: 2.2 MB after a minute). Brought to now once in a while instead, which
+    // erases what has decayed away (the same values a later accumulation would find).
+    if (t.evidence_tick != kNever && ticks_ - t.evidence_tick >= sweep_ticks &&
+        (!t.blame.empty() || !t.waits.foreign_by.empty())) {
+      decayEvidence(t);
+    }
     if (!t.sampled || !isVictimTier(t.tier) || t.info.exclusive_cpus) {
       continue;
     }

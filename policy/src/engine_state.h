@@ -74,6 +74,10 @@ inline constexpr int kPeakMemoryWindows = 3;
 inline constexpr size_t kRateRounds = 8;
 // Rounds in the victim's recent wait split (WaitSplit::recent_*): each weighs 1 - 1/N of the next.
 inline constexpr double kRecentRounds = 3;
+// A victim's evidence untouched for this many blame windows is brought to now (and what has
+// decayed away erased) even if the victim is not hurt: after 10 windows a weight is e^-10 of
+// what it was, so its entries go within 10-20 windows of its last hurt.
+inline constexpr int64_t kEvidenceSweepWindows = 10;
 
 // The evidence against one BE for one victim, summed over the blame window with decay
 // (attribution.cpp): only what the BE did where the victim waits.

@@ -190,6 +190,24 @@ TEST(EngineTest, VictimRemovedRestoresItsRestrictions) {
   EXPECT_EQ(sim.engine().stats().active_episodes, 0u);
 }
 
+// The evidence a victim gathered while hurt does not outlive it: once it is quiet, what has
+// decayed away is erased even though it is never hurt again (it was kept until then, one entry
+// per BE that ran, for every LS that had ever been hurt).
+TEST(EngineTest, AQuietVictimsEvidenceIsForgotten) {
+  Sim sim = engagedSim();
+  ASSERT_FALSE(ASSERT_OK(sim.engine().describe("hog")).blame.empty());
+  const int window = Config{}.actions.blame_window_intervals;
+  int rounds = 0;
+  for (; rounds < 40 * window; ++rounds) {
+    (void)sim.step(quiet());
+    if (ASSERT_OK(sim.engine().describe("hog")).blame.empty()) {
+      break;
+    }
+  }
+  EXPECT_TRUE(sim.engine().applied().empty()) << "not relaxed";
+  EXPECT_LE(rounds, 25 * window) << "web's evidence against hog outlived it";
+}
+
 TEST(EngineTest, TargetRemovedIsForgottenWithoutDecision) {
   Sim sim = engagedSim();
   sim.engine().removeContainer("hog");
