@@ -42,26 +42,17 @@ fi
 n=$SCALE_CONTAINERS prefix=${SCALE_CGROUP_PREFIX:?scale.sh names the cgroups}
 secs=${COLOD_SCALE_SECONDS:-20}
 run=$(mktemp -d /tmp/colod-scale-run-XXXXXX)
-peer_pid= colod_pid=
-stop() {
-  local p
-  for p in $colod_pid $peer_pid; do
-    kill -TERM "$p" 2>/dev/null || continue
-    for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$p" 2>/dev/null || true
-    wait "$p" 2>/dev/null || true
-  done
-  rm -rf "$run"
-}
-trap stop EXIT
+# shellcheck source=scripts/bench/colocation/lib.sh
+source "$here/colocation/lib.sh"  # cb_stop_pids, cb_wait_socket
+peer_pid='' colod_pid=''
+trap 'cb_stop_pids "$colod_pid" "$peer_pid"; rm -rf "$run"' EXIT
 die() { echo "colod-scale: $*" >&2; tail -5 "$run/colod.log" >&2 2>/dev/null || true; exit 1; }
 pods=$(( n / 4 > 0 ? n / 4 : 1 ))
 "$build/nri/testpeer/colod-testpeer" --socket "$run/nri.sock" --log "$run/peer.log" \
   --cgroup-parent "colod-scale-peer-$$" --synth-pods "$pods" --synth-containers "$n" \
   --synth-cgroups "$prefix" --synth-besteffort-every 3 >"$run/peer.stdout" 2>&1 &
 peer_pid=$!
-for _ in $(seq 1 100); do [[ -S $run/nri.sock ]] && break; sleep 0.1; done
-[[ -S $run/nri.sock ]] || die "peer socket did not appear"
+cb_wait_socket "$run/nri.sock" || die "peer socket did not appear"
 bash "$here/colocation/colod-config.sh" "$run" >"$run/colod.yaml"
 "$build/userspace/daemon/colod" --config "$run/colod.yaml" >"$run/colod.log" 2>&1 &
 colod_pid=$!
@@ -95,7 +86,7 @@ ov0=$(overruns)
 t_0=$(stat_of ticks) cpu0=$(ticks) w0=$(date +%s.%N)
 perf_pid=
 if [[ -n ${COLOD_SCALE_PERF:-} ]]; then  # FILE: a perf profile of colod over the window
-  perf record -q --call-graph ${COLOD_SCALE_PERF_CG:-fp} -F 499 -p "$colod_pid" -o "$COLOD_SCALE_PERF-$n" -- sleep "$secs" \
+  perf record -q --call-graph "${COLOD_SCALE_PERF_CG:-fp}" -F 499 -p "$colod_pid" -o "$COLOD_SCALE_PERF-$n" -- sleep "$secs" \
     >/dev/null 2>&1 &
   perf_pid=$!
 fi

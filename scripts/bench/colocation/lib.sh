@@ -60,6 +60,20 @@ cb_has_target() {  # TARGET: is it known to the build system?
   cmake --build "$CB_BUILD" --target help 2>/dev/null | grep -E "^\.\.\. $1( |$)" >/dev/null
 }
 
+cb_stop_pids() {  # PID...: TERM each, up to 10 s to exit, then KILL (empty arguments skipped)
+  local p
+  for p in "$@"; do
+    [[ -n $p ]] || continue
+    kill -TERM "$p" 2>/dev/null || continue
+    for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$p" 2>/dev/null || true
+    wait "$p" 2>/dev/null || true
+  done
+}
+cb_wait_socket() {  # PATH: up to 10 s for a unix socket to appear; fails if it does not
+  for _ in $(seq 1 100); do [[ -S $1 ]] && return 0; sleep 0.1; done
+  [[ -S $1 ]]
+}
 cb_bin() {  # NAME -> path of a built binary, or empty
   local p
   for p in "$CB_BUILD/userspace/probe/$1" "$CB_BUILD/nri/testpeer/$1" \

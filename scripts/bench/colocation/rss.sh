@@ -19,8 +19,9 @@ CB_TAG=rss
 run=$1/rss n=$2 node_cpus=${3:-}
 mkdir -p "$run"
 if [[ -n $node_cpus ]]; then
-  [[ $node_cpus =~ ^[0-9]+$ ]] && ((node_cpus >= 1 && node_cpus <= 8192)) ||
+  if ! [[ $node_cpus =~ ^[0-9]+$ ]] || ((node_cpus < 1 || node_cpus > 8192)); then
     cb_die "NODE_CPUS must be 1..8192, not $node_cpus"
+  fi
   mkdir -p "$run/sys/devices/system/cpu"
   echo "0-$((node_cpus - 1))" >"$run/sys/devices/system/cpu/online"
   COLOD_DAEMON_SET="${COLOD_DAEMON_SET:-} sys_root=$run/sys"
@@ -30,22 +31,12 @@ peer=$(cb_bin colod-testpeer) colod=$(cb_bin colod)
 [[ -n $peer && -n $colod ]] || cb_die "needs colod-testpeer and colod"
 pods=$(( n / 10 > 0 ? n / 10 : 1 ))
 
-peer_pid= colod_pid=
-stop() {
-  local p
-  for p in $colod_pid $peer_pid; do
-    kill -TERM "$p" 2>/dev/null || continue
-    for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$p" 2>/dev/null || true
-    wait "$p" 2>/dev/null || true
-  done
-}
-trap stop EXIT
+peer_pid='' colod_pid=''
+trap 'cb_stop_pids "$colod_pid" "$peer_pid"' EXIT
 "$peer" --socket "$run/nri.sock" --log "$run/peer.log" --cgroup-parent "colobench-rss-$$" \
   --synth-pods "$pods" --synth-containers "$n" >"$run/peer.stdout" 2>&1 &
 peer_pid=$!
-for _ in $(seq 1 100); do [[ -S $run/nri.sock ]] && break; sleep 0.1; done
-[[ -S $run/nri.sock ]] || cb_die "peer socket did not appear"
+cb_wait_socket "$run/nri.sock" || cb_die "peer socket did not appear"
 bash "$here/colod-config.sh" "$run" >"$run/colod.yaml"
 "$colod" --config "$run/colod.yaml" >"$run/colod.log" 2>&1 &
 colod_pid=$!
