@@ -196,6 +196,19 @@ class Child {
   }
 }
 
+// Spins until this thread has used `d` of CPU time: the same work whatever else runs on the
+// CPU (a test that bounds what was measured from below must not depend on the machine's load).
+[[maybe_unused]] void spinCpuFor(std::chrono::microseconds d) {
+  auto used = [] {
+    timespec ts{};
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
+  };
+  const auto end = used() + d;
+  while (used() < end) {
+  }
+}
+
 // A T shared between a test and the children it forks (an anonymous shared mapping): what a
 // child saw of itself, reported back without a pipe.
 template <typename T>

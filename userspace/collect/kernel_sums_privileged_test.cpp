@@ -86,7 +86,8 @@ TEST_F(KernelSumsTest, CountACgroupOnEveryCpuItMovesTo) {
   };
   both();
   {
-    // 30 ms on each online CPU in turn, twice round, a snapshot between moves.
+    // 30 ms of CPU on each online CPU in turn, twice round, a snapshot between moves (CPU
+    // time, not wall time: on a loaded machine a wall-time spin ran less than the floor below).
     Child mover(cg, -1, [&online] {
       for (int round = 0; round < 2; ++round) {
         for (int c = 0; c < CPU_SETSIZE; ++c) {
@@ -94,7 +95,7 @@ TEST_F(KernelSumsTest, CountACgroupOnEveryCpuItMovesTo) {
             continue;
           }
           pinTo(c);
-          spinFor(30ms);
+          spinCpuFor(30ms);
           ::usleep(20'000);
         }
       }

@@ -58,6 +58,14 @@ void MapReader::maybeShrink() {
 }
 
 Result<std::size_t> MapReader::read(int fd, std::size_t max_entries) {
+  return walk(fd, max_entries, /*del=*/false);
+}
+
+Result<std::size_t> MapReader::drain(int fd, std::size_t max_entries) {
+  return walk(fd, max_entries, /*del=*/true);
+}
+
+Result<std::size_t> MapReader::walk(int fd, std::size_t max_entries, bool del) {
   count_ = 0;
   reused_ = false;
   if (max_entries == 0) {
@@ -79,9 +87,12 @@ Result<std::size_t> MapReader::read(int fd, std::size_t max_entries) {
     }
     auto n = static_cast<uint32_t>(std::min(capacity_, max_entries) - count_);
     DECLARE_LIBBPF_OPTS(bpf_map_batch_opts, opts);
-    const int rc = bpf_map_lookup_batch(fd, first ? nullptr : cursor_in_.data(), cursor_out_.data(),
-                                        keys_.data() + count_ * key_size_,
-                                        values_.data() + count_ * value_stride_, &n, &opts);
+    void* in = first ? nullptr : cursor_in_.data();
+    void* k = keys_.data() + count_ * key_size_;
+    void* v = values_.data() + count_ * value_stride_;
+    const int rc =
+        del ? bpf_map_lookup_and_delete_batch(fd, in, cursor_out_.data(), k, v, &n, &opts)
+            : bpf_map_lookup_batch(fd, in, cursor_out_.data(), k, v, &n, &opts);
     const int err = rc < 0 ? -rc : 0;
     if (err == ENOSPC && n == 0 && capacity_ < max_entries) {
       // A hash bucket holds more entries than the room left (the kernel copies whole buckets
@@ -104,6 +115,14 @@ Result<std::size_t> MapReader::read(int fd, std::size_t max_entries) {
     auto r = readByKeys(fd, max_entries);
     if (!r) {
       return std::move(r).error();
+    }
+    if (del) {
+      // Deleted after the whole walk (deleting the key a walk stands on restarts it). What the
+      // BPF side adds between an entry's lookup and its deletion is lost: a wider window than
+      // the batch's, on kernels without batch operations only.
+      for (std::size_t i = 0; i < count_; ++i) {
+        bpf_map_delete_elem(fd, keys_.data() + i * key_size_);
+      }
     }
   }
   maybeShrink();

@@ -75,6 +75,12 @@ class MapReader {
   // deleted during the read may or may not be seen. Errors: the kernel's errno when neither a
   // batch nor a key walk works (EBADF, EFAULT, ENOMEM).
   Result<std::size_t> read(int fd, std::size_t max_entries);
+  // read(), deleting what it returns (a hash map of counters the BPF side re-creates): the
+  // entries are then what was added since the last drain. Entries created during the drain are
+  // returned now or left for the next one, never lost. An add the BPF side makes to an entry
+  // between the kernel's copy of it and its deletion is lost, or in a rarer race lands in the entry
+  // that reuses the deleted one's memory (a window of a few instructions each).
+  Result<std::size_t> drain(int fd, std::size_t max_entries);
 
   // Entry i of the last read (i < count()). The pointers stay valid until the next read.
   [[nodiscard]] const uint8_t* key(std::size_t i) const { return keys_.data() + i * key_size_; }
@@ -101,6 +107,7 @@ class MapReader {
  private:
   void reserve(std::size_t entries);
   void maybeShrink();
+  Result<std::size_t> walk(int fd, std::size_t max_entries, bool del);
   Result<std::size_t> readByKeys(int fd, std::size_t max_entries);
 
   std::size_t key_size_;

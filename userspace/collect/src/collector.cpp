@@ -433,7 +433,6 @@ Result<Snapshot> Collector::Impl::snapshot() {
     for (PairMap& m : pair_maps) {
       m.deltas.forget(dead, [&](const colod_pair_key& k) { prunePair(m, k); });
     }
-    behind.forget(dead, [&](const colod_pair_key& k) { pruneBehind(k); });
   } else {
     for (const auto& [id, v] : cur_sched) {
       stats.unresolved_ids += paths.contains(id) ? 0 : 1;
@@ -536,9 +535,13 @@ Result<Snapshot> Collector::Impl::snapshot() {
           Aggressor{k.aggressor, p == paths.end() ? std::string() : p->second, d});
     }
   }
-  for (const auto& [k, d] : behind.deltas()) {
+  for (std::size_t i = 0; i < behind_reader.count(); ++i) {
+    colod_pair_key k{};
+    colod_behind d{};
+    std::memcpy(&k, behind_reader.key(i), sizeof(k));
+    std::memcpy(&d, behind_reader.value(i), sizeof(d));
     if (!paths.contains(k.victim)) {
-      continue;  // not known yet (the next rescan names it) or dead (pruned then)
+      continue;  // not known yet (the next rescan names it) or dead
     }
     CgroupSample& s = sample(k.victim);
     auto p = paths.find(k.aggressor);
@@ -616,9 +619,9 @@ Result<Snapshot> Collector::Impl::snapshot() {
   }
   stats.map_drops = drops;
   stats.map_lock_skips = lock_skips;
-  stats.map_deletes_pending =
-      undeleted_slots.size() + undeleted_reclaim.size() + pair_maps[kRestPairs].undeleted.size() +
-      pair_maps[kNamedPairs].undeleted.size() + undeleted_behind.size() + unreleased_slots;
+  stats.map_deletes_pending = undeleted_slots.size() + undeleted_reclaim.size() +
+                              pair_maps[kRestPairs].undeleted.size() +
+                              pair_maps[kNamedPairs].undeleted.size() + unreleased_slots;
   stats.read_bytes_last_tick = sched_read_bytes + pairs_read_bytes +
                                (reclaim_skel ? reclaim_reader.lastReadBytes() : 0) +
                                behind_read_bytes;

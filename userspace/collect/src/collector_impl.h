@@ -18,7 +18,6 @@
 #include <utility>
 #include <vector>
 
-#include "behind_deltas.h"
 #include "bpf_util.h"
 #include "cgsched.h"
 #include "cgsched.skel.h"
@@ -128,16 +127,17 @@ class Collector::Impl {
   std::unordered_map<uint64_t, uint32_t> moved_slots;
   std::size_t unreleased_slots = 0;  // of those, how many failed to go back last time
   std::unordered_map<uint64_t, colod_cg_reclaim> prev_reclaim;
-  detail::BehindDeltas behind;                   // behind_deltas.h
-  std::vector<detail::BehindEntry> behind_read;  // reused buffer of the behind map's read
-  uint64_t behind_read_bytes = 0;                // what the last snapshot's read copied
+  // The behind map is drained at every snapshot while a watch is set (readBehind): what a
+  // drain returns is the waits since the last one. After the watch ends it is drained
+  // `behind_drains_left` more times, so waits recorded as it ended are not read at the next.
+  uint64_t behind_read_bytes = 0;  // what the last snapshot's drain copied
+  int behind_drains_left = 0;
   // Entries of vanished cgroups whose deletion failed (rule 15b: counted, and retried at every
   // snapshot until it succeeds). Each is a key still present in its map, so each set is bounded
   // by that map's max_entries (enforced in prune*()). Their ids are known dead: they are
   // not reported and do not trigger rescans meanwhile.
   std::unordered_map<uint64_t, uint32_t> undeleted_slots;  // cg_slots id -> its slot
   std::unordered_set<uint64_t> undeleted_reclaim;          // cg_reclaim ids
-  detail::PairKeySet undeleted_behind;
   struct FileState {
     cgroup::CpuStat cpu_stat;
     bool have = false;
@@ -228,7 +228,6 @@ class Collector::Impl {
   void pruneSlot(uint64_t id, uint32_t slot, bool& released);
   void pruneReclaim(uint64_t id);
   void prunePair(PairMap& m, const colod_pair_key& key);
-  void pruneBehind(const colod_pair_key& key);
   // The pairs maps into their PairDeltas: named_pairs at every snapshot, walked whole when the
   // sched read was, or when a pair was added or deleted since its last walk, otherwise only the
   // pairs of victims that `read` shows preempted by another cgroup since (their previous entries

@@ -537,14 +537,6 @@ void Collector::Impl::prunePair(PairMap& m, const colod_pair_key& key) {
   }
 }
 
-void Collector::Impl::pruneBehind(const colod_pair_key& key) {
-  if (deleteKey("behind", bpf_map__fd(sched_skel->maps.behind), &key)) {
-    undeleted_behind.erase(key);
-  } else if (undeleted_behind.size() < COLOD_DEFAULT_MAX_BEHIND) {
-    undeleted_behind.insert(key);
-  }
-}
-
 Result<void> Collector::Impl::readPairs(const SchedRead& read) {
   pairs_read_bytes = 0;
   COLOD_TRY_VOID(readPairMap(pair_maps[kNamedPairs], read, read.all), "reading named_pairs");
@@ -661,29 +653,31 @@ void Collector::Impl::syncNamedSlots(const std::unordered_map<uint64_t, detail::
   named_slots = std::move(want);
 }
 
-// The behind map holds watched cgroups' entries only: read while a watch is set. Without one
-// nothing is read (a batch read walks every bucket, whatever the map holds), and what the last
-// watch left is deleted.
+// The behind map holds watched cgroups' entries only, and only what was added since the last
+// drain: the BPF side re-creates an entry at its next wait (issue 17: read and kept, the map
+// filled with every pair that ever waited, 4096 of them with 1000 containers, walked and
+// hashed at every tick, and new pairs were dropped). Without a watch nothing is added, so
+// nothing is read once the last watch's tail is drained.
 Result<void> Collector::Impl::readBehind() {
-  if (__atomic_load_n(&sched_skel->bss->watched, __ATOMIC_RELAXED) == 0) {
-    // Deleted, not only forgotten: a later watch would read their old totals as new waits.
-    behind.forget([](const colod_pair_key&) { return true; },
-                  [&](const colod_pair_key& k) { pruneBehind(k); });
-    behind.update({}, undeleted_behind);
-    behind_read_bytes = 0;
+  const bool watched = __atomic_load_n(&sched_skel->bss->watched, __ATOMIC_RELAXED) != 0;
+  behind_read_bytes = 0;
+  if (watched) {
+    behind_drains_left = 2;
+  } else if (behind_drains_left == 0) {
+    behind_reader.clear();
     return {};
+  } else {
+    --behind_drains_left;
   }
-  auto n = behind_reader.read(bpf_map__fd(sched_skel->maps.behind), COLOD_DEFAULT_MAX_BEHIND);
+  auto n = behind_reader.drain(bpf_map__fd(sched_skel->maps.behind), COLOD_DEFAULT_MAX_BEHIND);
   if (!n) {
+    behind_reader.clear();
     return std::move(n).error().wrap("reading behind");
   }
-  behind_read.resize(*n);
-  for (std::size_t i = 0; i < *n; ++i) {
-    std::memcpy(&behind_read[i].key, behind_reader.key(i), sizeof(colod_pair_key));
-    std::memcpy(&behind_read[i].value, behind_reader.value(i), sizeof(colod_behind));
-  }
-  behind.update(behind_read, undeleted_behind);
   behind_read_bytes = behind_reader.lastReadBytes();
+  if (!watched) {
+    behind_reader.clear();  // waits of a watch that has ended: not reported
+  }
   return {};
 }
 
@@ -708,10 +702,6 @@ void Collector::Impl::retryDeletes() {
     for (const auto& key : std::vector<colod_pair_key>(m.undeleted.begin(), m.undeleted.end())) {
       prunePair(m, key);
     }
-  }
-  for (const auto& key :
-       std::vector<colod_pair_key>(undeleted_behind.begin(), undeleted_behind.end())) {
-    pruneBehind(key);
   }
 }
 
