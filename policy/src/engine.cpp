@@ -171,6 +171,19 @@ RoundResult EngineState::evaluate(const Snapshot& snap) {
     }
     it->second->sample = &s;
   }
+  if (snap.absent_quiet) {
+    for (auto& [id, t] : tracked_) {
+      if (t.sample == nullptr) {
+        t.sample = &quiet_sample_;
+      }
+    }
+    for (const std::string& id : snap.unmeasured) {
+      if (auto it = index_.find(std::string_view(id));
+          it != index_.end() && it->second->sample == &quiet_sample_) {
+        it->second->sample = nullptr;
+      }
+    }
+  }
   exclusive_cpus_.clear();
   running_be_.clear();
   for (auto& [id, t] : tracked_) {

@@ -638,6 +638,8 @@ class EngineState {
   std::map<std::string, std::map<Lever, Restriction>, std::less<>> restrictions_;
   std::map<std::string, Episode, std::less<>> episodes_;
   std::vector<Finding> pending_findings_;
+  // The sample of a container absent from an absent_quiet snapshot (an all-zero interval).
+  ContainerSample quiet_sample_;
   EngineStats stats_;
   int64_t round_ = 0;
   // Some sample, of any container, has carried attributed preemptions: the collector attributes

@@ -208,6 +208,79 @@ TEST(EngineTest, AQuietVictimsEvidenceIsForgotten) {
   EXPECT_LE(rounds, 25 * window) << "web's evidence against hog outlived it";
 }
 
+// A snapshot that says the absent containers were quiet (absent_quiet, the daemon's way) is
+// the same to the engine as one with an all-zero sample for each of them, and a container
+// named unmeasured the same as one left out of the latter. Both engines go through a hurt
+// victim, its restriction, the BE gone quiet and absent, the victim quiet and mostly absent, and
+// the relaxation (which needs the victim's quiet intervals: without absent_quiet, none).
+TEST(EngineTest, AbsentQuietIsTheSameAsAnAllZeroSampleForEach) {
+  auto make = [] {
+    auto created = Engine::create(Config{});
+    Engine e = std::move(created).value();
+    e.upsertContainer(lsInfo("web"));
+    e.upsertContainer(sidecarInfo());
+    e.upsertContainer(beInfo("batch"));
+    e.upsertContainer(beInfo("nocgroup"));
+    return e;
+  };
+  Engine explicit_zero = make();
+  Engine absent = make();
+  const std::vector<std::string> ids{"web", "hog", "batch"};
+  int64_t now = 0;
+  std::size_t decided = 0;
+  for (int round = 0; round < 200; ++round) {
+    now += 100'000'000;
+    // After the hurt, web wakes only now and then: its quiet intervals are mostly absent ones.
+    std::vector<ContainerSample> active = hurt();
+    if (round >= 5) {
+      active.clear();
+      if (round % 3 == 0) {
+        active.push_back(lsSample("web", 200));
+      }
+    }
+    if (round % 7 == 0) {
+      active.push_back(beSample("batch", 30'000'000));
+    }
+    Snapshot a;
+    a.now_ns = now;
+    a.interval_ns = 100'000'000;
+    a.node_cpus = 2;
+    Snapshot b = a;
+    a.containers = active;
+    for (const std::string& id : ids) {
+      if (std::none_of(active.begin(), active.end(),
+                       [&](const ContainerSample& c) { return c.id == id; })) {
+        ContainerSample zero;
+        zero.id = id;
+        a.containers.push_back(zero);
+      }
+    }
+    b.containers = active;
+    b.absent_quiet = true;
+    b.unmeasured = {"nocgroup"};
+    const RoundResult ra = explicit_zero.evaluate(a);
+    const RoundResult rb = absent.evaluate(b);
+    ASSERT_EQ(ra.decisions, rb.decisions) << "round " << round;
+    ASSERT_EQ(ra.findings.size(), rb.findings.size()) << "round " << round;
+    for (std::size_t i = 0; i < ra.findings.size(); ++i) {
+      EXPECT_EQ(ra.findings[i].rule, rb.findings[i].rule) << "round " << round;
+      EXPECT_EQ(ra.findings[i].container_id, rb.findings[i].container_id) << "round " << round;
+    }
+    decided += ra.decisions.size();
+  }
+  EXPECT_GE(decided, 2u) << "the scenario engaged and relaxed";
+  EXPECT_TRUE(absent.applied().empty()) << "relaxed with the victim quiet";
+  for (const char* id : {"web", "hog", "batch", "nocgroup"}) {
+    const ContainerView va = ASSERT_OK(explicit_zero.describe(id));
+    const ContainerView vb = ASSERT_OK(absent.describe(id));
+    EXPECT_EQ(va.baseline_p99_us, vb.baseline_p99_us) << id;
+    EXPECT_EQ(va.hits_in_window, vb.hits_in_window) << id;
+    EXPECT_EQ(va.victim, vb.victim) << id;
+    EXPECT_EQ(va.last_explanation, vb.last_explanation) << id;
+    EXPECT_EQ(va.blame.size(), vb.blame.size()) << id;
+  }
+}
+
 TEST(EngineTest, TargetRemovedIsForgottenWithoutDecision) {
   Sim sim = engagedSim();
   sim.engine().removeContainer("hog");

@@ -392,6 +392,23 @@ Result<Snapshot> decodeSnapshot(const Reader& rd, const json& j) {
       s.node_cpu_list.push_back(v.get<int>());
     }
   }
+  if (auto q = j.find("absent_quiet"); q != j.end()) {
+    if (!q->is_boolean()) {
+      return rd.err("absent_quiet", "expected true or false");
+    }
+    s.absent_quiet = q->get<bool>();
+  }
+  if (auto u = j.find("unmeasured"); u != j.end()) {
+    if (!u->is_array()) {
+      return rd.err("unmeasured", "expected an array of container ids");
+    }
+    for (const auto& v : *u) {
+      if (!v.is_string()) {
+        return rd.err("unmeasured", "expected an array of container ids");
+      }
+      s.unmeasured.push_back(v.get<std::string>());
+    }
+  }
   auto it = j.find("containers");
   if (it != j.end()) {
     if (!it->is_array()) {
@@ -461,6 +478,12 @@ std::string encodeSnapshot(const Snapshot& s) {
   }
   if (!s.node_cpu_list.empty()) {
     j["node_cpu_list"] = s.node_cpu_list;
+  }
+  if (s.absent_quiet) {
+    j["absent_quiet"] = true;
+  }
+  if (!s.unmeasured.empty()) {
+    j["unmeasured"] = s.unmeasured;
   }
   json cs = json::array();
   for (const auto& c : s.containers) {

@@ -56,6 +56,8 @@ Trace sampleTrace() {
   ev.now_ns = 120;
   ev.interval_ns = 20'000'000;
   ev.event_round = true;
+  ev.absent_quiet = true;  // and the absent containers' quiet interval, and who was unmeasured
+  ev.unmeasured = {"pinned"};
   t.events.emplace_back(ev);
   ContainerInfo batch = beInfo("batch", 2, 16384);
   batch.resources.cpu_quota = 50000;
@@ -90,7 +92,8 @@ bool sameEvents(const Trace& a, const Trace& b) {
       const auto& s2 = std::get<Snapshot>(b.events[i]);
       if (s1.now_ns != s2.now_ns || s1.interval_ns != s2.interval_ns ||
           s1.event_round != s2.event_round || s1.node_cpus != s2.node_cpus ||
-          s1.node_cpu_list != s2.node_cpu_list || s1.containers.size() != s2.containers.size()) {
+          s1.node_cpu_list != s2.node_cpu_list || s1.absent_quiet != s2.absent_quiet ||
+          s1.unmeasured != s2.unmeasured || s1.containers.size() != s2.containers.size()) {
         return false;
       }
       for (size_t j = 0; j < s1.containers.size(); ++j) {
@@ -179,6 +182,12 @@ INSTANTIATE_TEST_SUITE_P(
             "hist_slot_out_of_range",
             R"({"type":"snapshot","now_ns":1,"interval_ns":1,"node_cpus":2,"containers":[{"id":"a","runq_hist":[[26,1]]}]})",
             R"(line 1: runq_hist: expected \[\[slot < 26)"},
+        BadTrace{"absent_quiet_not_bool",
+                 R"({"type":"snapshot","now_ns":1,"interval_ns":1,"node_cpus":2,"absent_quiet":1})",
+                 "line 1: absent_quiet: expected true or false"},
+        BadTrace{"unmeasured_not_ids",
+                 R"({"type":"snapshot","now_ns":1,"interval_ns":1,"node_cpus":2,"unmeasured":[1]})",
+                 "line 1: unmeasured: expected an array of container ids"},
         BadTrace{"upsert_no_id", R"({"type":"upsert","container":{"pod_name":"p"}})",
                  "line 1: id: missing"},
         BadTrace{"upsert_bad_tier", R"({"type":"upsert","container":{"id":"a","tier":"gold"}})",

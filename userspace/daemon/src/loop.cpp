@@ -280,12 +280,11 @@ void Daemon::Impl::tick(RoundReason reason) {
     ps.containers.push_back(std::move(sample));
   }
   // A known container without activity had a quiet interval: the engine must see it (relaxing
-  // needs quiet intervals of the victim), so it gets an all-zero sample.
+  // needs quiet intervals of the victim). One without a cgroup was not measured at all.
+  ps.absent_quiet = true;
   for (const auto& [id, k] : known_) {
-    if (k.cgroup_id != 0 && k.last_round != rounds_) {
-      policy::ContainerSample idle;
-      idle.id = id;
-      ps.containers.push_back(std::move(idle));
+    if (k.cgroup_id == 0) {
+      ps.unmeasured.push_back(id);
     }
   }
   if (recorders_.active()) {
