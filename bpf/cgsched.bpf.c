@@ -63,11 +63,6 @@ __u64 slots_used = 0;
  * (issue 17). New cgroups are rare next to switches, so the shared write costs nothing. */
 __u64 slots_gen = 0;
 
-/* Bumped after every pair inserted into `pairs`: while it stands still (and userspace deleted
- * nothing), the pairs are the keys userspace read last, and between full reads it looks up only
- * the pairs of victims preempted since (issue 17). */
-__u64 pairs_gen = 0;
-
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, COLOD_DEFAULT_MAX_PAIRS);
@@ -76,7 +71,8 @@ struct {
 } pairs SEC(".maps");
 
 /* The pairs whose victim userspace names (cg_named): the victims it protects and the containers
- * it restricts, read at every snapshot, while `pairs` holds the rest and is read at a slower
+ * it restricts, drained (read and deleted) at every snapshot, so a pair is re-created here at
+ * its first preemption of an interval, while `pairs` holds the rest and is read at a slower
  * cadence (issue 17: at 1000 containers walking every pair at every tick was a third of the
  * collector's time, for counts the policy reads only of its victims). A named pair that finds
  * this map full is counted in `pairs` instead: late, never lost. */
@@ -87,11 +83,9 @@ struct {
 	__type(value, __u64);
 } named_pairs SEC(".maps");
 
-/* As pairs_gen, for named_pairs. */
-__u64 named_pairs_gen = 0;
 /* Set when named_pairs had no room for a new pair: from then on new named pairs go straight to
  * `pairs` (a failed insert into a full hash on every such preemption would cost more than the
- * count), until userspace finds room in it at a walk and clears it. */
+ * count), until userspace finds room in it at a drain and clears it. */
 __u64 named_pairs_full = 0;
 
 /* Per slot, nonzero when userspace names the cgroup (its pairs go to named_pairs). Written by
@@ -308,11 +302,10 @@ static __always_inline void mark_changed(__u32 slot, __u32 cpu)
 		*d = 1;
 }
 
-/* Adds one to the pair in `map`, inserting it if `insert` (and bumping `gen` then). 0 when
+/* Adds one to the pair in `map`, inserting it if `insert`. 0 when
  * counted; otherwise why not: -2 (ENOENT) not there and not to be inserted, or the insert's
  * error (E2BIG when full; kernels differ in what a full preallocated hash returns). */
-static __always_inline long count_in(void *map, __u64 *gen, struct colod_pair_key *key,
-				     const bool insert)
+static __always_inline long count_in(void *map, struct colod_pair_key *key, const bool insert)
 {
 	__u64 one = 1, *v;
 	long err;
@@ -325,10 +318,8 @@ static __always_inline long count_in(void *map, __u64 *gen, struct colod_pair_ke
 	if (!insert)
 		return -2;
 	err = bpf_map_update_elem(map, key, &one, BPF_NOEXIST);
-	if (!err) {
-		__sync_fetch_and_add(gen, 1);
+	if (!err)
 		return 0;
-	}
 	if (err == -17 /* EEXIST: inserted meanwhile */) {
 		v = bpf_map_lookup_elem(map, key);
 		if (v) {
@@ -346,13 +337,13 @@ static __always_inline void count_pair(__u64 victim, __u64 aggressor, __u32 vict
 	long err;
 
 	if (named && *named) {
-		if (!count_in(&named_pairs, &named_pairs_gen, &key, !named_pairs_full))
+		if (!count_in(&named_pairs, &key, !named_pairs_full))
 			return;
 		/* Whatever stopped it (most often a full map), the other map takes the count. */
 		if (!named_pairs_full)
 			named_pairs_full = 1;
 	}
-	err = count_in(&pairs, &pairs_gen, &key, true);
+	err = count_in(&pairs, &key, true);
 	if (err)
 		count_drop(err == -16 /* EBUSY */ ? COLOD_DROP_BUSY : COLOD_DROP_PAIR);
 }

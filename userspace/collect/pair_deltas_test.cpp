@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // PairDeltas from packed reads, as MapReader holds them: deltas of moved pairs only, the
 // positional match while the kernel's order holds and the hash when it does not, skipped keys,
-// re-created pairs, and forgetting gone and dead ones.
+// re-created pairs, forgetting gone and dead ones, and a drained map's reads.
 #include "pair_deltas.h"
 
 #include <gtest/gtest.h>
@@ -137,56 +137,8 @@ TEST(PairDeltas, ForgetsGoneAndDeadPairsAndPrunesTheDead) {
   EXPECT_EQ(p.positionalHits(), 1u);
 }
 
-// Between full reads the collector looks up only the pairs of preempted victims: those move,
-// the others stand, a pair unknown to the full reads is left for the next one, and forgetting
-// after such a lookup still tells gone pairs by the last full read.
-TEST(PairDeltas, SomePairsLookedUpBetweenFullReads) {
-  PairDeltas p;
-  Read r;
-  r.add(1, 2, 5);
-  r.add(1, 3, 7);
-  r.add(4, 2, 1);
-  apply(p, r, 1);
-  auto keys = [&](uint64_t victim) {
-    std::vector<std::pair<uint64_t, uint64_t>> out;
-    for (const auto& k : p.keysOf(victim)) {
-      out.emplace_back(k.victim, k.aggressor);
-    }
-    std::sort(out.begin(), out.end());
-    return out;
-  };
-  EXPECT_EQ(keys(1), (std::vector<std::pair<uint64_t, uint64_t>>{{1, 2}, {1, 3}}));
-  EXPECT_EQ(keys(4), (std::vector<std::pair<uint64_t, uint64_t>>{{4, 2}}));
-  EXPECT_TRUE(keys(7).empty());
-
-  auto some = [&](std::vector<std::pair<colod_pair_key, uint64_t>> e, const PairKeySet& skip = {}) {
-    p.updateSome(e, skip, 2);
-    return deltasOf(p);
-  };
-  using K = colod_pair_key;
-  EXPECT_EQ(some({{K{1, 2}, 9}, {K{1, 3}, 7}}), (M{{{1, 2}, 4}}));
-  EXPECT_EQ(some({{K{8, 8}, 3}}), M{}) << "unknown to the full reads: left for the next";
-  EXPECT_EQ(some({{K{1, 2}, 12}}, PairKeySet{K{1, 2}}), M{}) << "deletion pending";
-  // The next full read takes the deltas from what the lookups saw.
-  Read s;
-  s.add(1, 2, 10);
-  s.add(1, 3, 8);
-  s.add(4, 2, 1);
-  s.add(8, 8, 3);
-  EXPECT_EQ(apply(p, s, 5), (M{{{1, 2}, 1}, {{1, 3}, 1}, {{8, 8}, 3}}));
-  EXPECT_EQ(keys(8), (std::vector<std::pair<uint64_t, uint64_t>>{{8, 8}})) << "index rebuilt";
-  // A lookup after the full read of tick 5, then a forget: (4,2) was in that read, so it stays.
-  EXPECT_EQ(some({{K{4, 2}, 2}}), (M{{{4, 2}, 1}}));
-  std::vector<uint64_t> pruned;
-  p.forget([](const colod_pair_key& k) { return k.victim == 8; },
-           [&](const colod_pair_key& k) { pruned.push_back(k.victim); });
-  EXPECT_EQ(pruned, std::vector<uint64_t>{8});
-  EXPECT_EQ(p.size(), 3u);
-  EXPECT_TRUE(keys(8).empty());
-}
-
 // Issue 17: pairs that stood still for idle_ticks are handed out for deletion and forgotten; a
-// move, in a full read or a lookup, keeps a pair; one re-created after its deletion is new.
+// move keeps a pair; one re-created after its deletion is new.
 TEST(PairDeltas, PairsIdleForLongAreTakenAndComeBackWhole) {
   PairDeltas p;
   Read r;
@@ -198,16 +150,14 @@ TEST(PairDeltas, PairsIdleForLongAreTakenAndComeBackWhole) {
   EXPECT_EQ(p.takeIdle(12, 5, idle), 0u) << "read at 10: two ticks only";
   r.values = {6, 7, 1};  // (1,2) moved at 13
   apply(p, r, 13);
-  using K = colod_pair_key;
-  p.updateSome({{K{4, 2}, 2}}, {}, 14);  // (4,2) moved between full reads
-  r.values = {6, 7, 2};
+  r.values = {6, 7, 2};  // (4,2) moved at 14
+  apply(p, r, 14);
   apply(p, r, 15);
   EXPECT_EQ(p.takeIdle(15, 5, idle), 1u) << "(1,3): still since 10";
   ASSERT_EQ(idle.size(), 1u);
   EXPECT_EQ(idle[0].victim, 1u);
   EXPECT_EQ(idle[0].aggressor, 3u);
   EXPECT_EQ(p.size(), 2u);
-  EXPECT_EQ(p.keysOf(1).size(), 1u) << "the victim index is rebuilt";
   // The BPF side re-creates it at the next preemption: its count is new, whole.
   Read s;
   s.add(1, 2, 6);
@@ -217,6 +167,33 @@ TEST(PairDeltas, PairsIdleForLongAreTakenAndComeBackWhole) {
   EXPECT_EQ(p.takeIdle(17, 5, idle), 0u) << "(1,2) moved at 13, (4,2) at 14, (1,3) new at 16";
   EXPECT_EQ(p.takeIdle(17, 2, idle), 2u);
   EXPECT_EQ(p.size(), 1u) << "(1,3) stays";
+}
+
+// A drained map's read: every entry is what its pair gained since the last drain, reported
+// whole, and nothing is kept; what a kept map knew is dropped (the map was switched).
+TEST(PairDeltas, ADrainedReadIsItsOwnDeltas) {
+  PairDeltas p;
+  Read r;
+  r.add(1, 2, 5);
+  r.add(1, 3, 7);
+  apply(p, r, 1);
+  EXPECT_EQ(p.size(), 2u);
+  Read d;
+  d.add(1, 2, 3);
+  d.add(4, 2, 0);  // created and not counted yet: nothing to report
+  d.add(9, 9, 1);
+  p.drained(reinterpret_cast<const uint8_t*>(d.keys.data()),
+            reinterpret_cast<const uint8_t*>(d.values.data()), d.values.size());
+  EXPECT_EQ(deltasOf(p), (M{{{1, 2}, 3}, {{9, 9}, 1}}));
+  EXPECT_EQ(p.size(), 0u);
+  p.drained(reinterpret_cast<const uint8_t*>(d.keys.data()),
+            reinterpret_cast<const uint8_t*>(d.values.data()), d.values.size());
+  EXPECT_EQ(deltasOf(p), (M{{{1, 2}, 3}, {{9, 9}, 1}})) << "the same again: nothing is kept";
+  std::vector<colod_pair_key> idle;
+  EXPECT_EQ(p.takeIdle(100, 1, idle), 0u);
+  p.forget([](const colod_pair_key& k) { return k.victim == 9; },
+           [](const colod_pair_key&) { ADD_FAILURE() << "nothing kept, nothing to prune"; });
+  EXPECT_EQ(deltasOf(p), (M{{{1, 2}, 3}})) << "the dead victim's delta is dropped";
 }
 
 }  // namespace

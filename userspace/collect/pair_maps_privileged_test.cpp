@@ -87,18 +87,17 @@ TEST_F(PairMapsTest, NamedPairsBeyondTheirMapGoToTheOtherAndAreNotLost) {
   }
 }
 
-// Pairs that stood still for pair_idle_ticks are deleted from their maps (the named victims'
-// and the other); when the aggressor comes back the BPF side re-creates them, and the counts
-// over the whole run are a reference collector's: nothing lost, nothing counted twice (a
-// forgotten pair left in its map would be met as new, its whole count taken again).
+// Pairs that stood still for pair_idle_ticks are deleted from `pairs` (the named victim's map is
+// drained at every snapshot: nothing there stands still); when the aggressor comes back the BPF
+// side re-creates them, and the counts over the whole run are a reference collector's, the
+// named victim's too: nothing lost, nothing counted twice (a forgotten pair left in its map
+// would be met as new, its whole count taken again).
 TEST_F(PairMapsTest, PairsIdleForLongAreDeletedAndComeBackWhole) {
   constexpr uint32_t kEvery = 5;
   constexpr uint32_t kIdle = 4;
   const CollectorOptions every = mapsOnly();
   CollectorOptions aging = mapsOnly(kEvery);
   aging.pair_idle_ticks = kIdle;
-  // The named map is walked whole with the full sched reads (and when a new pair arrives): at
-  // a phase of their own, not on the files' ticks, which must not keep its pairs from aging.
   aging.full_read_every_n_ticks = kEvery;
   MAKE_COLLECTOR_OR_SKIP(ref, every);
   MAKE_COLLECTOR_OR_SKIP(col, aging);
@@ -153,7 +152,7 @@ TEST_F(PairMapsTest, PairsIdleForLongAreDeletedAndComeBackWhole) {
     add("col", s);
     aged = s.stats.pairs_aged;
   }
-  EXPECT_GE(aged, 2u) << "both victims' pairs with the hog stood still for " << kIdle * 4
+  EXPECT_GE(aged, 1u) << "the other victim's pair with the hog stood still for " << kIdle * 4
                       << " snapshots";
   busy();
   for (uint32_t i = 0; i <= kEvery; ++i) {

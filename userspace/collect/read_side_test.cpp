@@ -65,19 +65,6 @@ TEST(ChangeMarks, TakesAndClearsOnlyTheSetMarks) {
   EXPECT_EQ(marks, std::vector<uint64_t>(7, 0));
 }
 
-TEST(ChangeMarks, LookupsOnlyWhileCheaperThanOneWalk) {
-  // cg_sched on 2 CPUs (368 B a slot): a lookup each while under ~1 in 5 slots changed.
-  EXPECT_TRUE(bpf::lookupsCheaper(150, 1000, 368));
-  EXPECT_FALSE(bpf::lookupsCheaper(250, 1000, 368));
-  // At 192 CPUs (35 KB a slot) the copy dominates: lookups up to ~9 in 10.
-  EXPECT_TRUE(bpf::lookupsCheaper(850, 1000, 35328));
-  EXPECT_FALSE(bpf::lookupsCheaper(950, 1000, 35328));
-  // A hash walk visits every bucket: 16384 of them outweigh a few hundred lookups.
-  EXPECT_TRUE(bpf::lookupsCheaper(200, 1250, 8, 16384));
-  EXPECT_FALSE(bpf::lookupsCheaper(400, 1250, 8, 16384));
-  EXPECT_FALSE(bpf::lookupsCheaper(1, 0, 8)) << "nothing to walk";
-}
-
 TEST(ChangeMarks, RunsBridgeGapsCheaperThanACall) {
   std::vector<bpf::IndexRun> runs{{99, 9}};
   // 2 CPUs (736 B a slot): a gap of up to 3 unchanged slots is read through.

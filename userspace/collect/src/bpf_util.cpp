@@ -228,15 +228,6 @@ double walkCost(std::size_t walk_entries, std::size_t value_bytes, std::size_t w
          static_cast<double>(walk_buckets) * static_cast<double>(kBucketCostBytes);
 }
 
-bool lookupsCheaper(std::size_t lookups,
-                    std::size_t walk_entries,
-                    std::size_t value_bytes,
-                    std::size_t walk_buckets) {
-  const double lookup =
-      static_cast<double>(lookups) * static_cast<double>(kLookupCostBytes + value_bytes);
-  return lookup < walkCost(walk_entries, value_bytes, walk_buckets);
-}
-
 void planRuns(std::span<const uint32_t> sorted,
               std::size_t value_bytes,
               std::vector<IndexRun>& out) {

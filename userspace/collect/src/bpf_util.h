@@ -177,19 +177,12 @@ void takeMarks(std::span<uint64_t> marks, std::vector<uint32_t>& out);
 // Clears every mark (before a read of every slot), then fences likewise.
 void clearMarks(std::span<uint64_t> marks);
 
-// Whether `lookups` single-key lookups (a syscall each) cost less than one batch walk of a map
-// that copies out `walk_entries` entries and visits `walk_buckets` hash buckets (0 for an
-// array), values of `value_bytes` (per-CPU: x possible CPUs). Costs in bytes copied alike:
-// kLookupCostBytes a syscall, kEntryCostBytes an entry's own work in a walk, kBucketCostBytes a
-// bucket visited. On 2 CPUs a 368-byte per-CPU value is cheaper walked once more than ~1 in 5
-// slots changed; at 192 CPUs (35 KB a value) lookups win up to ~9 in 10. Pure.
+// What reading map entries costs, in bytes copied alike: kLookupCostBytes a call (a syscall),
+// kEntryCostBytes an entry's own work in a walk, kBucketCostBytes a hash bucket visited; values
+// of `value_bytes` (per-CPU: x possible CPUs) on top. Used by planRuns, runsCost and walkCost.
 inline constexpr std::size_t kLookupCostBytes = 4096;
 inline constexpr std::size_t kEntryCostBytes = 512;
 inline constexpr std::size_t kBucketCostBytes = 32;
-[[nodiscard]] bool lookupsCheaper(std::size_t lookups,
-                                  std::size_t walk_entries,
-                                  std::size_t value_bytes,
-                                  std::size_t walk_buckets = 0);
 
 // A run of consecutive array indices [first, first + count), read by one call.
 struct IndexRun {
@@ -199,13 +192,13 @@ struct IndexRun {
 };
 // Groups `sorted` (ascending, distinct) array indices into runs, one batch call each: a gap of
 // indices nobody asked for is read through (copied and dropped) when that costs less than one
-// more call, in lookupsCheaper's units. On 2 CPUs (736-byte per-CPU values) gaps of up to 3
+// more call, in those units. On 2 CPUs (736-byte per-CPU values) gaps of up to 3
 // are bridged; at 192 CPUs every changed index is its own run unless adjacent. Pure.
 void planRuns(std::span<const uint32_t> sorted,
               std::size_t value_bytes,
               std::vector<IndexRun>& out);
 // What reading `runs` costs, and what one walk of `walk_entries` entries of a map with
-// `walk_buckets` buckets costs, in lookupsCheaper's units. Pure.
+// `walk_buckets` buckets costs, in those units. Pure.
 [[nodiscard]] double runsCost(std::span<const IndexRun> runs, std::size_t value_bytes);
 [[nodiscard]] double walkCost(std::size_t walk_entries,
                               std::size_t value_bytes,

@@ -300,7 +300,7 @@ Result<Snapshot> Collector::Impl::snapshot() {
     reclaim_n = *r;
   }
   SchedRead& read = *sched;
-  if (auto r = readPairs(read); !r) {
+  if (auto r = readPairs(); !r) {
     return failed(std::move(r).error());
   }
   if (auto r = readBehind(); !r) {

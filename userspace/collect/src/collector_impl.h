@@ -95,14 +95,14 @@ class Collector::Impl {
   std::optional<uint64_t> last_full_sched_tick;
   uint64_t sched_read_bytes = 0;  // what the last readSched() copied out
   // The two pairs maps (bpf/cgsched.bpf.c): `pairs`, read at the files' cadence, and
-  // `named_pairs`, the pairs of the cgroups named every tick (cg_named), read at every snapshot.
+  // `named_pairs`, the pairs of the cgroups named every tick (cg_named), drained at every
+  // snapshot (MapReader::drain: it holds only the pairs since the last one).
   struct PairMap {
     const char* name = "";
+    bool drain = false;  // read and deleted at every read (named_pairs)
     int fd = -1;
-    const __u64* bpf_gen = nullptr;  // its generation counter in the skeleton's .bss
-    __u64* full = nullptr;           // named_pairs_full (.bss): cleared when a walk finds room
+    __u64* full = nullptr;  // named_pairs_full (.bss): cleared when a drain finds room
     uint32_t max_entries = 0;
-    bpf::MapGeneration gen;  // its key set at the last full read
     uint64_t aged_at = 0;    // tick of the last look for idle pairs (agePairs)
     detail::PairDeltas deltas;
     detail::PairKeySet undeleted;  // deletions that failed, retried at every snapshot
@@ -111,7 +111,6 @@ class Collector::Impl {
   std::array<PairMap, 2> pair_maps;  // kRestPairs, kNamedPairs
   static constexpr std::size_t kRestPairs = 0;
   static constexpr std::size_t kNamedPairs = 1;
-  std::vector<std::pair<colod_pair_key, uint64_t>> pair_lookups;  // reused (readPairs)
   std::vector<colod_pair_key> idle_pairs;                         // reused (agePairs)
   std::unordered_map<uint64_t, uint32_t> sample_index;            // reused: id -> snapshot sample
   std::vector<uint32_t> sample_order;                             // reused: the samples by path
@@ -232,8 +231,8 @@ class Collector::Impl {
   // sched read was, or when a pair was added or deleted since its last walk, otherwise only the
   // pairs of victims that `read` shows preempted by another cgroup since (their previous entries
   // from prev_sched, still whole); pairs walked whole when the files' cadence comes round.
-  Result<void> readPairs(const SchedRead& read);
-  Result<void> readPairMap(PairMap& m, const SchedRead& read, bool whole);
+  Result<void> readPairs();
+  Result<void> readPairMap(PairMap& m);
   // Deletes m's pairs idle for opts.pair_idle_ticks (right after a whole walk of m).
   void agePairs(PairMap& m);
   // Marks in cg_named the slots of the cgroups named every tick (cur: id -> entry, every live

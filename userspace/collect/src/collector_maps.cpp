@@ -141,12 +141,11 @@ Result<void> Collector::Impl::load(AttachKind kind) {
   named_slots.clear();
   pair_maps[kRestPairs].name = "pairs";
   pair_maps[kRestPairs].fd = bpf_map__fd((*s)->maps.pairs);
-  pair_maps[kRestPairs].bpf_gen = &(*s)->bss->pairs_gen;
   pair_maps[kRestPairs].max_entries = opts.max_pairs;
   pair_maps[kNamedPairs].name = "named_pairs";
   pair_maps[kNamedPairs].fd = bpf_map__fd((*s)->maps.named_pairs);
-  pair_maps[kNamedPairs].bpf_gen = &(*s)->bss->named_pairs_gen;
   pair_maps[kNamedPairs].full = &(*s)->bss->named_pairs_full;
+  pair_maps[kNamedPairs].drain = true;
   pair_maps[kNamedPairs].max_entries = opts.max_named_pairs;
   last_full_sched_tick.reset();
   sched_skel = SchedSkel(s->release(), &cgsched__destroy);
@@ -530,76 +529,50 @@ void Collector::Impl::pruneReclaim(uint64_t id) {
 
 void Collector::Impl::prunePair(PairMap& m, const colod_pair_key& key) {
   if (deleteKey(m.name, m.fd, &key)) {
-    m.gen.invalidate();
     m.undeleted.erase(key);
   } else if (m.undeleted.size() < m.max_entries) {
     m.undeleted.insert(key);
   }
 }
 
-Result<void> Collector::Impl::readPairs(const SchedRead& read) {
+Result<void> Collector::Impl::readPairs() {
   pairs_read_bytes = 0;
-  COLOD_TRY_VOID(readPairMap(pair_maps[kNamedPairs], read, read.all), "reading named_pairs");
+  COLOD_TRY_VOID(readPairMap(pair_maps[kNamedPairs]), "reading named_pairs");
   // The rest at the files' cadence, walked whole: its deltas are the whole span since its last
-  // read (the counts are cumulative), and the victims that moved in it are not all in `read`.
+  // read (the counts are cumulative).
   const uint64_t every = std::max<uint32_t>(opts.files_every_n_ticks, 1);
   if (tick % every == 0) {
-    COLOD_TRY_VOID(readPairMap(pair_maps[kRestPairs], read, true), "reading pairs");
+    COLOD_TRY_VOID(readPairMap(pair_maps[kRestPairs]), "reading pairs");
   } else {
     pair_maps[kRestPairs].deltas.unread();
   }
   return {};
 }
 
-Result<void> Collector::Impl::readPairMap(PairMap& m, const SchedRead& read, bool whole) {
-  // Loaded before any read: a pair added after it moves the counter past it.
-  const uint64_t g = __atomic_load_n(m.bpf_gen, __ATOMIC_ACQUIRE);
-  if (!whole && !m.gen.due(g)) {
-    // A victim's pairs move only with its involuntary switches by another cgroup's task: more
-    // of them than of its self-preemptions since the last read. A count that lands after this
-    // lookup is taken at the victim's next marked read, or at the next full one.
-    pair_lookups.clear();
-    for (const auto& [id, e] : read.entries) {
-      const auto p = prev_sched.find(id);
-      if (p != prev_sched.end() &&
-          e.sum.invol - p->second.sum.invol > e.sum.self_preempt - p->second.sum.self_preempt) {
-        for (const colod_pair_key& k : m.deltas.keysOf(id)) {
-          pair_lookups.emplace_back(k, 0);
-        }
-      }
+Result<void> Collector::Impl::readPairMap(PairMap& m) {
+  if (m.drain) {
+    // Read and kept, the named map was walked whole at almost every snapshot: a new pair moved
+    // its generation that often with 1000 live containers (1000 pairs a walk, a seventh of
+    // colod's CPU). Drained, it holds the pairs of one interval, and the BPF side re-creates a
+    // pair at its next preemption.
+    auto n = m.reader.drain(m.fd, m.max_entries);
+    if (!n) {
+      return std::move(n).error();
     }
-    // Many pairs moved: one batch walk is cheaper than a lookup each.
-    if (bpf::lookupsCheaper(pair_lookups.size(), m.deltas.size(), sizeof(uint64_t),
-                            m.max_entries)) {
-      std::size_t found = 0;
-      for (std::size_t i = 0; i < pair_lookups.size(); ++i) {
-        uint64_t v = 0;
-        if (bpf_map_lookup_elem(m.fd, &pair_lookups[i].first, &v) == 0) {
-          pair_lookups[found++] = {pair_lookups[i].first, v};
-        } else if (errno != ENOENT) {
-          return COLOD_ERR(errno, "looking up a pair");
-        }
-      }
-      stats.pair_lookups += pair_lookups.size();
-      pair_lookups.resize(found);
-      m.deltas.updateSome(pair_lookups, m.undeleted, tick);
-      pairs_read_bytes += found * (sizeof(colod_pair_key) + sizeof(uint64_t));
-      return {};
+    if (m.full != nullptr && *n < m.max_entries && __atomic_load_n(m.full, __ATOMIC_RELAXED) != 0) {
+      __atomic_store_n(m.full, 0, __ATOMIC_RELAXED);  // room again
     }
+    m.deltas.drained(m.reader.key(0), m.reader.value(0), *n);
+    pairs_read_bytes += m.reader.lastReadBytes();
+    return {};
   }
   auto n = m.reader.read(m.fd, m.max_entries);
   if (!n) {
     return std::move(n).error();
   }
-  m.gen.walked(g);
-  if (m.full != nullptr && *n < m.max_entries && __atomic_load_n(m.full, __ATOMIC_RELAXED) != 0) {
-    __atomic_store_n(m.full, 0, __ATOMIC_RELAXED);  // room again (a victim's cgroup went)
-  }
   m.deltas.update(m.reader.key(0), m.reader.value(0), *n, m.undeleted, tick);
   pairs_read_bytes += m.reader.lastReadBytes();
-  // At most once every files_every_n_ticks snapshots, after whichever whole walk comes then:
-  // the named map is walked whole when the sched read is (every full_read_every_n_ticks-th,
-  // whatever its phase) or a new pair arrived, not on the files' ticks.
+  // At most once every files_every_n_ticks snapshots, after the walk.
   if (opts.pair_idle_ticks > 0 &&
       tick - m.aged_at >= std::max<uint32_t>(opts.files_every_n_ticks, 1)) {
     m.aged_at = tick;
@@ -624,7 +597,6 @@ void Collector::Impl::agePairs(PairMap& m) {
       prunePair(m, idle_pairs[i]);
     }
   }
-  m.gen.invalidate();
   stats.pairs_aged += idle_pairs.size();
 }
 

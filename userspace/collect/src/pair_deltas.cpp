@@ -37,7 +37,6 @@ void PairDeltas::update(const uint8_t* keys,
       } else {
         auto [it, inserted] = state_.try_emplace(k);
         st = &it->second;
-        index_stale_ = index_stale_ || inserted;
         if (!inserted && st->seen == last) {
           j = st->pos + 1;
         }
@@ -53,26 +52,6 @@ void PairDeltas::update(const uint8_t* keys,
     next_.emplace_back(k, st);
   }
   std::swap(order_, next_);
-}
-
-void PairDeltas::updateSome(const std::vector<std::pair<colod_pair_key, uint64_t>>& entries,
-                            const PairKeySet& skip,
-                            uint64_t tick) {
-  deltas_.clear();
-  hits_ = 0;
-  for (const auto& [k, v] : entries) {
-    auto it = state_.find(k);
-    if (it == state_.end() || (!skip.empty() && skip.contains(k))) {
-      continue;
-    }
-    // `seen` stays the tick of the full read that had it: forget() tells gone pairs by it.
-    const uint64_t d = sub(v, it->second.value);
-    it->second.value = v;
-    if (d != 0) {
-      it->second.moved = tick;
-      deltas_.emplace_back(k, d);
-    }
-  }
 }
 
 std::size_t PairDeltas::takeIdle(uint64_t tick,
@@ -92,23 +71,26 @@ std::size_t PairDeltas::takeIdle(uint64_t tick,
   const std::size_t n = out.size() - before;
   if (n > 0) {
     order_.clear();  // its pointers would dangle
-    index_stale_ = true;
   }
   // deltas() names none of them: a pair that moved at `tick` is not idle (idle_ticks >= 1).
   return n;
 }
 
-const std::vector<colod_pair_key>& PairDeltas::keysOf(uint64_t victim) {
-  if (index_stale_) {
-    by_victim_.clear();
-    for (const auto& [k, st] : state_) {
-      by_victim_[k.victim].push_back(k);
-    }
-    index_stale_ = false;
+void PairDeltas::drained(const uint8_t* keys, const uint8_t* values, std::size_t n) {
+  if (!state_.empty()) {
+    state_.clear();
+    order_.clear();
   }
-  static const std::vector<colod_pair_key> kNone;
-  auto it = by_victim_.find(victim);
-  return it == by_victim_.end() ? kNone : it->second;
+  deltas_.clear();
+  for (std::size_t i = 0; i < n; ++i) {
+    colod_pair_key k{};
+    uint64_t v = 0;
+    std::memcpy(&k, keys + i * sizeof(colod_pair_key), sizeof(k));
+    std::memcpy(&v, values + i * sizeof(uint64_t), sizeof(v));
+    if (v > 0) {
+      deltas_.emplace_back(k, v);
+    }
+  }
 }
 
 void PairDeltas::forget(const std::function<bool(const colod_pair_key&)>& dead,
@@ -126,7 +108,6 @@ void PairDeltas::forget(const std::function<bool(const colod_pair_key&)>& dead,
   }
   if (state_.size() != before) {
     order_.clear();
-    index_stale_ = true;
   }
   std::erase_if(deltas_, [&](const Delta& e) { return dead(e.first); });
 }

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The victim <- aggressor pairs map read at every snapshot: what moved since the last read.
+// A victim <- aggressor pairs map as read: what moved since the last read (`pairs`, read whole
+// at the files' cadence), or a drained map's counts as they are (`named_pairs`).
 //
 // Private to colod::collect. Pure: the map's entries come in as the read returned them.
 //
@@ -50,22 +51,15 @@ class PairDeltas {
               const PairKeySet& skip,
               uint64_t tick);
 
-  // A lookup of some pairs only (those of victims preempted since the last read, as
-  // Collector looks them up between full reads) at snapshot `tick`: their entries are updated
-  // and deltas() holds those that moved; the others stand. Keys not known from a full read are
-  // left out (a new pair moves the BPF side's pairs_gen, and the next read is a full one).
-  void updateSome(const std::vector<std::pair<colod_pair_key, uint64_t>>& entries,
-                  const PairKeySet& skip,
-                  uint64_t tick);
+  // A drained map's read (MapReader::drain: each entry is what its pair gained since the last
+  // drain): every entry is its own delta, and nothing is kept (size() 0, no idle pairs).
+  void drained(const uint8_t* keys, const uint8_t* values, std::size_t n);
 
   // Appends to `out` the pairs of the last full read whose count has not moved for idle_ticks
   // snapshots or more at `tick`, and forgets them: the caller deletes them from the map (or
   // marks them pending, as for prune). A pair that moves again is re-created by the BPF side
   // and met as new, its count whole. Returns how many.
   std::size_t takeIdle(uint64_t tick, uint64_t idle_ticks, std::vector<colod_pair_key>& out);
-
-  // The known pairs (from full reads) whose victim is `victim`, in no particular order.
-  [[nodiscard]] const std::vector<colod_pair_key>& keysOf(uint64_t victim);
 
   // Forgets the pairs not in the last full read (gone from the map) and those `dead` names
   // (calling prune for each, which deletes it from the map), and drops dead ones from
@@ -97,9 +91,6 @@ class PairDeltas {
   std::vector<Delta> deltas_;
   std::size_t hits_ = 0;
   uint64_t full_tick_ = 0;  // tick of the last update()
-  // keysOf()'s index, rebuilt on demand after the key set changed.
-  std::unordered_map<uint64_t, std::vector<colod_pair_key>> by_victim_;
-  bool index_stale_ = true;
 };
 
 }  // namespace colod::collect::detail

@@ -246,7 +246,7 @@ int main(int argc, char** argv) {
       "read_buffer_bytes=%llu bpf_map_bytes=%llu rss_mib=%.1f hwm_mib=%.1f cpu_pct=%.2f "
       "file_opens_per_tick=%.1f files_open=%llu every_tick=%zu map_walks_skipped=%llu "
       "sched_entries_read_per_tick=%.1f sched_full_reads=%llu sched_read_calls_per_tick=%.1f "
-      "file_reads_per_tick=%.1f pair_lookups_per_tick=%.1f sched_cpu_copies_per_tick=%.1f "
+      "file_reads_per_tick=%.1f sched_cpu_copies_per_tick=%.1f "
       "slots_moved=%llu\n",
       legacy ? "legacy" : (every_slot ? "every-slot" : "new"),
       sumsWhere(last.sched_kernel_reads - first.sched_kernel_reads, ticks), max_cgroups,
@@ -263,7 +263,6 @@ int main(int argc, char** argv) {
       static_cast<unsigned long long>(last.sched_full_reads - first.sched_full_reads),
       static_cast<double>(last.sched_read_calls - first.sched_read_calls) / n,
       static_cast<double>(last.cgroup_file_reads - first.cgroup_file_reads) / n,
-      static_cast<double>(last.pair_lookups - first.pair_lookups) / n,
       static_cast<double>(cpu_copies) / n,
       static_cast<unsigned long long>(last.slots_moved - first.slots_moved));
   return 0;

@@ -191,9 +191,6 @@ struct CollectorStats {
   uint64_t sched_cpu_copies = 0;
   // Calls that read changed slots between full reads (one a run of adjacent slots); cumulative.
   uint64_t sched_read_calls = 0;
-  // Pairs looked up one by one between full walks of the pairs map (those of the victims
-  // preempted since the last read); cumulative.
-  uint64_t pair_lookups = 0;
   // The named victims' pairs map is full now: their new pairs are counted in the other map,
   // read at the slower cadence (CollectorOptions::max_named_pairs).
   bool named_pairs_full = false;
