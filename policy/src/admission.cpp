@@ -147,7 +147,7 @@ bool EngineState::placeQuotaAtCreation(Tracked& t,
 RoundResult EngineState::admit(ContainerInfo info, int64_t now_ns) {
   RoundResult result;
   const std::string id = info.id;
-  upsert(std::move(info));
+  upsert(std::move(info), /*registered=*/false);
   auto it = tracked_.find(id);
   if (config_.actions.admission == AdmissionMode::Off || it == tracked_.end() ||
       stats_.rounds == 0 || node_cpus_.empty()) {
@@ -213,7 +213,7 @@ RoundResult EngineState::admit(ContainerInfo info, int64_t now_ns) {
     Tracked* busiest = nullptr;
     for (auto& [vid, v] : tracked_) {
       if (!isVictimTier(v.tier) || v.info.exclusive_cpus || v.last_cpus < kAdmissionLsRunningCpus ||
-          episodes_.count(episodeKey(vid, false)) != 0) {
+          hasEpisode(vid, false)) {
         continue;
       }
       if (busiest == nullptr || v.last_cpus > busiest->last_cpus) {

@@ -6,6 +6,7 @@
 #include "colod/policy/engine.h"
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cmath>
 #include <sstream>
@@ -16,9 +17,10 @@
 namespace colod::policy {
 
 // --- registry --------------------------------------------------------------------------
-void EngineState::upsert(ContainerInfo info) {
+void EngineState::upsert(ContainerInfo info, bool registered) {
   auto [it, inserted] = tracked_.try_emplace(info.id);
   Tracked& t = it->second;
+  t.registered = t.registered || registered;
   if (inserted) {
     index_.emplace(std::string_view(it->first), &t);
   }
@@ -173,7 +175,7 @@ RoundResult EngineState::evaluate(const Snapshot& snap) {
   }
   if (snap.absent_quiet) {
     for (auto& [id, t] : tracked_) {
-      if (t.sample == nullptr) {
+      if (t.sample == nullptr && t.registered) {
         t.sample = &quiet_sample_;
       }
     }
@@ -229,7 +231,7 @@ RoundResult EngineState::evaluate(const Snapshot& snap) {
     if (!t.sampled || !isVictimTier(t.tier) || t.info.exclusive_cpus) {
       continue;
     }
-    if (t.cpu_hits > 0 || episodes_.count(episodeKey(id, false)) != 0) {
+    if (t.cpu_hits > 0 || hasEpisode(id, false)) {
       accumulateEvidence(t);
       // A new foreign episode once the foreign share has fallen below half of the wait.
       if (t.foreign_said && foreignShare(t) < 0.5) {
@@ -275,7 +277,7 @@ RoundResult EngineState::evaluate(const Snapshot& snap) {
   for (auto& [id, t] : tracked_) {
     if (t.relax_backoff > 1 && t.sampled &&
         t.quiet_streak >= 4 * config_.actions.quiet_intervals * t.relax_backoff &&
-        episodes_.count(episodeKey(id, false)) == 0) {
+        !hasEpisode(id, false)) {
       t.relax_backoff = 1;
     }
   }
@@ -302,6 +304,21 @@ RoundResult EngineState::evaluate(const Snapshot& snap) {
   stats_.tracked_containers = tracked_.size();
   stats_.active_episodes = episodes_.size();
   return result;
+}
+
+bool EngineState::hasEpisode(std::string_view victim, bool memory) const {
+  if (episodes_.empty()) {
+    return false;
+  }
+  const std::string_view suffix = memory ? "#mem" : "#cpu";
+  std::array<char, 256> buf{};
+  if (victim.size() + suffix.size() > buf.size()) {
+    return episodes_.count(episodeKey(victim, memory)) != 0;
+  }
+  std::copy(victim.begin(), victim.end(), buf.begin());
+  std::copy(suffix.begin(), suffix.end(), buf.begin() + static_cast<std::ptrdiff_t>(victim.size()));
+  return episodes_.find(std::string_view(buf.data(), victim.size() + suffix.size())) !=
+         episodes_.end();
 }
 
 std::vector<Decision> EngineState::restoreAll(int64_t now_ns) {
@@ -495,7 +512,7 @@ Result<void> Engine::setConfig(Config config) {
 
 const Config& Engine::config() const { return state_->config_; }
 
-void Engine::upsertContainer(ContainerInfo info) { state_->upsert(std::move(info)); }
+void Engine::upsertContainer(ContainerInfo info) { state_->upsert(std::move(info), true); }
 
 void Engine::removeContainer(std::string_view id) { state_->remove(id); }
 

@@ -186,6 +186,10 @@ struct Tracked {
   int mem_quiet_streak = 0;  // consecutive non-hit intervals (memory)
   // Latest interval.
   bool sampled = false;  // had a sample this round
+  // Upserted as a registry change (Engine::upsertContainer), not only admitted at creation: an
+  // absent_quiet snapshot's quiet interval is for these (the caller measures what it registered;
+  // an admitted container is not in its registry yet).
+  bool registered = false;
   bool cpu_hit = false;
   bool mem_hit = false;
   uint64_t p99 = 0;
@@ -352,7 +356,8 @@ class EngineState {
   enum class RungResult { Applied, NothingToDo, Deferred };
 
   // engine.cpp
-  void upsert(ContainerInfo info);
+  // registered: a registry change (false from admit(): it does not clear an earlier true).
+  void upsert(ContainerInfo info, bool registered);
   void setNodeCpus(std::vector<int> cpus);
   void remove(std::string_view id);
   void dropTarget(std::string_view id);
@@ -362,6 +367,9 @@ class EngineState {
   Result<void> seed(std::span<const AppliedAction> actions, int64_t now_ns);
   void applyFailed(const Decision& d);
   std::vector<AppliedAction> appliedList() const;
+  // Whether `victim` has an episode: episodeKey()'s key built on the stack (an id is 64
+  // characters, past std::string's inline buffer: a malloc per victim per round otherwise).
+  [[nodiscard]] bool hasEpisode(std::string_view victim, bool memory) const;
   // detection.cpp
   void observe(Tracked& t, const ContainerSample* s, int64_t interval_ns);
   [[nodiscard]] static double windowWait(const Tracked& v);

@@ -211,8 +211,9 @@ TEST(EngineTest, AQuietVictimsEvidenceIsForgotten) {
 // A snapshot that says the absent containers were quiet (absent_quiet, the daemon's way) is
 // the same to the engine as one with an all-zero sample for each of them, and a container
 // named unmeasured the same as one left out of the latter. Both engines go through a hurt
-// victim, its restriction, the BE gone quiet and absent, the victim quiet and mostly absent, and
-// the relaxation (which needs the victim's quiet intervals: without absent_quiet, none).
+// victim, its restriction, a BE admitted at its creation (placed: not measured until the daemon
+// registers it), the BE gone quiet and absent, the victim quiet and mostly absent, and the
+// relaxation (which needs the victim's quiet intervals: without absent_quiet, none).
 TEST(EngineTest, AbsentQuietIsTheSameAsAnAllZeroSampleForEach) {
   auto make = [] {
     auto created = Engine::create(Config{});
@@ -225,11 +226,24 @@ TEST(EngineTest, AbsentQuietIsTheSameAsAnAllZeroSampleForEach) {
   };
   Engine explicit_zero = make();
   Engine absent = make();
-  const std::vector<std::string> ids{"web", "hog", "batch"};
   int64_t now = 0;
   std::size_t decided = 0;
+  // "arriving" is admitted at its creation while web is hurt, and registered 7 rounds later:
+  // until then the daemon does not measure it (not in its registry), in both forms.
+  std::vector<std::string> ids{"web", "hog", "batch"};
   for (int round = 0; round < 200; ++round) {
     now += 100'000'000;
+    if (round == 3) {
+      const RoundResult ra = explicit_zero.admit(beInfo("arriving"), now);
+      const RoundResult rb = absent.admit(beInfo("arriving"), now);
+      ASSERT_EQ(ra.decisions, rb.decisions);
+      decided += ra.decisions.size();
+    }
+    if (round == 10) {
+      explicit_zero.upsertContainer(beInfo("arriving"));
+      absent.upsertContainer(beInfo("arriving"));
+      ids.emplace_back("arriving");
+    }
     // After the hurt, web wakes only now and then: its quiet intervals are mostly absent ones.
     std::vector<ContainerSample> active = hurt();
     if (round >= 5) {
@@ -270,7 +284,7 @@ TEST(EngineTest, AbsentQuietIsTheSameAsAnAllZeroSampleForEach) {
   }
   EXPECT_GE(decided, 2u) << "the scenario engaged and relaxed";
   EXPECT_TRUE(absent.applied().empty()) << "relaxed with the victim quiet";
-  for (const char* id : {"web", "hog", "batch", "nocgroup"}) {
+  for (const char* id : {"web", "hog", "batch", "nocgroup", "arriving"}) {
     const ContainerView va = ASSERT_OK(explicit_zero.describe(id));
     const ContainerView vb = ASSERT_OK(absent.describe(id));
     EXPECT_EQ(va.baseline_p99_us, vb.baseline_p99_us) << id;

@@ -147,8 +147,7 @@ Result<ContainerView> Engine::describe(std::string_view id) const {
   v.thresholds = t.thresholds;
   v.baseline_p99_us = t.has_baseline ? static_cast<uint64_t>(t.baseline) : 0;
   v.hits_in_window = t.cpu_hits;
-  v.victim = state_->episodes_.count(episodeKey(id, false)) != 0 ||
-             state_->episodes_.count(episodeKey(id, true)) != 0;
+  v.victim = state_->hasEpisode(id, false) || state_->hasEpisode(id, true);
   for (const AppliedAction& a : state_->appliedList()) {
     if (a.target_id == id) {
       v.restrictions.push_back(a);

@@ -417,10 +417,15 @@ void Daemon::Impl::publish() {
     row.tier = k.tier;
     row.cgroup_id = k.cgroup_id;
     row.cgroup_rel = k.rel;
-    // What the runtime has now (colod's overlay included), not the engine's base view.
-    row.resources = toPolicyResources(k.ctr->resources);
-    if (!row.resources.cpu_quota) {
-      row.resources.cpu_quota = -1;
+    // What the runtime has now (colod's overlay included), not the engine's base view; the CPU
+    // fields the view shows only (toPolicyResources copies the unified map too, per row).
+    const nri::CpuResources& cpu = k.ctr->resources.cpu;
+    row.resources.cpu_shares = cpu.shares;
+    row.resources.cpu_quota = cpu.quota ? cpu.quota : std::optional<int64_t>(-1);
+    row.resources.cpu_period = cpu.period;
+    row.resources.cpuset_cpus.reset();
+    if (!cpu.cpus.empty()) {
+      row.resources.cpuset_cpus = cpu.cpus;
     }
     if (row.resources.cpuset_cpus) {
       if (auto cpus = policy::parseCpuList(*row.resources.cpuset_cpus)) {

@@ -85,9 +85,11 @@ struct Snapshot {
   int node_cpus = 0;               // number of CPUs usable by containers
   std::vector<int> node_cpu_list;  // optional explicit list; empty means 0..node_cpus-1
   std::vector<ContainerSample> containers;
-  // true: a tracked container absent from `containers` had a quiet interval (as if it came
-  // with an all-zero sample), except those named in `unmeasured`, which were not measured at
-  // all (no cgroup yet). false: an absent container was not measured. The daemon sends the
+  // true: a registered container (Engine::upsertContainer) absent from `containers` had a
+  // quiet interval (as if it came with an all-zero sample), except those named in
+  // `unmeasured`, which were not measured at all (no cgroup yet); one only admitted
+  // (Engine::admit, not in the caller's registry yet) was not measured either. false: an
+  // absent container was not measured. The daemon sends the
   // containers that did something and says the rest were quiet, instead of an all-zero sample
   // for each (1000 containers: most of them, each a copied id, a hash lookup and ~300 bytes,
   // at every tick).
