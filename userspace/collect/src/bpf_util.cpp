@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <charconv>
 #include <cstdarg>
 #include <cstdio>
@@ -67,6 +68,7 @@ Result<std::size_t> MapReader::drain(int fd, std::size_t max_entries) {
 
 Result<std::size_t> MapReader::walk(int fd, std::size_t max_entries, bool del) {
   count_ = 0;
+  delete_errors_ = 0;
   reused_ = false;
   if (max_entries == 0) {
     return std::size_t{0};
@@ -111,7 +113,10 @@ Result<std::size_t> MapReader::walk(int fd, std::size_t max_entries, bool del) {
     std::swap(cursor_in_, cursor_out_);
     first = false;
   }
-  if (!batch_ok) {
+  if (!batch_ok && del && count_ > 0) {
+    // Part of the map is drained (deleted) already: that part is returned and the rest waits
+    // for the next drain. A key walk now would not see the drained part, and lose it.
+  } else if (!batch_ok) {
     auto r = readByKeys(fd, max_entries);
     if (!r) {
       return std::move(r).error();
@@ -119,10 +124,23 @@ Result<std::size_t> MapReader::walk(int fd, std::size_t max_entries, bool del) {
     if (del) {
       // Deleted after the whole walk (deleting the key a walk stands on restarts it). What the
       // BPF side adds between an entry's lookup and its deletion is lost: a wider window than
-      // the batch's, on kernels without batch operations only.
+      // the batch's, on kernels without batch operations only. An entry that could not be
+      // deleted is left out of this drain: the next one reads it whole, once.
+      std::size_t kept = 0;
       for (std::size_t i = 0; i < count_; ++i) {
-        bpf_map_delete_elem(fd, keys_.data() + i * key_size_);
+        uint8_t* key = keys_.data() + i * key_size_;
+        if (bpf_map_delete_elem(fd, key) != 0 && errno != ENOENT) {
+          ++delete_errors_;
+          continue;
+        }
+        if (kept != i) {
+          std::copy_n(key, key_size_, keys_.data() + kept * key_size_);
+          std::copy_n(values_.data() + i * value_stride_, value_stride_,
+                      values_.data() + kept * value_stride_);
+        }
+        ++kept;
       }
+      count_ = kept;
     }
   }
   maybeShrink();

@@ -81,6 +81,9 @@ class MapReader {
   // between the kernel's copy of it and its deletion is lost, or in a rarer race lands in the entry
   // that reuses the deleted one's memory (a window of a few instructions each).
   Result<std::size_t> drain(int fd, std::size_t max_entries);
+  // Entries the last drain could not delete (key-walk fallback only): left in the map and out
+  // of its result, for the next drain to read whole.
+  [[nodiscard]] uint64_t lastDeleteErrors() const { return delete_errors_; }
 
   // Entry i of the last read (i < count()). The pointers stay valid until the next read.
   [[nodiscard]] const uint8_t* key(std::size_t i) const { return keys_.data() + i * key_size_; }
@@ -117,6 +120,7 @@ class MapReader {
   std::size_t count_ = 0;
   bool reused_ = false;
   uint32_t underused_reads_ = 0;
+  uint64_t delete_errors_ = 0;
   std::vector<uint8_t> keys_;
   std::vector<uint8_t> values_;
   std::vector<uint8_t> cursor_in_;  // batch cursors (opaque, key_size bytes)

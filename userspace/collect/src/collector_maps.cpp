@@ -562,6 +562,7 @@ Result<void> Collector::Impl::readPairMap(PairMap& m) {
     if (m.full != nullptr && *n < m.max_entries && __atomic_load_n(m.full, __ATOMIC_RELAXED) != 0) {
       __atomic_store_n(m.full, 0, __ATOMIC_RELAXED);  // room again
     }
+    stats.map_delete_errors += m.reader.lastDeleteErrors();
     m.deltas.drained(m.reader.key(0), m.reader.value(0), *n);
     pairs_read_bytes += m.reader.lastReadBytes();
     return {};
@@ -646,6 +647,7 @@ Result<void> Collector::Impl::readBehind() {
     behind_reader.clear();
     return std::move(n).error().wrap("reading behind");
   }
+  stats.map_delete_errors += behind_reader.lastDeleteErrors();
   behind_read_bytes = behind_reader.lastReadBytes();
   if (!watched) {
     behind_reader.clear();  // waits of a watch that has ended: not reported
