@@ -159,6 +159,19 @@ class Reader {
     return ok();
   }
 
+  // An optional true/false field: `out` untouched when it is absent.
+  Result<void> flag(const json& obj, const char* key, bool& out) const {
+    auto it = obj.find(key);
+    if (it == obj.end()) {
+      return ok();
+    }
+    if (!it->is_boolean()) {
+      return err(key, "expected true or false");
+    }
+    out = it->get<bool>();
+    return ok();
+  }
+
   Result<void> str(const json& obj,
                    const char* key,
                    std::string& out,
@@ -275,12 +288,7 @@ Result<ContainerInfo> decodeInfo(const Reader& rd, const json& j) {
       c.cpuset.push_back(v.get<int>());
     }
   }
-  if (auto it = j.find("exclusive_cpus"); it != j.end()) {
-    if (!it->is_boolean()) {
-      return rd.err("exclusive_cpus", "expected true or false");
-    }
-    c.exclusive_cpus = it->get<bool>();
-  }
+  COLOD_TRY_PLAIN(rd.flag(j, "exclusive_cpus", c.exclusive_cpus));
   return c;
 }
 
@@ -375,12 +383,7 @@ Result<Snapshot> decodeSnapshot(const Reader& rd, const json& j) {
   if (s.interval_ns <= 0 || s.node_cpus < 0) {
     return rd.err("interval_ns/node_cpus", "interval_ns must be > 0 and node_cpus >= 0");
   }
-  if (auto it = j.find("event_round"); it != j.end()) {
-    if (!it->is_boolean()) {
-      return rd.err("event_round", "expected true or false");
-    }
-    s.event_round = it->get<bool>();
-  }
+  COLOD_TRY_PLAIN(rd.flag(j, "event_round", s.event_round));
   if (auto it = j.find("node_cpu_list"); it != j.end()) {
     if (!it->is_array()) {
       return rd.err("node_cpu_list", "expected an array");
@@ -392,12 +395,7 @@ Result<Snapshot> decodeSnapshot(const Reader& rd, const json& j) {
       s.node_cpu_list.push_back(v.get<int>());
     }
   }
-  if (auto q = j.find("absent_quiet"); q != j.end()) {
-    if (!q->is_boolean()) {
-      return rd.err("absent_quiet", "expected true or false");
-    }
-    s.absent_quiet = q->get<bool>();
-  }
+  COLOD_TRY_PLAIN(rd.flag(j, "absent_quiet", s.absent_quiet));
   if (auto u = j.find("unmeasured"); u != j.end()) {
     if (!u->is_array()) {
       return rd.err("unmeasured", "expected an array of container ids");
@@ -713,12 +711,7 @@ Result<Decision> decodeDecision(std::string_view text) {
   COLOD_TRY_PLAIN(rd.num(j, "rung", d.rung));
   COLOD_TRY_PLAIN(rd.str(j, "rule", d.rule));
   COLOD_TRY_PLAIN(rd.str(j, "explanation", d.explanation));
-  if (auto it = j.find("dry_run"); it != j.end()) {
-    if (!it->is_boolean()) {
-      return rd.err("dry_run", "expected true or false");
-    }
-    d.dry_run = it->get<bool>();
-  }
+  COLOD_TRY_PLAIN(rd.flag(j, "dry_run", d.dry_run));
   return d;
 }
 

@@ -227,10 +227,8 @@ class Collector::Impl {
   void pruneSlot(uint64_t id, uint32_t slot, bool& released);
   void pruneReclaim(uint64_t id);
   void prunePair(PairMap& m, const colod_pair_key& key);
-  // The pairs maps into their PairDeltas: named_pairs at every snapshot, walked whole when the
-  // sched read was, or when a pair was added or deleted since its last walk, otherwise only the
-  // pairs of victims that `read` shows preempted by another cgroup since (their previous entries
-  // from prev_sched, still whole); pairs walked whole when the files' cadence comes round.
+  // The pairs maps into their PairDeltas: named_pairs drained at every snapshot, pairs walked
+  // whole when the files' cadence comes round.
   Result<void> readPairs();
   Result<void> readPairMap(PairMap& m);
   // Deletes m's pairs idle for opts.pair_idle_ticks (right after a whole walk of m).
