@@ -632,6 +632,7 @@ Result<Snapshot> Collector::Impl::snapshot() {
                             pair_maps[kNamedPairs].reader.bufferBytes() +
                             reclaim_reader.bufferBytes() + behind_reader.bufferBytes();
   stats.bpf_map_bytes = map_bytes;
+  stats.sched_maps_made = sched_maps.made();
   stats.cgroup_file_opens = files.opens();
   stats.cgroup_file_misses_cached = files.missingHits();
   stats.cgroup_files_open = files.openFiles();

@@ -203,7 +203,7 @@ class Collector::Impl {
            sched_cpus <= COLOD_CPU_MARK_WORDS * 64;
   }
   // Only the slots marked changed, from userspace (slot_ids names them).
-  Result<SchedRead> readChangedSlots();
+  Result<bool> readChangedSlots(detail::SchedMap& out);
   Result<void> readSchedCopies(bpf::IndexRun run, std::vector<uint8_t>& out);
   // Reads a hash map through `reader` only when `gen` (its BPF generation counter in .bss)
   // moved or `seen` was invalidated; otherwise the last read stands. Returns the entry count.

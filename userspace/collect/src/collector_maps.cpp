@@ -243,9 +243,13 @@ Result<Collector::Impl::SchedRead> Collector::Impl::readSched() {
       r.entries.clear();
     }
   } else if (marks && !periodic && !slots_gen.due(g)) {
-    auto changed = readChangedSlots();
-    if (!changed || changed->all == false) {
-      return changed;
+    auto changed = readChangedSlots(r.entries);
+    if (!changed) {
+      return std::move(changed).error();
+    }
+    if (*changed) {
+      r.all = false;
+      return r;
     }
     // Most slots changed: one batch read of all of them is cheaper than a lookup each.
   }
@@ -305,12 +309,10 @@ Result<Collector::Impl::SchedRead> Collector::Impl::readSched() {
 
 // The slots marked changed since the last read, in runs of adjacent slots read by one batch
 // call each (a short gap of unchanged slots is read through and dropped: cheaper than another
-// syscall, bpf::planRuns). Returns all == true, having read nothing, when one batch read of
-// every live slot costs less: the caller reads them all instead.
-Result<Collector::Impl::SchedRead> Collector::Impl::readChangedSlots() {
-  SchedRead r;
-  r.entries = sched_maps.take();
-  r.all = false;
+// syscall, bpf::planRuns), into `out` (empty, from the pool: the caller's, so that the map
+// goes back to the pool whichever read fills it). Returns false, having read nothing, when one
+// batch read of every live slot costs less: the caller reads them all instead.
+Result<bool> Collector::Impl::readChangedSlots(detail::SchedMap& out) {
   changed_slots.clear();
   const std::size_t top = std::min(slot_ids.size(), dirty.words().size());
   bpf::takeMarks(dirty.words().first(top), changed_slots);
@@ -319,10 +321,9 @@ Result<Collector::Impl::SchedRead> Collector::Impl::readChangedSlots() {
   const std::size_t stride = sizeof(colod_cg_sched) * static_cast<std::size_t>(sched_cpus);
   bpf::planRuns(changed_slots, stride, slot_runs);
   if (bpf::runsCost(slot_runs, stride) >= bpf::walkCost(prev_sched.size(), stride)) {
-    r.all = true;
-    return r;
+    return false;
   }
-  detail::SchedMapPool::reserve(r.entries, changed_slots.size());
+  detail::SchedMapPool::reserve(out, changed_slots.size());
   std::size_t next = 0;  // into changed_slots, which the runs cover in order
   std::size_t copied = 0;
   for (const bpf::IndexRun& run : slot_runs) {
@@ -339,15 +340,15 @@ Result<Collector::Impl::SchedRead> Collector::Impl::readChangedSlots() {
       }
       const uint8_t* v =
           slot_value.data() + static_cast<std::size_t>(slot - run.first) * sizeof(colod_cg_sched);
-      sched_maps.put(r.entries, id,
+      sched_maps.put(out, id,
                      detail::SchedEntry{
                          slot, detail::sumSchedPerCpu(v, static_cast<int>(sched_cpus), region)});
     }
   }
   sched_read_bytes = copied * sched_cpus * (sizeof(uint32_t) + sizeof(colod_cg_sched));
-  stats.sched_entries_read = r.entries.size();
+  stats.sched_entries_read = out.size();
   stats.sched_read_calls += slot_runs.size() * sched_cpus;
-  return r;
+  return true;
 }
 
 // Every CPU's copies of the slots in `run`, CPU-major into `out`: CPU c's copy of slot s at

@@ -31,6 +31,7 @@ class SchedMapPool {
   // An empty map: one given back (its buckets kept) or a new one.
   [[nodiscard]] SchedMap take() {
     if (maps_.empty()) {
+      ++made_;
       return {};
     }
     SchedMap m = std::move(maps_.back());
@@ -83,10 +84,13 @@ class SchedMapPool {
 
   [[nodiscard]] std::size_t keptNodes() const { return nodes_.size(); }
   [[nodiscard]] std::size_t keptMaps() const { return maps_.size(); }
+  // Maps take() had to make afresh (none kept): flat once a snapshot's maps all come back.
+  [[nodiscard]] uint64_t made() const { return made_; }
 
  private:
   static constexpr std::size_t kMaxMaps = 4;  // a snapshot holds at most three at once
   std::size_t max_nodes_;
+  uint64_t made_ = 0;
   std::vector<SchedMap> maps_;
   std::vector<SchedMap::node_type> nodes_;
 };

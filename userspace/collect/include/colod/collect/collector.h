@@ -191,6 +191,9 @@ struct CollectorStats {
   uint64_t sched_cpu_copies = 0;
   // Calls that read changed slots between full reads (one a run of adjacent slots); cumulative.
   uint64_t sched_read_calls = 0;
+  // Per-snapshot maps of the read entries allocated afresh, not reused; cumulative. Flat after
+  // the first snapshots: a map each snapshot is a bucket array and a rehash each.
+  uint64_t sched_maps_made = 0;
   // The named victims' pairs map is full now: their new pairs are counted in the other map,
   // read at the slower cadence (CollectorOptions::max_named_pairs).
   bool named_pairs_full = false;
