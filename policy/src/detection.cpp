@@ -160,10 +160,9 @@ std::string EngineState::cpuRule(const Tracked& v, bool memory) {
 }
 
 void EngineState::startEpisodes(std::vector<Decision>& out, std::vector<Finding>& findings) {
-  for (auto& [id, v] : tracked_) {
-    if (!v.sampled || !isVictimTier(v.tier) || v.info.exclusive_cpus) {
-      continue;
-    }
+  for (Tracked* vp : victims_) {  // sampled, protected, not on exclusive CPUs
+    Tracked& v = *vp;
+    const std::string& id = v.info.id;
     for (bool memory : {false, true}) {
       const int hits = memory ? v.mem_hits : v.cpu_hits;
       const bool hit = memory ? v.mem_hit : v.cpu_hit;

@@ -159,11 +159,10 @@ RoundResult EngineState::evaluate(const Snapshot& snap) {
   result.findings = std::move(pending_findings_);
   pending_findings_.clear();
 
-  // Samples by id (last one wins on duplicates).
-  for (auto& [id, t] : tracked_) {
-    t.sample = nullptr;
-    t.sampled = false;
-  }
+  // Samples by id (last one wins on duplicates). Between rounds every t.sample is null (the
+  // round's last walk clears it; a new entry starts so): only the sampled are set here, and one
+  // walk of tracked_ below does the rest (with 1000 containers, each walk of the map is a cache
+  // miss a container: issue 17).
   for (const ContainerSample& s : snap.containers) {
     attribution_seen_ = attribution_seen_ || !s.preempted_by.empty();
     auto it = index_.find(std::string_view(s.id));
@@ -173,25 +172,33 @@ RoundResult EngineState::evaluate(const Snapshot& snap) {
     }
     it->second->sample = &s;
   }
-  if (snap.absent_quiet) {
-    for (auto& [id, t] : tracked_) {
-      if (t.sample == nullptr && t.registered) {
-        t.sample = &quiet_sample_;
-      }
-    }
-    for (const std::string& id : snap.unmeasured) {
-      if (auto it = index_.find(std::string_view(id));
-          it != index_.end() && it->second->sample == &quiet_sample_) {
-        it->second->sample = nullptr;
-      }
+  // Absent and unmeasured (no cgroup yet) is not quiet: marked for the walk below.
+  for (const std::string& id : snap.unmeasured) {
+    if (auto it = index_.find(std::string_view(id));
+        it != index_.end() && it->second->sample == nullptr) {
+      it->second->sample = &unmeasured_mark_;
     }
   }
   exclusive_cpus_.clear();
+  reserved_cpus_.clear();
   running_be_.clear();
+  victims_.clear();
+  // Evidence of a victim no longer hurt is brought to now once in a while (below).
+  const int64_t sweep_ticks = kEvidenceSweepWindows * config_.actions.blame_window_intervals;
   for (auto& [id, t] : tracked_) {
-    observe(t, t.sample, snap.interval_ns);
+    const ContainerSample* s = t.sample;
+    if (s == &unmeasured_mark_) {
+      s = nullptr;
+    } else if (s == nullptr && snap.absent_quiet && t.registered) {
+      s = &quiet_sample_;
+    }
+    observe(t, s, snap.interval_ns);
     if (t.info.exclusive_cpus) {
       exclusive_cpus_.insert(exclusive_cpus_.end(), t.cpus.begin(), t.cpus.end());
+    } else if (isVictimTier(t.tier) && !t.cpus.empty() && t.cpus.size() < node_cpus_.size()) {
+      // A protected container pinned to a strict subset of the node (a topology-aware plugin
+      // or the kubelet gave it those: issue #18): BEs are never placed there.
+      reserved_cpus_.insert(reserved_cpus_.end(), t.cpus.begin(), t.cpus.end());
     }
     if (t.sampled && t.sample->nr_throttled > 0) {
       t.last_throttled_tick = ticks_;
@@ -203,23 +210,9 @@ RoundResult EngineState::evaluate(const Snapshot& snap) {
         t.last_ran_tick = ticks_;
       }
     }
-  }
-  std::sort(exclusive_cpus_.begin(), exclusive_cpus_.end());
-  // CPUs a BE is never placed onto: exclusive ones, and those a protected container is pinned to
-  // (a topology-aware plugin or the kubelet gave it a strict subset of the node: issue #18).
-  reserved_cpus_ = exclusive_cpus_;
-  for (const auto& [id, t] : tracked_) {
-    if (isVictimTier(t.tier) && !t.cpus.empty() && t.cpus.size() < node_cpus_.size()) {
-      reserved_cpus_.insert(reserved_cpus_.end(), t.cpus.begin(), t.cpus.end());
+    if (t.sampled && isVictimTier(t.tier) && !t.info.exclusive_cpus) {
+      victims_.push_back(&t);  // in id order, as tracked_
     }
-  }
-  std::sort(reserved_cpus_.begin(), reserved_cpus_.end());
-  reserved_cpus_.erase(std::unique(reserved_cpus_.begin(), reserved_cpus_.end()),
-                       reserved_cpus_.end());
-  // Blame evidence of every victim that is, or was lately, over its threshold (the others' only
-  // decays, lazily): what each BE did where it waits, summed over the blame window.
-  const int64_t sweep_ticks = kEvidenceSweepWindows * config_.actions.blame_window_intervals;
-  for (auto& [id, t] : tracked_) {
     // A victim no longer hurt keeps the evidence of its last hurt, one entry per BE that ran
     // then, until it is hurt again: over days, every LS an entry for every BE (1000 containers,
     // 2/3 of them LS: 2.2 MB after a minute). Brought to now once in a while instead, which
@@ -228,10 +221,18 @@ RoundResult EngineState::evaluate(const Snapshot& snap) {
         (!t.blame.empty() || !t.waits.foreign_by.empty())) {
       decayEvidence(t);
     }
-    if (!t.sampled || !isVictimTier(t.tier) || t.info.exclusive_cpus) {
-      continue;
-    }
-    if (t.cpu_hits > 0 || hasEpisode(id, false)) {
+  }
+  std::sort(exclusive_cpus_.begin(), exclusive_cpus_.end());
+  // CPUs a BE is never placed onto: exclusive ones, and those a protected container is pinned to.
+  reserved_cpus_.insert(reserved_cpus_.end(), exclusive_cpus_.begin(), exclusive_cpus_.end());
+  std::sort(reserved_cpus_.begin(), reserved_cpus_.end());
+  reserved_cpus_.erase(std::unique(reserved_cpus_.begin(), reserved_cpus_.end()),
+                       reserved_cpus_.end());
+  // Blame evidence of every victim that is, or was lately, over its threshold (the others' only
+  // decays, lazily): what each BE did where it waits, summed over the blame window.
+  for (Tracked* tp : victims_) {
+    Tracked& t = *tp;
+    if (t.cpu_hits > 0 || hasEpisode(t.info.id, false)) {
       accumulateEvidence(t);
       // A new foreign episode once the foreign share has fallen below half of the wait.
       if (t.foreign_said && foreignShare(t) < 0.5) {
@@ -273,14 +274,6 @@ RoundResult EngineState::evaluate(const Snapshot& snap) {
   });
   startEpisodes(result.decisions, result.findings);
   refreshMoveQuotas(result.decisions);
-  // Decay the relax backoff of containers long quiet without an episode.
-  for (auto& [id, t] : tracked_) {
-    if (t.relax_backoff > 1 && t.sampled &&
-        t.quiet_streak >= 4 * config_.actions.quiet_intervals * t.relax_backoff &&
-        !hasEpisode(id, false)) {
-      t.relax_backoff = 1;
-    }
-  }
   for (const Finding& f : result.findings) {
     if (auto it = tracked_.find(f.container_id); it != tracked_.end()) {
       it->second.last_explanation = f.message;
@@ -290,6 +283,12 @@ RoundResult EngineState::evaluate(const Snapshot& snap) {
       1.0 - 1.0 / static_cast<double>(kPeakMemoryWindows *
                                       std::max(config_.actions.blame_window_intervals, 1));
   for (auto& [id, t] : tracked_) {
+    // Decay the relax backoff of containers long quiet without an episode.
+    if (t.relax_backoff > 1 && t.sampled &&
+        t.quiet_streak >= 4 * config_.actions.quiet_intervals * t.relax_backoff &&
+        !hasEpisode(id, false)) {
+      t.relax_backoff = 1;
+    }
     // Recent demand for admission (read between rounds): the on-CPU rate over about the last
     // tick (reported in this round or not), or a memory of a busier one that decays per timer
     // tick. An event round of a few ms in which a busy LS did not switch does not report it;
@@ -301,6 +300,7 @@ RoundResult EngineState::evaluate(const Snapshot& snap) {
     t.sample = nullptr;  // the snapshot is not ours to keep
   }
   running_be_.clear();  // pointers into tracked_: not kept across registry changes
+  victims_.clear();
   stats_.tracked_containers = tracked_.size();
   stats_.active_episodes = episodes_.size();
   return result;

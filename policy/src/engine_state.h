@@ -648,6 +648,8 @@ class EngineState {
   std::vector<Finding> pending_findings_;
   // The sample of a container absent from an absent_quiet snapshot (an all-zero interval).
   ContainerSample quiet_sample_;
+  // Marks, for one round, a container the snapshot names unmeasured (Snapshot::unmeasured).
+  ContainerSample unmeasured_mark_;
   EngineStats stats_;
   int64_t round_ = 0;
   // Some sample, of any container, has carried attributed preemptions: the collector attributes
@@ -665,6 +667,9 @@ class EngineState {
   std::vector<int> reserved_cpus_;
   // During evaluate() only (cleared at its end): BE that ran this round, in id order.
   std::vector<Tracked*> running_be_;
+  // This round's sampled victims (protected, not on exclusive CPUs), in id order; as
+  // running_be_, pointers into tracked_ cleared at the end of evaluate().
+  std::vector<Tracked*> victims_;
   // accumulateEvidence()'s scratch: this round's run time of each BE on the victim's CPUs.
   std::vector<std::pair<BlameEvidence*, double>> round_overlap_;
   int changes_this_round_ = 0;

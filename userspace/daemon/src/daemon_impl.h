@@ -285,6 +285,8 @@ class Daemon::Impl final : public nri::Plugin,
   // runtime has synchronized once (observe-only without NRI; loop.cpp syncRegistry).
   RegistrySource registry_source_;
   std::map<std::string, Known, std::less<>> known_;
+  // Known containers without a cgroup, as resolveCgroups() last counted them (loop thread).
+  std::size_t unresolved_ = 0;
   std::unordered_map<uint64_t, std::string> by_cgroup_;
   // This snapshot's mean run on a CPU of each cgroup that ran (meanRunNs): the preemption wait
   // split's weights (convert.h), sorted by cgroup id. Refilled each round in its own storage.

@@ -129,34 +129,43 @@ void Daemon::Impl::syncRegistry(RoundReason reason) {
 }
 
 void Daemon::Impl::resolveCgroups(bool force) {
-  for (auto& [id, k] : known_) {
+  // Resolves k's cgroup if it is time to try; true once it has one.
+  auto resolve = [&](const std::string& id, Known& k) {
     if (k.cgroup_id != 0) {
-      continue;
+      return true;
     }
     // Unresolved containers (not started yet, or cgroup not created) are retried every ~1 s.
     if (!force && tick_no_ - k.resolve_tick < 10) {
-      continue;
+      return false;
     }
     k.resolve_tick = tick_no_;
     auto rel = containerCgroupRel(k.cgroupPath(), cfg()->daemon.cgroup_driver,
                                   cfg()->daemon.systemd_cgroup_prefix);
     if (!rel) {
       k.resolve_error = rel.error().message();
-      continue;
+      return false;
     }
     k.rel = *rel;
     struct stat st {};
     const std::string dir = hierarchy_root_ + k.rel;
     if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
       k.resolve_error = "no cgroup directory " + dir;
-      continue;
+      return false;
     }
     k.cgroup_id = st.st_ino;
     k.resolve_error.clear();
     ++watch_inputs_gen_;
     by_cgroup_[k.cgroup_id] = id;
     log()->debug("container {} -> cgroup {} (id {})", k.display, k.rel, k.cgroup_id);
+    return true;
+  };
+  std::size_t unresolved = 0;
+  for (auto& [id, k] : known_) {
+    unresolved += resolve(id, k) ? 0 : 1;
   }
+  // Exact until the next call: a container's cgroup is set here only, and syncRegistry, which
+  // adds containers and forgets cgroups, ends with a call.
+  unresolved_ = unresolved;
 }
 
 void Daemon::Impl::tick(RoundReason reason) {
@@ -282,9 +291,11 @@ void Daemon::Impl::tick(RoundReason reason) {
   // A known container without activity had a quiet interval: the engine must see it (relaxing
   // needs quiet intervals of the victim). One without a cgroup was not measured at all.
   ps.absent_quiet = true;
-  for (const auto& [id, k] : known_) {
-    if (k.cgroup_id == 0) {
-      ps.unmeasured.push_back(id);
+  if (unresolved_ > 0) {  // else no walk of every container each tick
+    for (const auto& [id, k] : known_) {
+      if (k.cgroup_id == 0) {
+        ps.unmeasured.push_back(id);
+      }
     }
   }
   if (recorders_.active()) {
@@ -455,10 +466,6 @@ void Daemon::Impl::publish() {
       }
     }
   };
-  uint64_t unresolved = 0;
-  for (const auto& [id, k] : known_) {
-    unresolved += k.cgroup_id == 0 ? 1 : 0;
-  }
   auto& d = in.daemon;
   d.decisions_by_kind = decisions_.countsByKind();
   d.nri_connected = nri_connected_;
@@ -509,7 +516,7 @@ void Daemon::Impl::publish() {
   d.realtime_priority = d.realtime_demotions == 0 ? realtime_priority_ : 0;
   d.config_reloads = reloads_;
   d.config_reload_failures = reload_failures_;
-  d.unresolved_containers = unresolved;
+  d.unresolved_containers = unresolved_;
   d.containers = known_.size();
   d.mode = std::string(modeName(effectiveMode()));
 
