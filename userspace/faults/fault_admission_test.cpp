@@ -270,13 +270,14 @@ TEST_F(AdmissionFaultTest, PlacementOntoABusyBesCpusCarriesAQuotaAndIsReleasedAf
   peer_->mustControl({{"op", "run_pod"}, {"pod", "other"}});
   start("away");
   waitLsSeen();
-  // colod reads the other BE busy, steadily (reads 20 ms apart, over several ticks): it is a
-  // spinner alone on its CPUs, credited by BPF only when switched out, so colod reads its CPU
-  // time from its usage counter once it has seen it run a long slice. Before that, colod read it
-  // idle at the creation and placed the new BE there without a quota (session 36, 1 in 25 runs).
+  // colod reads the other BE busy, steadily (three ticks in a row: each `coloctl list` is
+  // answered with a view built at the end of the next tick): it is a spinner alone on its CPUs,
+  // credited by BPF only when switched out, so colod reads its CPU time from its usage counter
+  // once it has seen it run a long slice. Before that, colod read it idle at the creation and
+  // placed the new BE there without a quota (session 36, 1 in 25 runs).
   std::string listed;
   EXPECT_TRUE(waitListed(
-      "away", [](const json& c) { return c.value("cpu_util", 0.0) >= 0.5; }, 10, &listed))
+      "away", [](const json& c) { return c.value("cpu_util", 0.0) >= 0.5; }, 3, &listed))
       << "colod does not read the other BE busy; last `coloctl list`: " << listed;
   defineBe("");
   start("hog");

@@ -57,7 +57,7 @@ ControlBackend::ControlBackend(const ViewStore& views,
     : views_(views), log_(log), recorders_(recorders), hooks_(std::move(hooks)) {}
 
 Result<v1::StatusReply> ControlBackend::status() {
-  auto v = views_.take();
+  auto v = views_.fresh();
   v1::StatusReply st = v->status;
   const auto self = hooks_.self_stats();
   st.set_rss_bytes(self.rss_bytes);
@@ -66,7 +66,7 @@ Result<v1::StatusReply> ControlBackend::status() {
 }
 
 Result<v1::ListContainersReply> ControlBackend::listContainers() {
-  auto v = views_.take();
+  auto v = views_.fresh();
   v1::ListContainersReply out;
   for (const auto& c : v->containers) {
     *out.add_containers() = c;
@@ -78,7 +78,7 @@ Result<v1::ListContainersReply> ControlBackend::listContainers() {
 
 Result<v1::DumpReply> ControlBackend::dump() {
   using nlohmann::json;
-  auto v = views_.take();
+  auto v = views_.fresh();
   json doc;
   const auto self = hooks_.self_stats();
   doc["status"] = {{"mode", v->status.mode()},
@@ -168,7 +168,7 @@ Result<v1::DumpReply> ControlBackend::dump() {
 }
 
 Result<v1::HistogramReply> ControlBackend::histogram(const std::string& query) {
-  auto v = views_.take();
+  auto v = views_.fresh();
   auto idx = control::resolveContainer(v->containers, query);
   if (!idx) {
     return std::move(idx).error();
@@ -197,7 +197,7 @@ Result<v1::DecisionsReply> ControlBackend::decisions(uint32_t limit) {
 }
 
 Result<v1::ExplainReply> ControlBackend::explain(const std::string& query) {
-  auto v = views_.take();
+  auto v = views_.fresh();
   auto idx = control::resolveContainer(v->containers, query);
   if (!idx) {
     return std::move(idx).error();

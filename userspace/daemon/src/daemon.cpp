@@ -200,7 +200,7 @@ Result<void> Daemon::Impl::init() {
     }
     metrics::HttpHandlers handlers;
     handlers.render = [this] {
-      const std::shared_ptr<const View> v = views_.take();
+      const std::shared_ptr<const View> v = views_.fresh();
       metrics::MetricsView mv = v->metrics;
       const auto self = readSelfStats(cfg()->daemon.proc_root);
       mv.daemon.cpu_seconds = self.cpu_seconds;
@@ -441,6 +441,9 @@ int Daemon::Impl::run() {
   its.it_interval.tv_nsec = (interval.count() % 1000) * 1000000;
   its.it_value = its.it_interval;
   ::timerfd_settime(timer_fd_.get(), 0, &its, nullptr);
+  // A reader of status or metrics waits for the end of the next tick (the view is built for it
+  // there); a tick well past its interval, or a stopped loop, gets the last view after this.
+  views_.setFreshWait(std::max(3 * interval, std::chrono::milliseconds(300)));
   last_tick_ = Clock::now();
   refreshNriState();
   publish();  // status and metrics answer from the first moment

@@ -258,8 +258,6 @@ class Daemon::Impl final : public nri::Plugin,
   std::set<std::string> conflicts_logged_;            // container/field/plugin, bounded
   std::mutex nri_log_mu_;
   std::string nri_last_failure_;  // the last disconnect reason logged (stub threads)
-  // The actuator's (version, pending) when the view was last published (loop thread).
-  std::pair<uint64_t, uint64_t> published_actuator_{UINT64_MAX, UINT64_MAX};
 
   DecisionLog decisions_{1024};
   TraceRecorders recorders_;

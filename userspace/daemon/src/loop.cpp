@@ -200,7 +200,9 @@ void Daemon::Impl::tick(RoundReason reason) {
       log()->warn("collector snapshot failed ({} so far): {}", snapshot_errors_.load(),
                   snap.error().message());
     }
-    publish();
+    if (views_.wanted()) {
+      publish();
+    }
     return;
   }
   // publish() below reads this round's samples from the snapshot; nothing may read it after.
@@ -308,16 +310,17 @@ void Daemon::Impl::tick(RoundReason reason) {
     round = engine_->evaluate(ps);
   }
   handleDecisions(round);
-  // Publishing copies every container's view: once a second is enough for coloctl and scrapes
-  // (the default 15 s scrape interval), and right away when something was decided.
-  // ... and when the actuator's state moved (an overlay confirmed or dropped), so
-  // colod_reconcile_pending and coloctl say it within a tick, not a second later.
-  const std::pair<uint64_t, uint64_t> actuator_state{actuator_->version(),
-                                                     actuator_->stats().pending};
-  if (!round.decisions.empty() || (reason == RoundReason::Timer && tick_no_ % 10 == 0) ||
-      actuator_state != published_actuator_) {
-    published_actuator_ = actuator_state;
+  // Publishing copies every container's view: only for a reader waiting for one (ViewStore),
+  // here, where this round's samples are at hand.
+  if (views_.wanted()) {
     publish();
+  }
+  if (reason == RoundReason::Timer && tick_no_ % 10 == 0) {
+    // Once a second: the collector's per-tick map dumps (~1.5 MB with 1000 containers) and
+    // any view given up are free heap now; without a trim glibc keeps those pages resident
+    // for the life of the process (1000 containers: RSS 35.2 -> 33.4 MiB). Well under a
+    // millisecond; the pages fault back in as the next tick reuses them.
+    ::malloc_trim(0);
   }
   const auto took = Clock::now() - t0;
   if (took > cfg()->daemon.interval) {
@@ -542,11 +545,6 @@ void Daemon::Impl::publish() {
     st.add_update_rtt_slots(n);
   }
   views_.publish(buildView(in));
-  // Once a second: the previous view and the collector's per-tick map dumps (~1.5 MB with 1000
-  // containers) are free heap now; without a trim glibc keeps those pages resident for the life
-  // of the process (1000 containers: RSS 35.2 -> 33.4 MiB). Costs well under a millisecond on
-  // the loop thread; the pages fault back in as the next tick reuses them.
-  ::malloc_trim(0);
 }
 
 }  // namespace colod::daemon

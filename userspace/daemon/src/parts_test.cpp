@@ -179,6 +179,39 @@ TEST(BuildView, SortsByNameAndKeepsWhereEachRowCameFrom) {
   EXPECT_EQ(store.take(), v);
 }
 
+// The loop builds a view only for a reader that asks (ViewStore::fresh): the reader gets one
+// published after it asked, or the last one once the wait is over.
+TEST(ViewStore, FreshWaitsForAViewPublishedAfterTheAsk) {
+  ViewStore store;
+  auto first = std::make_shared<View>();
+  first->unix_ms = 1;
+  store.publish(first);
+  EXPECT_FALSE(store.wanted()) << "nobody asked";
+  EXPECT_EQ(store.fresh(), first) << "no fresh wait set: the last view at once";
+  EXPECT_FALSE(store.wanted());
+
+  store.setFreshWait(10s);
+  auto second = std::make_shared<View>();
+  second->unix_ms = 2;
+  std::thread loop([&] {  // as the daemon's loop: publishes at the end of a tick when asked
+    while (!store.wanted()) {
+      std::this_thread::sleep_for(1ms);
+    }
+    store.publish(second);
+  });
+  EXPECT_EQ(store.fresh(), second);
+  loop.join();
+  EXPECT_FALSE(store.wanted()) << "answered";
+
+  store.setFreshWait(50ms);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(store.fresh(), second) << "nothing published: the last view";
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 50ms);
+  EXPECT_TRUE(store.wanted()) << "still asked: the loop's next tick builds one";
+  store.publish(first);
+  EXPECT_FALSE(store.wanted());
+}
+
 class ControlBackendTest : public ::testing::Test {
  protected:
   void SetUp() override {

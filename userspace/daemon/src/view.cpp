@@ -113,12 +113,27 @@ void ViewStore::publish(std::shared_ptr<const View> view) {
     std::lock_guard lk(mu_);
     old = std::move(view_);
     view_ = std::move(view);
+    ++published_;
+    wanted_.store(false, std::memory_order_release);
   }
+  published_cv_.notify_all();
   old.reset();  // freed outside the lock (unless a reader still holds it)
 }
 
 std::shared_ptr<const View> ViewStore::take() const {
   std::lock_guard lk(mu_);
+  return view_;
+}
+
+std::shared_ptr<const View> ViewStore::fresh() const {
+  const std::chrono::milliseconds wait(fresh_wait_ms_.load(std::memory_order_relaxed));
+  std::unique_lock lk(mu_);
+  if (wait.count() <= 0) {
+    return view_;
+  }
+  const uint64_t asked_at = published_;
+  wanted_.store(true, std::memory_order_release);  // under mu_: publish() cannot miss it
+  published_cv_.wait_for(lk, wait, [&] { return published_ != asked_at; });
   return view_;
 }
 
