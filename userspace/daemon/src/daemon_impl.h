@@ -285,7 +285,10 @@ class Daemon::Impl final : public nri::Plugin,
   std::map<std::string, Known, std::less<>> known_;
   // Known containers without a cgroup, as resolveCgroups() last counted them (loop thread).
   std::size_t unresolved_ = 0;
-  std::unordered_map<uint64_t, std::string> by_cgroup_;
+  // Each resolved cgroup's entry in known_ (a std::map's nodes stay put; erased with the entry
+  // or when its cgroup is forgotten): the tick finds a sample's container without comparing ids.
+  using KnownEntry = std::pair<const std::string, Known>;
+  std::unordered_map<uint64_t, KnownEntry*> by_cgroup_;
   // This snapshot's mean run on a CPU of each cgroup that ran (meanRunNs): the preemption wait
   // split's weights (convert.h), sorted by cgroup id. Refilled each round in its own storage.
   std::vector<std::pair<uint64_t, uint64_t>> run_ns_;

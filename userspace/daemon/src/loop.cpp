@@ -130,7 +130,8 @@ void Daemon::Impl::syncRegistry(RoundReason reason) {
 
 void Daemon::Impl::resolveCgroups(bool force) {
   // Resolves k's cgroup if it is time to try; true once it has one.
-  auto resolve = [&](const std::string& id, Known& k) {
+  auto resolve = [&](KnownEntry& entry) {
+    Known& k = entry.second;
     if (k.cgroup_id != 0) {
       return true;
     }
@@ -155,13 +156,13 @@ void Daemon::Impl::resolveCgroups(bool force) {
     k.cgroup_id = st.st_ino;
     k.resolve_error.clear();
     ++watch_inputs_gen_;
-    by_cgroup_[k.cgroup_id] = id;
+    by_cgroup_[k.cgroup_id] = &entry;
     log()->debug("container {} -> cgroup {} (id {})", k.display, k.rel, k.cgroup_id);
     return true;
   };
   std::size_t unresolved = 0;
-  for (auto& [id, k] : known_) {
-    unresolved += resolve(id, k) ? 0 : 1;
+  for (KnownEntry& entry : known_) {
+    unresolved += resolve(entry) ? 0 : 1;
   }
   // Exact until the next call: a container's cgroup is set here only, and syncRegistry, which
   // adds containers and forgets cgroups, ends with a call.
@@ -240,7 +241,7 @@ void Daemon::Impl::tick(RoundReason reason) {
   ps.node_cpu_list = node_cpus_;
   auto container_of = [this](uint64_t cgid) -> std::string {
     auto it = by_cgroup_.find(cgid);
-    return it == by_cgroup_.end() ? std::string() : it->second;
+    return it == by_cgroup_.end() ? std::string() : it->second->first;
   };
   ++rounds_;
   run_ns_.clear();
@@ -260,14 +261,14 @@ void Daemon::Impl::tick(RoundReason reason) {
     if (it == by_cgroup_.end()) {
       continue;
     }
-    Known& k = known_[it->second];
+    const std::string& id = it->second->first;
+    Known& k = it->second->second;
     double psi_span = 1.0;
     if (cg.cpu_pressure && k.cpu_some_total_us != 0 && snap->interval.count() > 0) {
       psi_span = std::chrono::duration<double>(snap->now - k.cpu_some_at) /
                  std::chrono::duration<double>(snap->interval);
     }
-    auto sample =
-        toContainerSample(it->second, cg, container_of, k.cpu_some_total_us, psi_span, run_ns_of);
+    auto sample = toContainerSample(id, cg, container_of, k.cpu_some_total_us, psi_span, run_ns_of);
     if (cg.cpu_pressure) {
       k.cpu_some_total_us = cg.cpu_pressure->some.total_us;
       k.cpu_some_at = snap->now;
@@ -463,7 +464,7 @@ void Daemon::Impl::publish() {
           break;
         }
         auto it = by_cgroup_.find(a.cgroup_id);
-        row.preempted_by.emplace_back(it != by_cgroup_.end() ? known_.at(it->second).display
+        row.preempted_by.emplace_back(it != by_cgroup_.end() ? it->second->second.display
                                                              : (a.path.empty() ? "host" : a.path),
                                       a.preemptions);
       }
