@@ -149,6 +149,9 @@ RoundResult EngineState::admit(ContainerInfo info, int64_t now_ns) {
   const std::string id = info.id;
   upsert(std::move(info), /*registered=*/false);
   auto it = tracked_.find(id);
+  if (it != tracked_.end() && !it->second.registered) {
+    admitted_unlisted_.try_emplace(id, now_ns);  // a retried creation keeps its first time
+  }
   if (config_.actions.admission == AdmissionMode::Off || it == tracked_.end() ||
       stats_.rounds == 0 || node_cpus_.empty()) {
     return result;  // off, or before the first round (nothing seen running yet)

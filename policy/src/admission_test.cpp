@@ -70,6 +70,52 @@ TEST(AdmissionTest, RunningLsPlacesNewBeOffItsCpus) {
   EXPECT_EQ(sim.engine().stats().admissions, 1u);
 }
 
+// A creation that fails after colod's reply never reaches the registry (a kubelet retrying it
+// makes a new id each time): the admitted container, and what colod placed on it, is forgotten
+// once the actuator's creation grace has passed, with a finding. One the registry lists stays.
+TEST(AdmissionTest, AContainerNeverCreatedIsForgottenAfterTheCreationGrace) {
+  Sim sim{cpusetFirst(), 4};
+  sim.add(lsInfo("web", 4));
+  (void)sim.step({lsSample("web", 200)});
+  const int64_t admitted_at = sim.now();
+  ASSERT_EQ(sim.engine().admit(bigBe("failed"), admitted_at).decisions.size(), 1u);
+  (void)sim.engine().admit(bigBe("created"), admitted_at);
+  sim.engine().upsertContainer(bigBe("created"));            // the registry lists it
+  (void)sim.engine().admit(bigBe("measured"), admitted_at);  // not listed, but it ran once
+  EXPECT_TRUE(restricted(sim.engine(), "failed"));
+  int said = 0;
+  int64_t said_at = 0;
+  bool first = true;
+  while (sim.now() - admitted_at < kCreationGraceNs + 1'000'000'000) {
+    std::vector<ContainerSample> samples = {lsSample("web", 200)};
+    if (first) {
+      samples.push_back(beSample("measured", 1'000'000));
+      first = false;
+    }
+    const RoundResult r = sim.step(std::move(samples));
+    for (const Finding& f : r.findings) {
+      if (f.rule == "never_created") {
+        EXPECT_EQ(f.container_id, "failed");
+        ++said;
+        said_at = sim.now();
+      }
+    }
+    if (sim.now() - admitted_at < kCreationGraceNs) {
+      ASSERT_TRUE(sim.engine().describe("failed").has_value()) << "forgotten before the grace";
+    }
+  }
+  EXPECT_EQ(said, 1);
+  EXPECT_GE(said_at - admitted_at, kCreationGraceNs);
+  EXPECT_FALSE(sim.engine().describe("failed").has_value());
+  EXPECT_FALSE(restricted(sim.engine(), "failed")) << "its placement goes with it";
+  for (const AppliedAction& a : sim.engine().applied()) {
+    EXPECT_NE(a.target_id, "failed");
+  }
+  EXPECT_TRUE(sim.engine().describe("created").has_value());
+  EXPECT_TRUE(sim.engine().describe("measured").has_value()) << "a sample says it exists";
+  EXPECT_EQ(sim.engine().stats().tracked_containers, 3u);
+}
+
 TEST(AdmissionTest, RelaxedOnceTheLsShowsNoWait) {
   Sim sim{cpusetFirst(), 4};
   sim.add(lsInfo("web", 4));

@@ -21,6 +21,11 @@ void EngineState::upsert(ContainerInfo info, bool registered) {
   auto [it, inserted] = tracked_.try_emplace(info.id);
   Tracked& t = it->second;
   t.registered = t.registered || registered;
+  if (registered && !admitted_unlisted_.empty()) {
+    if (auto a = admitted_unlisted_.find(info.id); a != admitted_unlisted_.end()) {
+      admitted_unlisted_.erase(a);  // created: the registry lists it
+    }
+  }
   if (inserted) {
     index_.emplace(std::string_view(it->first), &t);
   }
@@ -86,7 +91,32 @@ void EngineState::setNodeCpus(std::vector<int> cpus) {
   }
 }
 
+void EngineState::forgetNeverCreated(int64_t now_ns, std::vector<Finding>& findings) {
+  for (auto it = admitted_unlisted_.begin(); it != admitted_unlisted_.end();) {
+    const std::string id = it->first;
+    auto t = tracked_.find(id);
+    // Registered, or measured (only a created container has a cgroup that runs): it exists.
+    const bool settled = t == tracked_.end() || t->second.registered || t->second.sample != nullptr;
+    if (settled || now_ns - it->second < kCreationGraceNs) {
+      it = settled ? admitted_unlisted_.erase(it) : std::next(it);
+      continue;
+    }
+    it = admitted_unlisted_.erase(it);
+    findings.push_back({id, "never_created",
+                        displayName(t->second.info) + " was seen created (CreateContainer) but " +
+                            "not listed by the runtime " +
+                            std::to_string(kCreationGraceNs / 1'000'000'000) +
+                            " s later: its creation failed; forgotten, with what colod placed"});
+    remove(id);
+  }
+}
+
 void EngineState::remove(std::string_view id) {
+  if (!admitted_unlisted_.empty()) {
+    if (auto a = admitted_unlisted_.find(id); a != admitted_unlisted_.end()) {
+      admitted_unlisted_.erase(a);
+    }
+  }
   dropTarget(id);
   for (auto& [key, ep] : episodes_) {
     if (ep.victim_id == id) {
@@ -171,6 +201,9 @@ RoundResult EngineState::evaluate(const Snapshot& snap) {
       continue;
     }
     it->second->sample = &s;
+  }
+  if (!admitted_unlisted_.empty()) {
+    forgetNeverCreated(snap.now_ns, result.findings);
   }
   // Absent and unmeasured (no cgroup yet) is not quiet: marked for the walk below.
   for (const std::string& id : snap.unmeasured) {

@@ -29,6 +29,7 @@
 namespace colod::policy {
 
 inline constexpr int64_t kNever = -1'000'000'000;
+
 inline constexpr int kMaxRelaxBackoff = 8;
 // A BE container counts as running when it used at least this share of one CPU in the interval.
 inline constexpr double kRunningCpuFraction = 0.01;
@@ -358,6 +359,10 @@ class EngineState {
   // engine.cpp
   // registered: a registry change (false from admit(): it does not clear an earlier true).
   void upsert(ContainerInfo info, bool registered);
+  // Forgets the containers admitted at creation that the registry has not listed, and that
+  // had no sample, within kCreationGraceNs of their admission (see admitted_unlisted_). Called
+  // once this round's samples are set.
+  void forgetNeverCreated(int64_t now_ns, std::vector<Finding>& findings);
   void setNodeCpus(std::vector<int> cpus);
   void remove(std::string_view id);
   void dropTarget(std::string_view id);
@@ -644,6 +649,11 @@ class EngineState {
   std::unordered_map<std::string_view, Tracked*> index_;
   // (target id) -> lever -> restriction
   std::map<std::string, std::map<Lever, Restriction>, std::less<>> restrictions_;
+  // Containers admit() saw created and the registry has not listed since (id -> the admit's
+  // now_ns). One the registry still does not list kCreationGraceNs later was never created
+  // (the creation failed after colod's reply): evaluate() forgets it, with what it placed.
+  // A kubelet retrying a failing creation makes a new id each time: kept, they would pile up.
+  std::map<std::string, int64_t, std::less<>> admitted_unlisted_;
   std::map<std::string, Episode, std::less<>> episodes_;
   std::vector<Finding> pending_findings_;
   // The sample of a container absent from an absent_quiet snapshot (an all-zero interval).

@@ -3,6 +3,7 @@
 // decisions out; no clock, no I/O, no globals, no threads. Not thread-safe: one owner calls it.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
@@ -15,6 +16,11 @@
 #include "colod/policy/types.h"
 
 namespace colod::policy {
+
+// How long a container admitted at its creation may stay unregistered before it is taken as
+// never created (its creation failed after colod's reply): the actuator's creation grace
+// (ReconcilerOptions::creation_grace_ns), which drops the overlay placed on it at that moment.
+inline constexpr int64_t kCreationGraceNs = 30'000'000'000;
 
 class EngineState;  // private
 
@@ -100,6 +106,9 @@ class Engine {
   // restrictions in force (or a running protected LS) say it must start: kind Engage, rule
   // "admission", already applied in the engine's view (applied() lists them). Empty: created as
   // asked. Off, not BE, or before the first evaluate() (the node's CPUs are unknown): empty.
+  // A container admitted here that upsertContainer() has not registered kCreationGraceNs later
+  // was never created: the evaluate() after that forgets it, with what it placed (a finding,
+  // rule "never_created").
   [[nodiscard]] RoundResult admit(ContainerInfo info, int64_t now_ns);
 
   // Decisions that return every restricted container to its original values and clear all

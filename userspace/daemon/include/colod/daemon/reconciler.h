@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "colod/policy/engine.h"
 #include "colod/policy/types.h"
 
 namespace colod::daemon {
@@ -63,8 +64,9 @@ struct ReconcilerOptions {
   int64_t backoff_max_ns = 5'000'000'000;    // 5 s: retried forever, never given up
   std::size_t max_containers = 65536;        // bound on tracked containers
   // How long a container colod placed at creation may stay absent from the runtime's list
-  // before it is taken as never created (its creation failed after colod's reply).
-  int64_t creation_grace_ns = 30'000'000'000;
+  // before it is taken as never created (its creation failed after colod's reply). The engine
+  // forgets such a container at the same age (policy::kCreationGraceNs).
+  int64_t creation_grace_ns = policy::kCreationGraceNs;
 };
 
 // One container's state, for the journal, explain and tests.
