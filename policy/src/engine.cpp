@@ -21,10 +21,8 @@ void EngineState::upsert(ContainerInfo info, bool registered) {
   auto [it, inserted] = tracked_.try_emplace(info.id);
   Tracked& t = it->second;
   t.registered = t.registered || registered;
-  if (registered && !admitted_unlisted_.empty()) {
-    if (auto a = admitted_unlisted_.find(info.id); a != admitted_unlisted_.end()) {
-      admitted_unlisted_.erase(a);  // created: the registry lists it
-    }
+  if (registered) {
+    admitted_unlisted_.erase(info.id);  // created: the registry lists it
   }
   if (inserted) {
     index_.emplace(std::string_view(it->first), &t);
@@ -95,7 +93,8 @@ void EngineState::forgetNeverCreated(int64_t now_ns, std::vector<Finding>& findi
   for (auto it = admitted_unlisted_.begin(); it != admitted_unlisted_.end();) {
     const std::string id = it->first;
     auto t = tracked_.find(id);
-    // Registered, or measured (only a created container has a cgroup that runs): it exists.
+    // Gone, registered, or measured this round (only a created container has a cgroup that
+    // runs): nothing to forget.
     const bool settled = t == tracked_.end() || t->second.registered || t->second.sample != nullptr;
     if (settled || now_ns - it->second < kCreationGraceNs) {
       it = settled ? admitted_unlisted_.erase(it) : std::next(it);
