@@ -10,7 +10,10 @@
 # benchmark config (act, 100 ms), waits for the synchronization and for every container's cgroup
 # to be resolved, and measures colod over COLOD_SCALE_SECONDS (20):
 #   colod-scale: containers=<n> resolved=<n> node_cpus=<n> colod_rss_mib= colod_cpu_pct=
-#                tick_overruns= ticks=
+#                tick_overruns= ticks= event_rounds= decisions=
+# (event_rounds: decision rounds run on wakeups between ticks; decisions: what colod decided
+# over the window. Where the protected containers wait past their thresholds, colod acts, and
+# its cost is then that of acting, not of watching.)
 # colod_cpu_pct is colod's user+sys CPU (every thread) over the window, % of one CPU;
 # colod_rss_mib its largest VmRSS sampled over it. The last line is the largest size's.
 # COLOD_BUILD_DIR: the build (default build); COLOD_DAEMON_SET / COLOD_POLICY_SET as
@@ -76,13 +79,16 @@ stat_of() { ctl status -o json | python3 -c "import json,sys; print(json.load(sy
 ticks() { awk '{print $14 + $15}' "/proc/$colod_pid/stat"; }
 hz=$(getconf CLK_TCK)
 listen=$(sed -n 's/.*metrics_listen: "\(.*\)"/\1/p' "$run/colod.yaml")
-overruns() {  # colod_tick_overruns_total from colod's /metrics
+counters() {  # "overruns event_rounds decisions" from colod's /metrics
   python3 -c "import sys, urllib.request
+c = {'colod_tick_overruns_total': 0.0, 'colod_event_rounds_total': 0.0, 'colod_decisions_total': 0.0}
 for l in urllib.request.urlopen('http://$listen/metrics', timeout=5).read().decode().splitlines():
-    if l.startswith('colod_tick_overruns_total '):
-        print(l.split()[1])"
+    name = l.split('{')[0].split(' ')[0]
+    if name in c:
+        c[name] += float(l.split()[-1])
+print(' '.join(str(int(v)) for v in c.values()))"
 }
-ov0=$(overruns)
+read -r ov0 ev0 dec0 < <(counters || echo "0 0 0")
 t_0=$(stat_of ticks) cpu0=$(ticks) w0=$(date +%s.%N)
 perf_pid=
 if [[ -n ${COLOD_SCALE_PERF:-} ]]; then  # FILE: a perf profile of colod over the window
@@ -98,11 +104,13 @@ for _ in $(seq 1 $((secs * 2))); do
 done
 cpu1=$(ticks) w1=$(date +%s.%N) t_1=$(stat_of ticks)
 [[ -z $perf_pid ]] || wait "$perf_pid" || true
-ov1=$(overruns)
-python3 -c "import sys; n, r, k, c, hz, w0, w1, t, o0, o1 = sys.argv[1:]; \
+read -r ov1 ev1 dec1 < <(counters || echo "0 0 0")
+python3 -c "import sys; n, r, k, c, hz, w0, w1, t, o0, o1, e0, e1, d0, d1 = sys.argv[1:]; \
 print(f'colod-scale: containers={n} resolved={r} node_cpus=$(nproc) ' \
       f'colod_rss_mib={int(k) / 1024:.1f} ' \
       f'colod_cpu_pct={100 * int(c) / int(hz) / (float(w1) - float(w0)):.2f} ' \
-      f'tick_overruns={int(float(o1 or 0) - float(o0 or 0))} ticks={t}')" \
+      f'tick_overruns={int(o1) - int(o0)} ticks={t} ' \
+      f'event_rounds={int(e1) - int(e0)} decisions={int(d1) - int(d0)}')" \
   "$n" "$resolved" "$max_kib" "$((cpu1 - cpu0))" "$hz" "$w0" "$w1" "$((t_1 - t_0))" \
-  "${ov0:-0}" "${ov1:-0}" | tee -a "${COLOD_SCALE_OUT:-/dev/null}"
+  "${ov0:-0}" "${ov1:-0}" "${ev0:-0}" "${ev1:-0}" "${dec0:-0}" "${dec1:-0}" |
+  tee -a "${COLOD_SCALE_OUT:-/dev/null}"
