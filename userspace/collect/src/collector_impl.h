@@ -198,10 +198,16 @@ class Collector::Impl {
   [[nodiscard]] bool kernelSumsPay() const;
   // cgsched marks the CPUs each slot is written on (cg_cpus) for the kernel's sum to add only
   // those copies: when the kernel may sum and the marks hold every possible CPU.
-  [[nodiscard]] bool cpuMarks() const {
+  [[nodiscard]] bool cpuMarksWanted() const {
     return opts.cpu_marks && opts.kernel_sums && !opts.legacy_reads &&
            sched_cpus <= COLOD_CPU_MARK_WORDS * 64;
   }
+  // The marks are written: wanted, and the summing iterator loaded (only then does cgsched get
+  // mark_cpus). A kernel that refuses the iterator (EPERM on a 6.18 PVM guest, session 41) has
+  // no marks, and a reader trusting them skipped every CPU copy: a recycled slot kept the last
+  // cgroup's counts, and a moved cgroup's old slot was never read.
+  [[nodiscard]] bool cpuMarks() const { return cpu_marks_on; }
+  bool cpu_marks_on = false;
   // Only the slots marked changed, from userspace (slot_ids names them).
   Result<bool> readChangedSlots(detail::SchedMap& out);
   Result<void> readSchedCopies(bpf::IndexRun run, std::vector<uint8_t>& out);

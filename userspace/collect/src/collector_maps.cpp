@@ -69,14 +69,16 @@ Result<void> Collector::Impl::load(AttachKind kind) {
   // the CPU marks, which must be on before the first switch is counted (a copy written before
   // its CPU's mark would be summed only from that CPU's next write to the slot on).
   sums.reset();
+  cpu_marks_on = false;
   if (opts.kernel_sums && !opts.legacy_reads) {
     auto k = detail::KernelSums::open({.cg_slots = bpf_map__fd((*s)->maps.cg_slots),
                                        .cg_sched = bpf_map__fd((*s)->maps.cg_sched),
                                        .cg_dirty = bpf_map__fd((*s)->maps.cg_dirty),
                                        .cg_cpus = bpf_map__fd((*s)->maps.cg_cpus)},
-                                      sched_cpus, opts.max_cgroups, cpuMarks());
+                                      sched_cpus, opts.max_cgroups, cpuMarksWanted());
     if (k) {
       sums.emplace(std::move(k).value());
+      cpu_marks_on = cpuMarksWanted();
       (*s)->bss->mark_cpus = cpuMarks() ? 1 : 0;
       read_note = "collector: cg_sched summed in the kernel (schedsum iterator) over " +
                   (cpuMarks() ? "the CPUs each cgroup ran on, of " + std::to_string(sched_cpus)
