@@ -111,10 +111,9 @@ void EngineState::forgetNeverCreated(int64_t now_ns, std::vector<Finding>& findi
 }
 
 void EngineState::remove(std::string_view id) {
-  if (!admitted_unlisted_.empty()) {
-    if (auto a = admitted_unlisted_.find(id); a != admitted_unlisted_.end()) {
-      admitted_unlisted_.erase(a);
-    }
+  // By iterator: erasing by a string_view key needs C++23.
+  if (auto a = admitted_unlisted_.find(id); a != admitted_unlisted_.end()) {
+    admitted_unlisted_.erase(a);
   }
   dropTarget(id);
   for (auto& [key, ep] : episodes_) {

@@ -350,8 +350,11 @@ TEST_F(CollectorTest, VanishedCgroupsLeaveNoMapEntries) {
 // for new cgroups, or a node with container churn runs out after max_cgroups creations.
 // Creates more cgroups than there are slots in all, a batch at a time (so it fails without
 // recycling even if no existing cgroup ever takes a slot), and checks that every one is
-// measured from zero and nothing is dropped.
-TEST_F(CollectorTest, SlotsOfVanishedCgroupsAreReusedFromZero) {
+// measured from zero and nothing is dropped. Run twice: with the kernel's sums as this kernel
+// allows them, and with the summing iterator refused (then cgsched writes no CPU marks, and the
+// hand-back must zero every CPU's copy: session 41's 6.18 guest refused it, and a recycled slot
+// kept its last cgroup's counts, 2-3x the kernel's usage).
+void CollectorTest::slotsAreReusedFromZero(int kernel_sums_refusal) {
   const std::string root = cpuRoot();
   auto existing = cgroup::listCgroups(root, 1 << 20);
   ASSERT_TRUE(existing.has_value()) << existing.error().message();
@@ -359,8 +362,12 @@ TEST_F(CollectorTest, SlotsOfVanishedCgroupsAreReusedFromZero) {
   constexpr uint32_t kBatch = 8;
   CollectorOptions opts;
   opts.max_cgroups = static_cast<uint32_t>(existing->size()) + kSpare;
+  opts.kernel_sums_refusal = kernel_sums_refusal;
   const uint32_t rounds = opts.max_cgroups / kBatch + 2;
   MAKE_COLLECTOR_OR_SKIP(col, opts);
+  if (kernel_sums_refusal != 0) {
+    ASSERT_FALSE(col.kernelSums()) << col.readNote();
+  }
   // The kernel's own CPU time of each cgroup: cpu.stat usage_usec on v2, cpuacct.usage (ns)
   // on v1, where cpuacct may be a hierarchy of its own.
   std::vector<std::string> roots{root};
@@ -407,6 +414,12 @@ TEST_F(CollectorTest, SlotsOfVanishedCgroupsAreReusedFromZero) {
   }
   EXPECT_EQ(ASSERT_OK(col.snapshot()).stats.map_drops, drops_before)
       << "slots of removed cgroups were not recycled";
+}
+
+TEST_F(CollectorTest, SlotsOfVanishedCgroupsAreReusedFromZero) { slotsAreReusedFromZero(0); }
+
+TEST_F(CollectorTest, SlotsOfVanishedCgroupsAreReusedFromZeroWithoutTheKernelsSums) {
+  slotsAreReusedFromZero(EPERM);
 }
 
 // A BPF map deletion can fail (the kernel returns ENOMEM/EBUSY under pressure); the collector

@@ -410,6 +410,10 @@ class CollectorTest : public ::testing::Test {
     return std::move(*c);
   }
 
+  // SlotsOfVanishedCgroupsAreReusedFromZero, with the kernel's sums refused with this errno
+  // (CollectorOptions::kernel_sums_refusal) or not (0).
+  void slotsAreReusedFromZero(int kernel_sums_refusal);
+
   // The layout decides which hierarchy carries the cpu and memory knobs: the v1 cpu (cpuset,
   // memory) controllers on hybrid/v1 hosts, the one cgroup2 tree on pure v2 hosts (the VM).
   [[nodiscard]] bool v2() const { return hier_.layout == cgroup::Layout::V2; }

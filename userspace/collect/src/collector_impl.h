@@ -68,6 +68,7 @@ class Collector::Impl {
   ReclaimSkel reclaim_skel{nullptr, nullptr};
   // The summing iterator on sched_skel's maps (destroyed before them); empty: userspace sums.
   std::optional<detail::KernelSums> sums;
+  bool cpu_marks_on = false;  // cgsched writes the CPU marks (cpuMarks())
   std::string read_note;
   // After the skeletons: destroyed first (its ring buffer reads a map of sched_skel).
   std::optional<detail::Watch> watch;
@@ -207,7 +208,6 @@ class Collector::Impl {
   // no marks, and a reader trusting them skipped every CPU copy: a recycled slot kept the last
   // cgroup's counts, and a moved cgroup's old slot was never read.
   [[nodiscard]] bool cpuMarks() const { return cpu_marks_on; }
-  bool cpu_marks_on = false;
   // Only the slots marked changed, from userspace (slot_ids names them).
   Result<bool> readChangedSlots(detail::SchedMap& out);
   Result<void> readSchedCopies(bpf::IndexRun run, std::vector<uint8_t>& out);

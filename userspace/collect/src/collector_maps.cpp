@@ -71,11 +71,15 @@ Result<void> Collector::Impl::load(AttachKind kind) {
   sums.reset();
   cpu_marks_on = false;
   if (opts.kernel_sums && !opts.legacy_reads) {
-    auto k = detail::KernelSums::open({.cg_slots = bpf_map__fd((*s)->maps.cg_slots),
-                                       .cg_sched = bpf_map__fd((*s)->maps.cg_sched),
-                                       .cg_dirty = bpf_map__fd((*s)->maps.cg_dirty),
-                                       .cg_cpus = bpf_map__fd((*s)->maps.cg_cpus)},
-                                      sched_cpus, opts.max_cgroups, cpuMarksWanted());
+    Result<detail::KernelSums> k =
+        opts.kernel_sums_refusal != 0
+            ? Result<detail::KernelSums>(
+                  COLOD_ERR(opts.kernel_sums_refusal, "loading the summing iterator (injected)"))
+            : detail::KernelSums::open({.cg_slots = bpf_map__fd((*s)->maps.cg_slots),
+                                        .cg_sched = bpf_map__fd((*s)->maps.cg_sched),
+                                        .cg_dirty = bpf_map__fd((*s)->maps.cg_dirty),
+                                        .cg_cpus = bpf_map__fd((*s)->maps.cg_cpus)},
+                                       sched_cpus, opts.max_cgroups, cpuMarksWanted());
     if (k) {
       sums.emplace(std::move(k).value());
       cpu_marks_on = cpuMarksWanted();

@@ -348,6 +348,10 @@ struct CollectorOptions {
   // ("slot_move", slot_move_min_cpus). A non-zero errno fails that write with it, as the kernel
   // can (ENOMEM, EBUSY), without calling the kernel.
   std::function<int(std::string_view map)> cleanup_fault;
+  // Fault injection, for tests only (production leaves it 0): a non-zero errno refuses the
+  // kernel's summing iterator with it, without loading it, as a kernel can (EPERM on a 6.18 PVM
+  // guest, session 41): the collector must fall back to userspace sums with no CPU marks.
+  int kernel_sums_refusal = 0;
   // Called when a check for crowded slots (slot_move_min_cpus) is due, before any is moved: a
   // test widens the window between a slot's last read and its move with it.
   std::function<void()> before_slot_moves;
