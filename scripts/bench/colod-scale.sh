@@ -19,6 +19,12 @@
 # COLOD_BUILD_DIR: the build (default build); COLOD_DAEMON_SET / COLOD_POLICY_SET as
 # colocation/colod-config.sh; COLOD_SCALE_PERF=FILE: `perf record -g` of colod over the window
 # into FILE-<size> (the CPU figure then includes perf's own sampling cost).
+# COLOD_SCALE_WATCH=1: colod only watches -- no protected container is ever over its threshold
+# and no wakeup starts a round -- so the figure is the cost of watching, whatever this machine
+# makes the LS wait (session 42: 2.2-2.7 % watching against 7.5 % acting at 1000 here).
+# COLOD_SCALE_ALTERNATE="BIN..." (COLOD_SCALE_PAIRS, default 3): at each size, those colod
+# binaries in turn, PAIRS times each, on the same live cgroups; each line is prefixed with its
+# binary's file name (side-by-side runs: copy each build's colod aside first).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -35,8 +41,21 @@ if [[ -z ${SCALE_CONTAINERS:-} ]]; then
   [[ ${#sizes[@]} -gt 0 ]] || sizes=(100 500 1000)
   out=$(mktemp /tmp/colod-scale-out-XXXXXX)
   trap 'rm -f "$out"' EXIT
-  COLOD_SCALE_OUT=$out COLOD_BUILD_DIR=$build SCALE_HOLD="bash '$here/colod-scale.sh'" \
-    bash "$here/scale.sh" "${sizes[@]}" | grep -v '^colod-scale:' || true
+  if [[ ${COLOD_SCALE_WATCH:-0} == 1 ]]; then
+    never="runq_p99_us=60000000 baseline_factor=1000 wait_load_min=1000 severe_wait_load=1000"
+    export COLOD_POLICY_SET="${COLOD_POLICY_SET:-} $never reclaim_stall_us_per_s=0"
+    export COLOD_DAEMON_SET="${COLOD_DAEMON_SET:-} event_wait_threshold_us=0"
+  fi
+  hold="bash '$here/colod-scale.sh'"
+  if [[ -n ${COLOD_SCALE_ALTERNATE:-} ]]; then
+    for bin in $COLOD_SCALE_ALTERNATE; do
+      [[ -x $bin ]] || { echo "colod-scale: $bin is not an executable colod" >&2; exit 3; }
+    done
+    hold="for _ in \$(seq 1 ${COLOD_SCALE_PAIRS:-3}); do for bin in $COLOD_SCALE_ALTERNATE; do
+      COLOD_SCALE_COLOD=\$bin COLOD_SCALE_LABEL=\$(basename \$bin) $hold; done; done"
+  fi
+  COLOD_SCALE_OUT=$out COLOD_BUILD_DIR=$build SCALE_HOLD=$hold \
+    bash "$here/scale.sh" "${sizes[@]}" | grep -v 'colod-scale:' || true
   cat "$out"
   exit 0
 fi
@@ -57,7 +76,7 @@ pods=$(( n / 4 > 0 ? n / 4 : 1 ))
 peer_pid=$!
 cb_wait_socket "$run/nri.sock" || die "peer socket did not appear"
 bash "$here/colocation/colod-config.sh" "$run" >"$run/colod.yaml"
-"$build/userspace/daemon/colod" --config "$run/colod.yaml" >"$run/colod.log" 2>&1 &
+"${COLOD_SCALE_COLOD:-$build/userspace/daemon/colod}" --config "$run/colod.yaml" >"$run/colod.log" 2>&1 &
 colod_pid=$!
 ctl() { "$build/userspace/ctl/coloctl" -s "$run/colod.sock" "$@"; }
 resolved=0
@@ -106,7 +125,7 @@ cpu1=$(ticks) w1=$(date +%s.%N) t_1=$(stat_of ticks)
 [[ -z $perf_pid ]] || wait "$perf_pid" || true
 read -r ov1 ev1 dec1 < <(counters || echo "0 0 0")
 python3 -c "import sys; n, r, k, c, hz, w0, w1, t, o0, o1, e0, e1, d0, d1 = sys.argv[1:]; \
-print(f'colod-scale: containers={n} resolved={r} node_cpus=$(nproc) ' \
+print(f'${COLOD_SCALE_LABEL:+$COLOD_SCALE_LABEL }colod-scale: containers={n} resolved={r} node_cpus=$(nproc) ' \
       f'colod_rss_mib={int(k) / 1024:.1f} ' \
       f'colod_cpu_pct={100 * int(c) / int(hz) / (float(w1) - float(w0)):.2f} ' \
       f'tick_overruns={int(o1) - int(o0)} ticks={t} ' \

@@ -416,6 +416,49 @@ void CollectorTest::slotsAreReusedFromZero(int kernel_sums_refusal) {
       << "slots of removed cgroups were not recycled";
 }
 
+// A snapshot handed back (Collector::recycle) lends the next one its buffer and nothing else:
+// a cgroup that ran before it and not since reports no activity in the next, and one that ran
+// again reports its new interval alone, under its own path.
+TEST_F(CollectorTest, ARecycledSnapshotCarriesNothingIntoTheNext) {
+  MAKE_COLLECTOR_OR_SKIP(col);
+  const std::string root = col.hierarchyRoot();
+  TestCgroup a(std::vector<std::string>{root}, uniqueName("recycle-a"));
+  TestCgroup b(std::vector<std::string>{root}, uniqueName("recycle-b"));
+  const uint64_t a_id = ASSERT_OK(cgroup::cgroupId(a.dirIn(root)));
+  const uint64_t b_id = ASSERT_OK(cgroup::cgroupId(b.dirIn(root)));
+  for (TestCgroup* cg : {&a, &b}) {
+    Child c(*cg, -1, [] { spinFor(50ms); });
+    ASSERT_EQ(c.wait(), 0);
+  }
+  std::this_thread::sleep_for(100ms);  // an exiting task's last slice is counted at its switch
+  Snapshot first = ASSERT_OK(col.snapshot());
+  ASSERT_NE(find(first, a_id), nullptr);
+  ASSERT_NE(find(first, b_id), nullptr);
+  const CgroupSample* buffer = first.cgroups.data();
+  const size_t capacity = first.cgroups.capacity();
+  col.recycle(std::move(first));
+
+  {
+    Child c(b, -1, [] { spinFor(10ms); });
+    ASSERT_EQ(c.wait(), 0);
+  }
+  std::this_thread::sleep_for(100ms);
+  const Snapshot second = ASSERT_OK(col.snapshot());
+  if (second.cgroups.size() <= capacity) {
+    EXPECT_EQ(second.cgroups.data(), buffer) << "the recycled buffer was not reused";
+  }
+  if (const CgroupSample* sa = find(second, a_id); sa != nullptr) {
+    EXPECT_EQ(sa->oncpu_ns, 0U) << "a's first interval carried into the second";
+    EXPECT_EQ(sa->involuntary_switches, 0U);
+  }
+  const CgroupSample* sb = find(second, b_id);
+  ASSERT_NE(sb, nullptr);
+  EXPECT_GT(sb->oncpu_ns, 0U);
+  // Its 10 ms of this interval, not the 50 ms of the last one on top.
+  EXPECT_LT(sb->oncpu_ns, 40'000'000U);
+  EXPECT_NE(sb->path.find("recycle-b"), std::string::npos) << sb->path;
+}
+
 TEST_F(CollectorTest, SlotsOfVanishedCgroupsAreReusedFromZero) { slotsAreReusedFromZero(0); }
 
 TEST_F(CollectorTest, SlotsOfVanishedCgroupsAreReusedFromZeroWithoutTheKernelsSums) {

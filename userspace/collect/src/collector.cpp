@@ -266,6 +266,9 @@ std::vector<uint64_t> Collector::Impl::drainRemovals(bool& lost) {
 Result<Snapshot> Collector::Impl::snapshot() {
   ++tick;
   Snapshot snap;
+  snap.cgroups = std::move(spare_cgroups);  // empty (no capacity) unless one was recycled
+  spare_cgroups = {};
+  snap.cgroups.clear();
   snap.now = std::chrono::steady_clock::now();
   snap.interval = std::chrono::duration_cast<std::chrono::nanoseconds>(snap.now - last);
   last = snap.now;
@@ -754,6 +757,12 @@ Collector& Collector::operator=(Collector&&) noexcept = default;
 Collector::~Collector() = default;
 
 Result<Snapshot> Collector::snapshot() { return impl_->snapshot(); }
+void Collector::recycle(Snapshot&& used) {
+  // The larger buffer is kept: a reader that recycles only some snapshots loses nothing.
+  if (used.cgroups.capacity() > impl_->spare_cgroups.capacity()) {
+    impl_->spare_cgroups = std::move(used.cgroups);
+  }
+}
 void Collector::setEveryTick(std::vector<uint64_t> ids) {
   impl_->every_tick = std::unordered_set<uint64_t>(ids.begin(), ids.end());
 }

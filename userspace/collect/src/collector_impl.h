@@ -74,6 +74,8 @@ class Collector::Impl {
   std::optional<detail::Watch> watch;
 
   std::unordered_map<uint64_t, detail::SchedEntry> prev_sched;
+  // A recycled snapshot's samples (Collector::recycle): the next snapshot's buffer.
+  std::vector<CgroupSample> spare_cgroups;
   // cg_diag's last read of each cgroup reported (opts.wakeup_depth only), and its buffer.
   std::unordered_map<uint64_t, detail::DiagEntry> prev_diag;
   std::vector<uint8_t> diag_buf;

@@ -298,6 +298,9 @@ class Daemon::Impl final : public nri::Plugin,
   // The snapshot of the round under way (tick() sets it and clears it on return): publish()
   // shows each container's last interval from it (Known::last_index).
   const collect::Snapshot* round_snapshot_ = nullptr;
+  // The last round's engine samples, handed back for the next round to fill (tick()): with 1000
+  // containers a vector grown by doubling at every tick, ~340 KB at its last step.
+  std::vector<policy::ContainerSample> spare_samples_;
   bool reconciled_ = false;
   Journal journal_loaded_;
   bool journal_corrupt_ = false;

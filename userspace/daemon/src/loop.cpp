@@ -206,12 +206,18 @@ void Daemon::Impl::tick(RoundReason reason) {
     }
     return;
   }
-  // publish() below reads this round's samples from the snapshot; nothing may read it after.
+  // publish() below reads this round's samples from the snapshot; nothing may read it after,
+  // and the collector gets its buffer back for the next one.
   round_snapshot_ = &*snap;
   struct ClearRoundSnapshot {
     const collect::Snapshot*& p;
-    ~ClearRoundSnapshot() { p = nullptr; }
-  } clear_round_snapshot{round_snapshot_};
+    collect::Collector& collector;
+    collect::Snapshot& snap;
+    ~ClearRoundSnapshot() {
+      p = nullptr;
+      collector.recycle(std::move(snap));
+    }
+  } clear_round_snapshot{round_snapshot_, *collector_, *snap};
   bpf_drops_ = snap->stats.map_drops;
   bpf_lock_skips_ = snap->stats.map_lock_skips;
   if (snap->stats.unmeasured_cpus > bpf_unmeasured_cpus_) {
@@ -233,6 +239,10 @@ void Daemon::Impl::tick(RoundReason reason) {
   bpf_map_bytes_ = snap->stats.bpf_map_bytes;
 
   policy::Snapshot ps;
+  ps.containers = std::move(spare_samples_);
+  spare_samples_ = {};
+  ps.containers.clear();
+  ps.containers.reserve(snap->cgroups.size());
   ps.now_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(snap->now.time_since_epoch()).count();
   ps.interval_ns = snap->interval.count();
@@ -311,6 +321,7 @@ void Daemon::Impl::tick(RoundReason reason) {
     round = engine_->evaluate(ps);
   }
   handleDecisions(round);
+  spare_samples_ = std::move(ps.containers);  // the engine holds no sample past evaluate()
   // Publishing copies every container's view: only for a reader waiting for one (ViewStore),
   // here, where this round's samples are at hand.
   if (views_.wanted()) {

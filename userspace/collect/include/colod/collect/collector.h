@@ -374,6 +374,11 @@ class Collector {
   // Deletes map entries of cgroups that no longer exist. Errors: only if a BPF map cannot be
   // read at all (EBADF/EFAULT); vanished cgroups and missing files are not errors.
   Result<Snapshot> snapshot();
+  // Hands a snapshot back once its reader is done with it: the next snapshot() fills its
+  // samples' buffer instead of allocating one (1000 containers: ~600 KB, a large-block
+  // allocation at every tick that consolidated the heap's small free chunks: 6 % of colod's CPU
+  // at 1000 live containers, session 42). Optional; nothing is read from `used`.
+  void recycle(Snapshot&& used);
 
   // Wakeup watch (event-driven detection, issue 15): replaces the set of watched cgroups.
   // A cgroup is watched from the moment the BPF side has given it a slot (its tasks ran once):
