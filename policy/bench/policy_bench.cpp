@@ -2,7 +2,8 @@
 // Times one decision round (Engine::evaluate) on a node with N containers: 30 % LS, 70 % BE,
 // 1 % of the containers are victims of 3 BE aggressors (attributed preemptions), everyone else
 // noisy but benign, 64 CPUs. The engine runs warm: episodes are active when timing starts.
-// Snapshots are generated before timing; only evaluate() is inside the loop.
+// Snapshots are generated before timing; only evaluate() is inside the loop. BM_BusyRound: the
+// same on a busy node (below).
 #include <benchmark/benchmark.h>
 
 #include <vector>
@@ -17,12 +18,9 @@ using colod::policy::Config;
 using colod::policy::Engine;
 using colod::policy::Snapshot;
 
-void BM_Round(benchmark::State& state) {
-  const auto n = static_cast<int>(state.range(0));
-  const int n_ls = n * 3 / 10;
-  const int n_be = n - n_ls;
-  const int victims = std::max(1, n / 100);
-  const auto fleet = colod::policy::testing::makeFleet(n_ls, n_be, victims, 3, 64, 42);
+// Times evaluate() over `fleet`'s snapshots, after 20 rounds of warm-up (so episodes exist: the
+// costly steady state).
+void timeRounds(benchmark::State& state, const colod::policy::testing::Fleet& fleet) {
   auto engine = Engine::create(Config{});
   COLOD_CHECK(engine.has_value());
   for (const auto& info : fleet.infos) {
@@ -35,7 +33,6 @@ void BM_Round(benchmark::State& state) {
     snaps.push_back(fleet.snapshot(i));
   }
   int64_t round = 0;
-  // Warm up past detection so episodes exist (the costly steady state).
   for (; round < 20; ++round) {
     auto& s = snaps[static_cast<size_t>(round % kSnapshots)];
     s.now_ns = round * colod::policy::testing::kIntervalNs;
@@ -50,9 +47,16 @@ void BM_Round(benchmark::State& state) {
     decisions += r.decisions.size();
     benchmark::DoNotOptimize(r);
   }
-  state.counters["containers"] = n;
+  state.counters["containers"] = fleet.n_ls + fleet.n_be;
   state.counters["episodes"] = static_cast<double>(engine->stats().active_episodes);
   state.counters["decisions"] = static_cast<double>(decisions);
+}
+
+void BM_Round(benchmark::State& state) {
+  const auto n = static_cast<int>(state.range(0));
+  const int n_ls = n * 3 / 10;
+  const int victims = std::max(1, n / 100);
+  timeRounds(state, colod::policy::testing::makeFleet(n_ls, n - n_ls, victims, 3, 64, 42));
 }
 
 BENCHMARK(BM_Round)->Arg(100)->Arg(1000)->Unit(benchmark::kMicrosecond);
@@ -65,37 +69,7 @@ BENCHMARK(BM_Round)->Arg(100)->Arg(1000)->Unit(benchmark::kMicrosecond);
 void BM_BusyRound(benchmark::State& state) {
   const auto n = static_cast<int>(state.range(0));
   const int n_ls = n * 2 / 3;
-  const int n_be = n - n_ls;
-  const auto fleet = colod::policy::testing::makeFleet(n_ls, n_be, n_ls * 6 / 10, 3, 64, 42);
-  auto engine = Engine::create(Config{});
-  COLOD_CHECK(engine.has_value());
-  for (const auto& info : fleet.infos) {
-    engine->upsertContainer(info);
-  }
-  constexpr int kSnapshots = 32;
-  std::vector<Snapshot> snaps;
-  snaps.reserve(kSnapshots);
-  for (int i = 0; i < kSnapshots; ++i) {
-    snaps.push_back(fleet.snapshot(i));
-  }
-  int64_t round = 0;
-  for (; round < 20; ++round) {
-    auto& s = snaps[static_cast<size_t>(round % kSnapshots)];
-    s.now_ns = round * colod::policy::testing::kIntervalNs;
-    benchmark::DoNotOptimize(engine->evaluate(s));
-  }
-  size_t decisions = 0;
-  for (auto _ : state) {
-    auto& s = snaps[static_cast<size_t>(round % kSnapshots)];
-    s.now_ns = round * colod::policy::testing::kIntervalNs;
-    ++round;
-    auto r = engine->evaluate(s);
-    decisions += r.decisions.size();
-    benchmark::DoNotOptimize(r);
-  }
-  state.counters["containers"] = n;
-  state.counters["episodes"] = static_cast<double>(engine->stats().active_episodes);
-  state.counters["decisions"] = static_cast<double>(decisions);
+  timeRounds(state, colod::policy::testing::makeFleet(n_ls, n - n_ls, n_ls * 6 / 10, 3, 64, 42));
 }
 
 BENCHMARK(BM_BusyRound)->Arg(1000)->Iterations(300)->Unit(benchmark::kMicrosecond);
