@@ -21,7 +21,7 @@
 # into FILE-<size> (the CPU figure then includes perf's own sampling cost).
 # COLOD_SCALE_WATCH=1: colod only watches -- no protected container is ever over its threshold
 # and no wakeup starts a round -- so the figure is the cost of watching, whatever this machine
-# makes the LS wait (session 42: 2.2-2.7 % watching against 7.5 % acting at 1000 here).
+# makes the LS wait (1000 here, session 42: 1.8-2.2 % watching; acting, 7.5-10.3 %).
 # COLOD_SCALE_ALTERNATE="BIN..." (COLOD_SCALE_PAIRS, default 3): at each size, those colod
 # binaries in turn, PAIRS times each, on the same live cgroups; each line is prefixed with its
 # binary's file name (side-by-side runs: copy each build's colod aside first).

@@ -34,6 +34,6 @@ m1000=$(median 1000)
 busy=$(awk '$1 == "BM_BusyRound/1000/iterations:300_median" { print $2 }' <<<"$out")
 [[ -n $m100 && -n $m1000 ]] || { echo "policy.sh: no median in benchmark output" >&2; exit 1; }
 awk -v a="$m100" -v b="$m1000" 'BEGIN { printf "policy: scaling round_1000/round_100 = %.1fx (10x containers)\n", b / a }'
-# A busy node: 60 % of 667 LS hurt at once, every BE running (the evidence per victim and BE).
+# A busy node: 399 of 666 LS hurt at once, every BE running (the evidence per victim and BE).
 [[ -z $busy ]] || printf 'policy: busy_round_1000_us=%.0f\n' "$busy"
 printf 'policy: round_1000_us=%s\n' "$(awk -v b="$m1000" 'BEGIN { printf "%.0f", b }')"
