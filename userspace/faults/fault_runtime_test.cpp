@@ -51,11 +51,12 @@ std::vector<std::pair<std::string, std::string>> quotaWrites(colod::nri::interop
 TEST_F(FaultTest, OutageMidEscalation) {
   startPeer();
   startColod(faultConfig());
-  // The LS settled first: a first quota sized by the probe's start-up backlog (a wait load of
-  // 4.7 tasks) went straight to the budget's floor, helped enough that the ladder stopped, and
-  // colod had nothing left to decide in any outage (a fault-suite run in session 35). The
-  // backlog the BE's arrival builds (2.4 tasks, session 36) no longer does that: the probe,
-  // held to one CPU, asks one CPU at most (QuotaScenario.AVictimAsksAtMostTheCpusItMayRunOn).
+  // The LS settled first (waited for, up to 20 s): a first quota sized by the probe's start-up
+  // backlog (a wait load of 4.7 tasks) went straight to the budget's floor, helped enough that the
+  // ladder stopped, and colod had nothing left to decide in any outage (a fault-suite run in
+  // session 35). The backlog the BE's arrival builds (2.4 tasks, session 36) no longer does that:
+  // the probe, held to one CPU, asks one CPU at most
+  // (QuotaScenario.AVictimAsksAtMostTheCpusItMayRunOn).
   startWorkloads(/*be_limit_milli=*/0, /*settled_ls=*/true);
   waitRestricted("hog");
   // The scenario is what it says: colod decides while the runtime is away (the first quota

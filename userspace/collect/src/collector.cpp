@@ -765,6 +765,7 @@ void Collector::recycle(Snapshot&& used) {
 }
 void Collector::setEveryTick(std::vector<uint64_t> ids) {
   impl_->every_tick = std::unordered_set<uint64_t>(ids.begin(), ids.end());
+  impl_->named_gen.invalidate();
 }
 uint64_t Collector::bpfMapBytes() const { return impl_->map_bytes; }
 

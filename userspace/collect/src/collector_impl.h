@@ -121,6 +121,10 @@ class Collector::Impl {
   // cg_named's marks, mapped: nonzero for the slots of the cgroups named every tick.
   bpf::MappedWords named_marks;
   std::vector<uint32_t> named_slots;  // the slots marked now
+  // The marks' last sync (syncNamedSlots), at slots_gen + attach_gen (both only grow, so the
+  // sum stands still only while both do); invalidated by setEveryTick().
+  bpf::MapGeneration named_gen;
+  uint64_t read_slots_gen = 0;  // the BPF side's slots_gen when this snapshot's read began
   // cg_sched slots of cgroups pruned at the previous snapshot: zeroed and handed back to the
   // BPF side (free_slots) one interval later, when no program run can still be using them.
   std::vector<uint32_t> quarantined_slots;
