@@ -860,7 +860,7 @@ TEST_F(ReadSideTest, NamedVictimsPairsEveryTickOthersAtTheCadence) {
   const uint64_t snapshots = col_last.snapshots - col_start.snapshots;
   std::printf("named slot syncs %llu in %llu snapshots\n", static_cast<unsigned long long>(syncs),
               static_cast<unsigned long long>(snapshots));
-  EXPECT_GE(syncs, 1u) << "the named cgroup's slot, handed out in the window, was never marked";
+  EXPECT_GE(syncs, 1u) << "no sync after the named cgroup's slot was handed out in the window";
 }
 
 // The legacy read (benchmarks only) gives the same data as the default one.

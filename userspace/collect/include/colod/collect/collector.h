@@ -154,8 +154,8 @@ struct CollectorStats {
   uint64_t kernel_sum_errors = 0;    // summing-iterator reads that failed (then userspace sums)
   uint64_t watch_write_errors = 0;   // cg_watch writes refused (retried at the next snapshot)
   uint64_t watch_slot_lookups = 0;   // cg_slots lookups binding the watched cgroups (cumulative)
-  // Passes that synced the named cgroups' slot marks (cg_named) with their slots: after a full
-  // read of the slots or a new named set (setEveryTick), not at every snapshot; cumulative.
+  // Passes that synced the named cgroups' slot marks (cg_named) with their slots: only after a
+  // slot was handed out, moved or released, or the named set changed (setEveryTick); cumulative.
   uint64_t named_slot_syncs = 0;
   uint64_t diag_read_errors = 0;     // cg_diag lookups that failed (wakeup_depth: those read 0)
   // CPUs seen running past cg_sched's copies (brought online after start, beyond the present
