@@ -645,7 +645,7 @@ Result<Snapshot> Collector::Impl::snapshot() {
   ++stats.snapshots;
   snap.stats = stats;
 
-  syncNamedSlots(cur_sched);
+  syncNamedSlots(cur_sched, read.slots_gen);
   sched_maps.give(std::move(prev_sched));
   if (!read.all) {
     sched_maps.give(std::move(read.entries));  // else it became cur_sched

@@ -85,6 +85,7 @@ class Collector::Impl {
   struct SchedRead {
     std::unordered_map<uint64_t, detail::SchedEntry> entries;
     bool all = true;
+    uint64_t slots_gen = 0;  // the BPF side's slots_gen when the read began
   };
   // cg_dirty's change marks, mapped (bpf/common/cg_maps.bpf.h); empty: every slot every time.
   bpf::MappedWords dirty;
@@ -124,7 +125,6 @@ class Collector::Impl {
   // The marks' last sync (syncNamedSlots), at slots_gen + attach_gen (both only grow, so the
   // sum stands still only while both do); invalidated by setEveryTick().
   bpf::MapGeneration named_gen;
-  uint64_t read_slots_gen = 0;  // the BPF side's slots_gen when this snapshot's read began
   // cg_sched slots of cgroups pruned at the previous snapshot: zeroed and handed back to the
   // BPF side (free_slots) one interval later, when no program run can still be using them.
   std::vector<uint32_t> quarantined_slots;
@@ -247,7 +247,8 @@ class Collector::Impl {
   void agePairs(PairMap& m);
   // Marks in cg_named the slots of the cgroups named every tick (cur: id -> entry, every live
   // one), and clears the marks of the others.
-  void syncNamedSlots(const std::unordered_map<uint64_t, detail::SchedEntry>& cur);
+  void syncNamedSlots(const std::unordered_map<uint64_t, detail::SchedEntry>& cur,
+                      uint64_t read_slots_gen);
   Result<void> readBehind();
   void retryDeletes();
   // cpu.stat when `stat_due` (and a quota is set, or no baseline was read yet); the quota, and

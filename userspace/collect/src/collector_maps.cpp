@@ -214,7 +214,7 @@ Result<Collector::Impl::SchedRead> Collector::Impl::readSched() {
   r.entries = sched_maps.take();
   // Loaded before any walk: a slot handed out after it moves the counter past it.
   const uint64_t g = __atomic_load_n(&sched_skel->bss->slots_gen, __ATOMIC_ACQUIRE);
-  read_slots_gen = g;
+  r.slots_gen = g;
   // Every slot at first, when a cgroup got or lost a slot (a new one must be read whatever its
   // mark, and slot_ids must name it), and every full_read_every_n_ticks snapshots, which bounds
   // how late a write that raced a mark's clear can be (bpf/common/cg_maps.bpf.h).
@@ -615,7 +615,8 @@ void Collector::Impl::agePairs(PairMap& m) {
 // bumped by this snapshot's prunes before this call and by the moves after it). While neither
 // moved and the named set stands, the marks stand: this pass looked up every named cgroup at
 // every tick (8 % of the snapshot's CPU at 1000 containers, session 42).
-void Collector::Impl::syncNamedSlots(const std::unordered_map<uint64_t, detail::SchedEntry>& cur) {
+void Collector::Impl::syncNamedSlots(const std::unordered_map<uint64_t, detail::SchedEntry>& cur,
+                                     uint64_t read_slots_gen) {
   const uint64_t gen =
       read_slots_gen + __atomic_load_n(&sched_skel->bss->attach_gen, __ATOMIC_ACQUIRE);
   if (!named_gen.due(gen)) {
