@@ -5,15 +5,12 @@
 // capabilities (`drop: [ALL]` + `add`). With exactly those it must load its BPF programs, answer
 // /healthz and /readyz, synchronize with a runtime (colod-testpeer) in act mode, and export every
 // metric deploy/grafana/colod.json queries; without any one of them it must refuse to start.
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <linux/capability.h>
-#include <netinet/in.h>
 #include <sched.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,6 +21,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <regex>
 #include <thread>
 
 #include "test_support.h"
@@ -94,22 +92,6 @@ std::optional<uint64_t> capLine(pid_t pid, const std::string& field) {
 int lastCap() {
   const std::string s = readFile("/proc/sys/kernel/cap_last_cap");
   return s.empty() ? CAP_LAST_CAP : std::stoi(s);
-}
-
-// A TCP port on 127.0.0.1 nobody listens on right now.
-int freePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  ::close(fd);
-  return port;
 }
 
 // fork + exec `argv` as root with only `keep` in the bounding set and no inheritable/ambient
@@ -202,9 +184,9 @@ class DeployCaps : public ::testing::Test {
   }
 
   // Writes a config for a colod confined to dir_ and returns its path.
+  // Its metrics server takes a free port (waitReady finds it).
   std::string config(const std::string& mode,
                      const std::string& nri_socket,
-                     int port,
                      const std::string& extra = "") {
     const auto path = dir_.path() / ("colod-" + mode + ".yaml");
     std::ofstream(path) << "daemon:\n"
@@ -212,7 +194,7 @@ class DeployCaps : public ::testing::Test {
                         << "  mode: " << mode << "\n"
                         << "  nri_socket: " << nri_socket << "\n"
                         << "  control_socket: " << (dir_.path() / "colod.sock").string() << "\n"
-                        << "  metrics_listen: \"127.0.0.1:" << port << "\"\n"
+                        << "  metrics_listen: \"127.0.0.1:0\"\n"
                         << "  journal_path: " << (dir_.path() / "journal.json").string() << "\n"
                         << "  log_level: info\n"
                         << extra;
@@ -223,15 +205,53 @@ class DeployCaps : public ::testing::Test {
     return spawnWithCapabilities({COLOD_BIN, "--config", config_path}, keep, log);
   }
 
+  // The port colod's metrics server took (it is told port 0: a port picked by the test and
+  // freed before colod binds it could be taken in between by a parallel test, CI of session
+  // 42), from its log line, or 0 when `pid` exits or the deadline passes first.
+  static int metricsPort(pid_t pid, const std::string& log, Clock::time_point deadline) {
+    static const std::regex re(R"(metrics on http://[^:]+:(\d+)/metrics)");
+    while (Clock::now() < deadline) {
+      const std::string text = readFile(log);
+      if (std::smatch m; std::regex_search(text, m, re)) {
+        return std::stoi(m[1].str());
+      }
+      int status = 0;
+      if (::waitpid(pid, &status, WNOHANG) == pid) {
+        return 0;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return 0;
+  }
+
+  struct Ready {
+    int port = 0;      // colod's metrics port
+    std::string body;  // its /readyz answer
+  };
+  // Polls colod's GET /readyz until it answers 200 or `pid` exits or the deadline passes.
+  static std::optional<Ready> waitReady(pid_t pid,
+                                        const std::string& log,
+                                        std::chrono::seconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    const int port = metricsPort(pid, log, deadline);
+    if (port <= 0) {
+      return std::nullopt;
+    }
+    auto body = waitFor200(pid, port, "/readyz", deadline);
+    if (!body) {
+      return std::nullopt;
+    }
+    return Ready{port, std::move(*body)};
+  }
+
   // Polls GET path until it answers 200 or `pid` exits or the deadline passes.
   static std::optional<std::string> waitFor200(pid_t pid,
                                                int port,
                                                const std::string& path,
-                                               std::chrono::seconds timeout) {
+                                               Clock::time_point deadline) {
     httplib::Client cli("127.0.0.1", port);
     cli.set_connection_timeout(1, 0);
     cli.set_read_timeout(2, 0);
-    const auto deadline = Clock::now() + timeout;
     while (Clock::now() < deadline) {
       if (auto res = cli.Get(path); res && res->status == 200) {
         return res->body;
@@ -291,18 +311,17 @@ class DeployCaps : public ::testing::Test {
 };
 
 TEST_F(DeployCaps, ObservesWithExactlyTheDaemonSetCapabilities) {
-  const int port = freePort();
-  ASSERT_GT(port, 0);
   const std::string log = (dir_.path() / "colod.log").string();
   const pid_t pid =
-      startColod(config("observe-only", (dir_.path() / "no-nri.sock").string(), port), caps_, log);
+      startColod(config("observe-only", (dir_.path() / "no-nri.sock").string()), caps_, log);
   ASSERT_GT(pid, 0);
-  const auto ready = waitFor200(pid, port, "/readyz", std::chrono::seconds(30));
+  const auto ready = waitReady(pid, log, std::chrono::seconds(30));
   EXPECT_TRUE(ready.has_value()) << "colod did not become ready; log:\n" << readFile(log);
   if (ready) {
     expectDropped(pid);
-    EXPECT_TRUE(waitFor200(pid, port, "/healthz", std::chrono::seconds(5)).has_value());
-    expectDashboardMetricsExported(port);
+    EXPECT_TRUE(waitFor200(pid, ready->port, "/healthz", Clock::now() + std::chrono::seconds(5))
+                    .has_value());
+    expectDashboardMetricsExported(ready->port);
   }
   EXPECT_EQ(stop(pid, std::chrono::seconds(15)), 0) << readFile(log);
 }
@@ -337,15 +356,14 @@ TEST_F(DeployCaps, SynchronizesAndActsWithExactlyTheDaemonSetCapabilities) {
     stop(peer, std::chrono::seconds(5));
     FAIL() << "colod-testpeer did not create " << sock << ": " << readFile(peer_log);
   }
-  const int port = freePort();
   const std::string log = (dir_.path() / "colod-act.log").string();
-  const pid_t pid = startColod(config("act", sock.string(), port), caps_, log);
+  const pid_t pid = startColod(config("act", sock.string()), caps_, log);
   ASSERT_GT(pid, 0);
-  const auto ready = waitFor200(pid, port, "/readyz", std::chrono::seconds(30));
+  const auto ready = waitReady(pid, log, std::chrono::seconds(30));
   EXPECT_TRUE(ready.has_value()) << "colod did not synchronize with the runtime; log:\n"
                                  << readFile(log);
   if (ready) {
-    EXPECT_NE(ready->find("synchroniz"), std::string::npos) << *ready;
+    EXPECT_NE(ready->body.find("synchroniz"), std::string::npos) << ready->body;
     expectDropped(pid);
   }
   EXPECT_EQ(stop(pid, std::chrono::seconds(15)), 0) << readFile(log);
@@ -356,14 +374,12 @@ TEST_F(DeployCaps, SynchronizesAndActsWithExactlyTheDaemonSetCapabilities) {
 // The DaemonSet's reload path: render-config --watch (the config-reloader sidecar) rewrites the
 // file colod reads when its source (the ConfigMap) changes, and colod reloads it.
 TEST_F(DeployCaps, AChangedConfigMapReachesColodThroughTheRenderer) {
-  const int port = freePort();
-  ASSERT_GT(port, 0);
   const fs::path configmap = dir_.path() / "configmap";
   const fs::path rendered = dir_.path() / "rendered";
   fs::create_directories(configmap);
   fs::create_directories(rendered);
   const fs::path src = configmap / "config.yaml";
-  fs::rename(config("observe-only", (dir_.path() / "no-nri.sock").string(), port), src);
+  fs::rename(config("observe-only", (dir_.path() / "no-nri.sock").string()), src);
   const fs::path dst = rendered / "config.yaml";
   const std::string script = (kRoot / "deploy/render-config.sh").string();
   auto render = run({"sh", script, src.string(), dst.string()}, {"COLOD_METRICS_IP=127.0.0.1"});
@@ -379,10 +395,10 @@ TEST_F(DeployCaps, AChangedConfigMapReachesColodThroughTheRenderer) {
   const std::string log = (dir_.path() / "colod-reload.log").string();
   const pid_t pid = startColod(dst.string(), caps_, log);
   ASSERT_GT(pid, 0);
-  const bool ready = waitFor200(pid, port, "/readyz", std::chrono::seconds(30)).has_value();
-  EXPECT_TRUE(ready) << readFile(log);
+  const auto ready = waitReady(pid, log, std::chrono::seconds(30));
+  EXPECT_TRUE(ready.has_value()) << readFile(log);
   if (ready) {
-    auto reloads = [port]() -> std::string {
+    auto reloads = [port = ready->port]() -> std::string {
       httplib::Client cli("127.0.0.1", port);
       const auto res = cli.Get("/metrics");
       for (const auto& line : splitLines(res ? res->body : "")) {
@@ -421,15 +437,13 @@ TEST_F(DeployCaps, AChangedConfigMapReachesColodThroughTheRenderer) {
 TEST_F(DeployCaps, RealtimeWhenAskedForTakesSysNice) {
   for (const bool with_nice : {true, false}) {
     SCOPED_TRACE(with_nice ? "with SYS_NICE" : "without SYS_NICE");
-    const int port = freePort();
-    ASSERT_GT(port, 0);
     const std::string log =
         (dir_.path() / (with_nice ? "colod-rt.log" : "colod-rt-no-nice.log")).string();
-    const std::string cfg = config("observe-only", (dir_.path() / "no-nri.sock").string(), port,
-                                   "  realtime_priority: 1\n");
+    const std::string cfg =
+        config("observe-only", (dir_.path() / "no-nri.sock").string(), "  realtime_priority: 1\n");
     const pid_t pid = startColod(cfg, with_nice ? caps_ | bit(CAP_SYS_NICE) : caps_, log);
     ASSERT_GT(pid, 0);
-    const auto ready = waitFor200(pid, port, "/readyz", std::chrono::seconds(30));
+    const auto ready = waitReady(pid, log, std::chrono::seconds(30));
     EXPECT_TRUE(ready.has_value()) << readFile(log);
     if (ready) {
       EXPECT_EQ(::sched_getscheduler(pid), with_nice ? SCHED_FIFO : SCHED_OTHER) << readFile(log);
@@ -449,10 +463,9 @@ TEST_F(DeployCaps, EveryDaemonSetCapabilityIsNeeded) {
   for (const auto& name : daemonSetCapabilities()) {
     SCOPED_TRACE("without " + name);
     const uint64_t keep = caps_ & ~bit(kCapNumbers.at(name));
-    const int port = freePort();
     const std::string log = (dir_.path() / ("colod-no-" + name + ".log")).string();
     const pid_t pid =
-        startColod(config("observe-only", (dir_.path() / "no-nri.sock").string(), port), keep, log);
+        startColod(config("observe-only", (dir_.path() / "no-nri.sock").string()), keep, log);
     ASSERT_GT(pid, 0);
     int status = 0;
     const auto deadline = Clock::now() + std::chrono::seconds(20);

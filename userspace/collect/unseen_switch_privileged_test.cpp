@@ -120,7 +120,7 @@ TEST_P(OnCpuTest, AWaitBehindATaskSwitchedInUnseenIsAttributedToIt) {
   CPU_ZERO(&other);
   CPU_SET(1 - kCpu, &other);
   ASSERT_EQ(::sched_setaffinity(0, sizeof(other), &other), 0) << std::strerror(errno);
-  constexpr int kRounds = 4;
+  constexpr int kRounds = 6;
   int waited = 0;
   for (int round = 0; round < kRounds; ++round) {
     int pipe_fds[2];
@@ -166,16 +166,21 @@ TEST_P(OnCpuTest, AWaitBehindATaskSwitchedInUnseenIsAttributedToIt) {
     const BehindSplit behind = behindOf(*l, be_id);
     const uint64_t behind_be_ns = behind.of_ns;
     const uint64_t behind_all_ns = behind.all_ns;
-    std::printf("round %d: the LS waited %llu us in %llu waits; behind the hog %llu us, anyone "
-                "%llu us\n",
-                round, static_cast<unsigned long long>(l->runq.total_ns / 1000),
-                static_cast<unsigned long long>(l->runq.count),
-                static_cast<unsigned long long>(behind_be_ns / 1000),
-                static_cast<unsigned long long>(behind_all_ns / 1000));
-    ASSERT_GE(l->runq.count, 1U) << "round " << round << ": no wait recorded";
+    std::printf(
+        "round %d: the LS waited %llu us in %llu waits; behind the hog %llu us, anyone "
+        "%llu us\n",
+        round, static_cast<unsigned long long>(l->runq.total_ns / 1000),
+        static_cast<unsigned long long>(l->runq.count),
+        static_cast<unsigned long long>(behind_be_ns / 1000),
+        static_cast<unsigned long long>(behind_all_ns / 1000));
     if (delay_ns < 200'000) {
-      continue;  // woken as the hog's slice ended: too little to attribute (behind_min 50 us)
+      // Woken as the hog's slice ended, or while the hog was off the CPU (a noisy host's vCPU
+      // stalls do that): too little to attribute (behind_min 50 us), and a wait that short may
+      // not be recorded at all. Such a round says nothing either way.
+      continue;
     }
+    ASSERT_GE(l->runq.count, 1U) << "round " << round << ": the kernel saw a wait of "
+                                 << delay_ns / 1000 << " us, none was recorded";
     ++waited;
     EXPECT_GE(behind_be_ns, delay_ns * 9 / 10)
         << "round " << round << ": the wait behind the hog is not its";

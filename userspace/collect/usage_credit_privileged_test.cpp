@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "collector_test_fixture.h"
 
@@ -45,24 +47,47 @@ class UsageTest : public CollectorTest {
       ::sched_setaffinity(0, sizeof(saved_), &saved_);
     }
   }
-  // One spinner's sample of snapshot `i`: reported, with some CPU time and at most one CPU's
-  // (the interval is the snapshots' own, a late wakeup here lengthens it; 10 % for when the
-  // counter and the clock were read). True when that time came from the usage counter.
-  static bool checkSpinner(const Snapshot& s, const CgroupSample* x, int i) {
+  // One spinner's sample of snapshot `i`: reported, with some CPU time. True when that time
+  // came from the usage counter. The bound of one CPU's time is checked over the run (below).
+  bool checkSpinner(const Snapshot& s, const CgroupSample* x, int i) {
     if (x == nullptr) {
       ADD_FAILURE() << "snapshot " << i << ": the spinner was not reported";
       return false;
     }
     EXPECT_GT(x->oncpu_ns, 0u) << "snapshot " << i;
-    EXPECT_LE(static_cast<double>(x->oncpu_ns), 1.1 * static_cast<double>(s.interval.count()))
-        << "snapshot " << i << ": more than one CPU's time";
+    credited_.push_back(
+        {static_cast<double>(x->oncpu_ns), static_cast<double>(s.interval.count())});
     return x->oncpu_from_usage;
+  }
+  // At most one CPU's time: each interval within 10 % of its length (the interval is the
+  // snapshots' own, a late wakeup here lengthens it). The counter and the clock are read at
+  // slightly different moments, and a slow guest (TCG) stretches that gap, moving time from one
+  // interval to the next (99 then 128 ms in 112 ms, CI of session 43): an interval over the
+  // bound passes when it and its neighbour together are within 5 % of their length. Time
+  // counted twice doubles a pair and still fails.
+  void expectAtMostOneCpu() const {
+    for (std::size_t i = 0; i < credited_.size(); ++i) {
+      const auto [ns, len] = credited_[i];
+      if (ns <= 1.1 * len) {
+        continue;
+      }
+      bool evened = false;
+      for (std::size_t j : {i - 1, i + 1}) {
+        if (j < credited_.size() && ns + credited_[j].first <= 1.05 * (len + credited_[j].second)) {
+          evened = true;
+        }
+      }
+      EXPECT_TRUE(evened)
+          << "snapshot " << i << ": " << ns / 1e6 << " ms in a " << len / 1e6
+          << "-ms interval, not evened out by a neighbour: more than one CPU's time";
+    }
   }
   int spin_cpu_ = -1;
 
  private:
   cpu_set_t saved_{};
   bool pinned_ = false;
+  std::vector<std::pair<double, double>> credited_;  // (ns credited, interval ns) per snapshot
 };
 
 class UsageCreditTest : public UsageTest, public ::testing::WithParamInterface<Where> {};
@@ -168,6 +193,7 @@ TEST_P(UsageCreditTest, ASpinnerIsCreditedWhatItUsedEveryInterval) {
   std::printf("ms of the spinner (CPU %d) per %lld-ms interval:%s\n", spin_cpu_,
               static_cast<long long>(kInterval.count()), line.str().c_str());
   EXPECT_EQ(from_usage, kSnaps);
+  expectAtMostOneCpu();
   EXPECT_EQ(asleep_seen, 0) << "a cgroup that did not run was reported";
   // Both cgroups' counters stay open; a missing cpuacct directory is not looked for each tick
   // (before: one failed open per marked cgroup and snapshot, 30 here).
@@ -222,6 +248,7 @@ TEST_F(UsageSourceTest, ASpinnerAloneOnItsCpuIsCreditedEveryInterval) {
       "ms of the spinner (CPU %d) per 100-ms interval (u: usage counter, b: BPF):%s; "
       "marked in the warm-up: %s, %d of %d from the counter\n",
       spin_cpu_, line.str().c_str(), marked ? "yes" : "no", from_usage, kSnaps);
+  expectAtMostOneCpu();
 }
 
 // A v1 cgroup read from cpuacct.usage whose cpuacct directory goes away is read from the
