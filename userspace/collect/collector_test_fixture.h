@@ -273,6 +273,16 @@ struct TaskSchedstat {
   return st;
 }
 
+// A task's scheduler state (/proc/<pid>/stat: R running or runnable, S sleeping, ...), or 0
+// when it cannot be read.
+[[maybe_unused]] char taskState(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(in, line);
+  const auto paren = line.rfind(')');  // the command name may hold spaces and parentheses
+  return paren != std::string::npos && paren + 2 < line.size() ? line[paren + 2] : '\0';
+}
+
 // A watched cgroup's waits after wakeups by whom (CgroupSample::waited_behind): behind cgroup
 // `id`, and behind anyone.
 struct BehindSplit {
