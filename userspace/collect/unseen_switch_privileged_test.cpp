@@ -193,9 +193,12 @@ TEST_P(OnCpuTest, AWaitBehindATaskSwitchedInUnseenIsAttributedToIt) {
       continue;
     }
     if (l->runq.count == 0) {
-      // Seen here only with stress-ng on both CPUs beside the test (1 round in ~24; the
-      // waiter asleep on the pipe before the write, so not a wait begun before the collector):
-      // cause not found yet. One such round in six is tolerated and shown; more fail.
+      // Seen here only with stress-ng on both CPUs beside the test, or ctest -j2 (1 round in
+      // ~24), with the waiter asleep on the pipe before the write. Likely this sandbox
+      // kernel's untraced switch (bpf/README.md, known limits): no sched_switch fires when a
+      // thread of the sandbox's agent (pid 1) switches out, so a waiter it hands kCpu to comes
+      // in unseen and its wait is not recorded. One such round in six is tolerated and shown;
+      // more fail.
       ++missed;
       std::printf("round %d: the kernel saw a wait of %llu us, none was recorded\n", round,
                   static_cast<unsigned long long>(delay_ns / 1000));
