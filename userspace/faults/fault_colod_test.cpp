@@ -99,7 +99,7 @@ TEST_F(FaultTest, SigtermWithRuntimeAway) {
 // the first one's pid, and changes nothing: the first keeps its restriction and its journal.
 TEST_F(FaultTest, SecondColodOnSameJournal) {
   startPeer();
-  startColod(faultConfig());
+  startColod(heldFaultConfig());  // the restriction is checked again after the second one ran
   startWorkloads();
   waitRestricted("hog");
   waitConsistent("hog");
@@ -107,7 +107,7 @@ TEST_F(FaultTest, SecondColodOnSameJournal) {
       peer_->countEvents([](const json& e) { return e.value("event", "") == "plugin-connected"; });
   const std::string second_dir = dir_ + "/second";
   fs::create_directories(second_dir);
-  std::string yaml = faultConfig();
+  std::string yaml = heldFaultConfig();
   const std::string first_sock = dir_ + "/colod.sock";
   yaml.replace(yaml.find(first_sock), first_sock.size(), second_dir + "/colod.sock");
   ColodProcess second(second_dir, yaml);
