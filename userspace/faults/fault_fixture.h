@@ -118,8 +118,9 @@ class FaultTest : public ColodFixture {
 
   // restore_on_stop and reconcile: restore are the defaults; said here because the scenarios
   // depend on them.
-  [[nodiscard]] std::string faultConfig(const std::string& extra_daemon = "") const {
-    return daemonConfig("  restore_on_stop: true\n  reconcile: restore\n" + extra_daemon, kPolicy);
+  [[nodiscard]] std::string faultConfig(const std::string& extra_daemon = "",
+                                        const std::string& policy = kPolicy) const {
+    return daemonConfig("  restore_on_stop: true\n  reconcile: restore\n" + extra_daemon, policy);
   }
 
   // faultConfig() with a rung verified over 60 s instead of 3 ticks, for a scenario that checks a
@@ -130,7 +131,7 @@ class FaultTest : public ColodFixture {
     std::string policy = kPolicy;
     const std::string verify = "verify_intervals: 3";
     policy.replace(policy.find(verify), verify.size(), "verify_intervals: 600");
-    return daemonConfig("  restore_on_stop: true\n  reconcile: restore\n", policy);
+    return faultConfig("", policy);
   }
 
   // ---- containers ----
