@@ -122,8 +122,7 @@ TEST_P(OnCpuTest, AWaitBehindATaskSwitchedInUnseenIsAttributedToIt) {
   ASSERT_EQ(::sched_setaffinity(0, sizeof(other), &other), 0) << std::strerror(errno);
   constexpr int kRounds = 6;
   int waited = 0;
-  int missed = 0;       // rounds with a wait by the kernel's account and none recorded
-  int overcounted = 0;  // rounds with far more recorded than the kernel's wait
+  int missed = 0;  // rounds with a wait by the kernel's account and none recorded
   for (int round = 0; round < kRounds; ++round) {
     int pipe_fds[2];
     ASSERT_EQ(::pipe2(pipe_fds, O_CLOEXEC), 0) << std::strerror(errno);
@@ -144,6 +143,20 @@ TEST_P(OnCpuTest, AWaitBehindATaskSwitchedInUnseenIsAttributedToIt) {
       }
     });
     std::this_thread::sleep_for(50ms);  // both on kCpu: the hog spinning, the waiter blocked
+    // The waiter must be asleep on the pipe before the collector attaches, so that the write's
+    // wakeup is its one wait under the watch. One still runnable from its fork (a loaded host
+    // delays a SCHED_IDLE task behind the hog for long) first runs after the watch is set, and
+    // that wait, from its fork through the collector's load, is recorded, rightly, but is
+    // outside the kernel's reference below: CI of session 45 recorded 1415 ms in 2 waits
+    // against the pipe wakeup's 3.5 ms when this check came after the attach.
+    const auto asleep_by = std::chrono::steady_clock::now() + 2s;
+    while (taskState(waiter.pid()) != 'S' && std::chrono::steady_clock::now() < asleep_by) {
+      std::this_thread::sleep_for(5ms);
+    }
+    if (taskState(waiter.pid()) != 'S') {
+      std::printf("round %d: the waiter is not asleep on the pipe after 2 s: skipped\n", round);
+      continue;
+    }
     MAKE_COLLECTOR_OR_SKIP(col, options());
     // The LS cgroup gets its slot from a task of it that runs on the other CPU, so the watch
     // can be set without a switch on kCpu.
@@ -153,18 +166,6 @@ TEST_P(OnCpuTest, AWaitBehindATaskSwitchedInUnseenIsAttributedToIt) {
     }
     ASSERT_OK(col.snapshot());
     ASSERT_OK(col.setWatched({{.id = ls_id, .threshold = 10s}}));
-    // The waiter must be asleep on the pipe: one still runnable from its start (a loaded host
-    // delays a task at weight SCHED_IDLE behind the hog) waits from before the collector was
-    // there, a wait no probe saw begin. (Checked after a round under ctest -j2 read 6.7 ms by
-    // the kernel and none recorded, session 45; such rounds still came with the check, below.)
-    const auto asleep_by = std::chrono::steady_clock::now() + 2s;
-    while (taskState(waiter.pid()) != 'S' && std::chrono::steady_clock::now() < asleep_by) {
-      std::this_thread::sleep_for(5ms);
-    }
-    if (taskState(waiter.pid()) != 'S') {
-      std::printf("round %d: the waiter is not asleep on the pipe after 2 s: skipped\n", round);
-      continue;
-    }
     const uint64_t delay_before = taskSchedstat(waiter.pid()).waited_ns;
     const uint64_t hog_before = taskSchedstat(hogger.pid()).ran_ns;
     ASSERT_EQ(::write(wr.get(), "x", 1), 1);
@@ -205,17 +206,6 @@ TEST_P(OnCpuTest, AWaitBehindATaskSwitchedInUnseenIsAttributedToIt) {
                   static_cast<unsigned long long>(delay_ns / 1000));
       continue;
     }
-    if (behind_all_ns > 10 * delay_ns + 1'000'000) {
-      // CI of session 45 (RawTp, round 5): 1415 ms recorded against 3.5 ms by the kernel, about
-      // the waiter's age: a stale enqueue stamp read at its switch-in, it seems. An open defect
-      // of the collector (a false latency spike), not of this test's subject: shown, and one
-      // such round (or one unrecorded, above) in six tolerated until it is found.
-      ++overcounted;
-      std::printf("round %d: %llu us recorded against the kernel's %llu us: overcounted\n", round,
-                  static_cast<unsigned long long>(behind_all_ns / 1000),
-                  static_cast<unsigned long long>(delay_ns / 1000));
-      continue;
-    }
     ++waited;
     // Most of the kernel's delay is a recorded wait after the wakeup, and that wait is the
     // hog's. (Not all of it: on a loaded host another task may take kCpu for a moment too, and
@@ -226,8 +216,7 @@ TEST_P(OnCpuTest, AWaitBehindATaskSwitchedInUnseenIsAttributedToIt) {
         << "round " << round << ": the wait behind the hog is not its";
     EXPECT_LE(behind_all_ns, delay_ns * 11 / 10 + 100'000) << "round " << round;
   }
-  EXPECT_LE(missed + overcounted, 1) << "waits the kernel saw went unrecorded in " << missed
-                                     << " rounds and were overcounted in " << overcounted;
+  EXPECT_LE(missed, 1) << "waits the kernel saw went unrecorded in " << missed << " rounds";
   EXPECT_GE(waited, kRounds / 2) << "too few rounds in which the LS waited behind the hog";
 }
 
