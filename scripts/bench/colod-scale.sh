@@ -18,7 +18,8 @@
 # colod_rss_mib its largest VmRSS sampled over it. The last line is the largest size's.
 # COLOD_BUILD_DIR: the build (default build); COLOD_DAEMON_SET / COLOD_POLICY_SET as
 # colocation/colod-config.sh; COLOD_SCALE_PERF=FILE: `perf record -g` of colod over the window
-# into FILE-<size> (the CPU figure then includes perf's own sampling cost).
+# into FILE-<size> (the CPU figure then includes perf's own sampling cost);
+# COLOD_SCALE_DECISIONS=FILE: `coloctl decisions -n 0` at the window's end into FILE-<size>.
 # COLOD_SCALE_WATCH=1: colod only watches -- no protected container is ever over its threshold
 # and no wakeup starts a round -- so the figure is the cost of watching, whatever this machine
 # makes the LS wait (1000 here, session 42: 1.8-2.2 % watching; acting, 7.5-10.3 %).
@@ -123,6 +124,9 @@ for _ in $(seq 1 $((secs * 2))); do
 done
 cpu1=$(ticks) w1=$(date +%s.%N) t_1=$(stat_of ticks)
 [[ -z $perf_pid ]] || wait "$perf_pid" || true
+if [[ -n ${COLOD_SCALE_DECISIONS:-} ]]; then  # FILE: what colod decided, kept for reading
+  ctl decisions -n 0 >"$COLOD_SCALE_DECISIONS-$n" 2>&1 || true
+fi
 read -r ov1 ev1 dec1 < <(counters || echo "0 0 0")
 python3 -c "import sys; n, r, k, c, hz, w0, w1, t, o0, o1, e0, e1, d0, d1 = sys.argv[1:]; \
 print(f'${COLOD_SCALE_LABEL:+$COLOD_SCALE_LABEL }colod-scale: containers={n} resolved={r} node_cpus=$(nproc) ' \

@@ -74,7 +74,8 @@ func (rt *Runtime) SynthesizeWith(o SynthOptions) error {
 	for i := 0; i < nCtrs; i++ {
 		p := pods[i%nPods]
 		name := fmt.Sprintf("synth-%05d", i)
-		cname := fmt.Sprintf("container-%d", i%10)
+		// Unique in its pod (as Kubernetes requires): the i-th container of pod i % nPods.
+		cname := fmt.Sprintf("container-%d", i/nPods)
 		def := scenario.Container{Name: name, Pod: p.spec.Name, Fake: true}
 		c := &container{spec: def, id: newID(), pod: p, state: api.ContainerState_CONTAINER_RUNNING,
 			pid: 20000 + i}
