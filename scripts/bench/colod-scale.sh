@@ -20,6 +20,10 @@
 # colocation/colod-config.sh; COLOD_SCALE_PERF=FILE: `perf record -g` of colod over the window
 # into FILE-<size> (the CPU figure then includes perf's own sampling cost);
 # COLOD_SCALE_DECISIONS=FILE: `coloctl decisions -n 0` at the window's end into FILE-<size>.
+# COLOD_SCALE_SCRAPES=N: before the window (and its own two scrapes for the counters), after 2 s
+# of rest, N scrapes of /metrics 1 s apart; the line gains scrape_bytes= (the document),
+# scrape_ms_max= (the slowest) and scrape_rss_growth_mib= (colod's VmRSS after them minus
+# before, the first scrape of its life included: what scrapes leave resident).
 # COLOD_SCALE_WATCH=1: colod only watches -- no protected container is ever over its threshold
 # and no wakeup starts a round -- so the figure is the cost of watching, whatever this machine
 # makes the LS wait (1000 here, session 42: 1.8-2.2 % watching; acting, 7.5-10.3 %).
@@ -108,6 +112,22 @@ for l in urllib.request.urlopen('http://$listen/metrics', timeout=5).read().deco
         c[name] += float(l.split()[-1])
 print(' '.join(str(int(v)) for v in c.values()))"
 }
+scrapes=''
+if [[ -n ${COLOD_SCALE_SCRAPES:-} ]]; then  # N: before the window, N scrapes of /metrics, 1 s apart
+  scrapes=$(python3 -c "import time, urllib.request
+def rss():
+    for l in open('/proc/$colod_pid/status'):
+        if l.startswith('VmRSS:'):
+            return int(l.split()[1])
+time.sleep(2)
+r0, worst, size = rss(), 0.0, 0
+for _ in range($COLOD_SCALE_SCRAPES):
+    t = time.monotonic()
+    size = len(urllib.request.urlopen('http://$listen/metrics', timeout=10).read())
+    worst = max(worst, time.monotonic() - t)
+    time.sleep(1)
+print(f' scrape_bytes={size} scrape_ms_max={worst * 1000:.0f} scrape_rss_growth_mib={(rss() - r0) / 1024:.1f}')")
+fi
 read -r ov0 ev0 dec0 < <(counters || echo "0 0 0")
 t_0=$(stat_of ticks) cpu0=$(ticks) w0=$(date +%s.%N)
 perf_pid=
@@ -133,7 +153,7 @@ print(f'${COLOD_SCALE_LABEL:+$COLOD_SCALE_LABEL }colod-scale: containers={n} res
       f'colod_rss_mib={int(k) / 1024:.1f} ' \
       f'colod_cpu_pct={100 * int(c) / int(hz) / (float(w1) - float(w0)):.2f} ' \
       f'tick_overruns={int(o1) - int(o0)} ticks={t} ' \
-      f'event_rounds={int(e1) - int(e0)} decisions={int(d1) - int(d0)}')" \
+      f'event_rounds={int(e1) - int(e0)} decisions={int(d1) - int(d0)}$scrapes')" \
   "$n" "$resolved" "$max_kib" "$((cpu1 - cpu0))" "$hz" "$w0" "$w1" "$((t_1 - t_0))" \
   "${ov0:-0}" "${ov1:-0}" "${ev0:-0}" "${ev1:-0}" "${dec0:-0}" "${dec1:-0}" |
   tee -a "${COLOD_SCALE_OUT:-/dev/null}"

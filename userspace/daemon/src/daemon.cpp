@@ -199,13 +199,15 @@ Result<void> Daemon::Impl::init() {
       return std::move(addr).error();
     }
     metrics::HttpHandlers handlers;
-    handlers.render = [this] {
+    // Streamed: at 1000 containers the document is 2.6 MB, and built whole (with httplib's copy
+    // of it) it left ~3 MB resident after every scrape (docs/benchmarks.md, session 47).
+    handlers.stream = [this](metrics::TextWriter& w) {
       const std::shared_ptr<const View> v = views_.fresh();
-      metrics::MetricsView mv = v->metrics;
+      metrics::DaemonMetrics d = v->metrics.daemon;  // the containers' part is not copied
       const auto self = readSelfStats(cfg()->daemon.proc_root);
-      mv.daemon.cpu_seconds = self.cpu_seconds;
-      mv.daemon.rss_bytes = self.rss_bytes;
-      return metrics::formatColodMetrics(mv);
+      d.cpu_seconds = self.cpu_seconds;
+      d.rss_bytes = self.rss_bytes;
+      metrics::writeColodMetrics(d, v->metrics.containers, w);
     };
     // Liveness: the loop turns (a wedged loop decides nothing and releases nothing).
     handlers.live = [this] { return liveness(); };

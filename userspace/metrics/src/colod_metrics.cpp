@@ -15,13 +15,13 @@ Labels containerLabels(const ContainerMetrics& c) {
 }
 
 void perContainer(TextWriter& w,
-                  const MetricsView& view,
+                  std::span<const ContainerMetrics> containers,
                   const char* name,
                   MetricType type,
                   const char* help,
                   const std::function<std::optional<double>(const ContainerMetrics&)>& get) {
   w.family(name, type, help);
-  for (const auto& c : view.containers) {
+  for (const auto& c : containers) {
     if (auto v = get(c)) {
       w.sample(name, containerLabels(c), *v);
     }
@@ -32,11 +32,16 @@ void perContainer(TextWriter& w,
 
 std::string formatColodMetrics(const MetricsView& view) {
   TextWriter w;
-  const auto& d = view.daemon;
+  writeColodMetrics(view.daemon, view.containers, w);
+  return w.take();
+}
 
+void writeColodMetrics(const DaemonMetrics& d,
+                       std::span<const ContainerMetrics> containers,
+                       TextWriter& w) {
   w.family("colod_runqueue_latency_seconds", MetricType::Histogram,
            "Time tasks of the container waited runnable on a run queue before running.");
-  for (const auto& c : view.containers) {
+  for (const auto& c : containers) {
     w.log2Histogram("colod_runqueue_latency_seconds", containerLabels(c), c.runq_slots, 1e-6,
                     c.runq_sum_seconds);
   }
@@ -44,19 +49,19 @@ std::string formatColodMetrics(const MetricsView& view) {
            "UpdateContainers calls the runtime answered, from colod's send to the reply.");
   w.log2Histogram("colod_nri_update_duration_seconds", {}, d.update_rtt_slots, 1e-6,
                   d.update_rtt_sum_seconds);
-  perContainer(w, view, "colod_preemptions_total", MetricType::Counter,
+  perContainer(w, containers, "colod_preemptions_total", MetricType::Counter,
                "Involuntary context switches of the container's runnable tasks.",
                [](const ContainerMetrics& c) { return static_cast<double>(c.preemptions); });
-  perContainer(w, view, "colod_throttled_periods_total", MetricType::Counter,
+  perContainer(w, containers, "colod_throttled_periods_total", MetricType::Counter,
                "CFS periods in which the container was throttled (cpu.stat nr_throttled).",
                [](const ContainerMetrics& c) { return static_cast<double>(c.throttled_periods); });
-  perContainer(w, view, "colod_throttled_seconds_total", MetricType::Counter,
+  perContainer(w, containers, "colod_throttled_seconds_total", MetricType::Counter,
                "Time the container spent throttled by its CFS quota.",
                [](const ContainerMetrics& c) { return c.throttled_seconds; });
-  perContainer(w, view, "colod_reclaim_stall_seconds_total", MetricType::Counter,
+  perContainer(w, containers, "colod_reclaim_stall_seconds_total", MetricType::Counter,
                "Time the container's tasks stalled in memory reclaim.",
                [](const ContainerMetrics& c) { return c.reclaim_stall_seconds; });
-  perContainer(w, view, "colod_cpuset_cpus", MetricType::Gauge,
+  perContainer(w, containers, "colod_cpuset_cpus", MetricType::Gauge,
                "Number of CPUs in the container's current cpuset.",
                [](const ContainerMetrics& c) -> std::optional<double> {
                  if (c.cpuset_cpus) {
@@ -64,10 +69,10 @@ std::string formatColodMetrics(const MetricsView& view) {
                  }
                  return std::nullopt;
                });
-  perContainer(w, view, "colod_cpu_quota_cpus", MetricType::Gauge,
+  perContainer(w, containers, "colod_cpu_quota_cpus", MetricType::Gauge,
                "The container's CFS quota in CPUs (quota/period); absent when unlimited.",
                [](const ContainerMetrics& c) { return c.quota_cpus; });
-  perContainer(w, view, "colod_cpu_shares", MetricType::Gauge,
+  perContainer(w, containers, "colod_cpu_shares", MetricType::Gauge,
                "The container's CPU shares (weight), as last known.",
                [](const ContainerMetrics& c) -> std::optional<double> {
                  if (c.cpu_shares) {
@@ -220,7 +225,7 @@ std::string formatColodMetrics(const MetricsView& view) {
   for (const char* m : {"act", "dry-run", "observe-only"}) {
     w.sample("colod_mode", {{"mode", m}}, d.mode == m ? 1.0 : 0.0);
   }
-  return w.take();
+  w.finish();
 }
 
 }  // namespace colod::metrics

@@ -167,11 +167,55 @@ TEST(HttpServer, ServesMetricsOnLoopback) {
   server->stop();
 }
 
+// A streamed scrape of 1000 containers (pieces of 64 KiB as HTTP/1.1 chunks) gives the
+// document formatColodMetrics builds whole.
+TEST(HttpServer, StreamsALargeDocumentWhole) {
+  MetricsView view;
+  for (int i = 0; i < 1000; ++i) {
+    ContainerMetrics c;
+    c.pod = "app-" + std::to_string(i) + "-7d9f8c6b5d-x" + std::to_string(i);
+    c.namespace_ = "ns-" + std::to_string(i % 10);
+    c.container = "container-" + std::to_string(i % 4);
+    c.tier = i % 3 == 2 ? "be" : "ls";
+    for (size_t s = 0; s < 14; ++s) {
+      c.runq_slots[s] = static_cast<uint64_t>(i) * 7 + s;
+    }
+    c.runq_sum_seconds = 0.25 * i;
+    c.preemptions = static_cast<uint64_t>(i);
+    c.cpuset_cpus = 2;
+    view.containers.push_back(std::move(c));
+  }
+  view.daemon.mode = "act";
+  const std::string expected = formatColodMetrics(view);
+  ASSERT_GT(expected.size(), 1u << 20) << "the document should span many chunks";
+  std::atomic<int> calls{0};
+  auto stream = [&](TextWriter& w) {
+    ++calls;
+    writeColodMetrics(view.daemon, view.containers, w);
+  };
+  HttpHandlers handlers{.render = {}, .stream = stream, .live = {}, .ready = {}};
+  auto server = ASSERT_OK(HttpServer::start({.host = "127.0.0.1", .port = 0}, handlers));
+  httplib::Client cli("127.0.0.1", server->port());
+  cli.set_connection_timeout(10, 0);
+  for (int i = 0; i < 2; ++i) {
+    auto res = cli.Get("/metrics");
+    ASSERT_TRUE(res) << httplib::to_string(res.error());
+    EXPECT_EQ(res->status, 200);
+    EXPECT_EQ(res->get_header_value("Transfer-Encoding"), "chunked");
+    EXPECT_NE(res->get_header_value("Content-Type").find("version=0.0.4"), std::string::npos);
+    EXPECT_EQ(res->body.size(), expected.size());
+    EXPECT_TRUE(res->body == expected) << "the streamed document differs";
+  }
+  EXPECT_EQ(calls.load(), 2);
+  server->stop();
+}
+
 TEST(HttpServer, LivenessAndReadinessProbes) {
   std::atomic<bool> ready{false};
   auto server = ASSERT_OK(HttpServer::start(
       {.host = "127.0.0.1", .port = 0},
       HttpHandlers{.render = [] { return std::string(); },
+                   .stream = {},
                    .live = [] { return ProbeResult{.ok = true, .why = "last tick 40 ms ago"}; },
                    .ready =
                        [&ready] {

@@ -105,6 +105,27 @@ bool validLabelName(std::string_view name) {
   return validName(name, false) && !name.starts_with("__");
 }
 
+TextWriter::TextWriter(Sink sink, std::size_t chunk_bytes)
+    : sink_(std::move(sink)), chunk_bytes_(chunk_bytes) {
+  if (sink_) {
+    out_.reserve(chunk_bytes_ + 1024);  // a piece and the line that ends it, mostly
+  }
+}
+
+void TextWriter::lineDone() {
+  if (sink_ && out_.size() >= chunk_bytes_) {
+    sink_(out_);
+    out_.clear();  // keeps the capacity: one buffer for the whole document
+  }
+}
+
+void TextWriter::finish() {
+  if (sink_ && !out_.empty()) {
+    sink_(out_);
+    out_.clear();
+  }
+}
+
 void TextWriter::family(std::string_view name, MetricType type, std::string_view help) {
   COLOD_CHECK(validMetricName(name));
   out_ += "# HELP ";
@@ -116,6 +137,7 @@ void TextWriter::family(std::string_view name, MetricType type, std::string_view
   out_ += ' ';
   out_ += typeName(type);
   out_ += '\n';
+  lineDone();
 }
 
 void TextWriter::appendLabels(const Labels& labels,
@@ -152,6 +174,7 @@ void TextWriter::sample(std::string_view name, const Labels& labels, double valu
   out_ += ' ';
   out_ += formatValue(value);
   out_ += '\n';
+  lineDone();
 }
 
 void TextWriter::log2Histogram(std::string_view name,
@@ -176,6 +199,7 @@ void TextWriter::log2Histogram(std::string_view name,
     out_ += ' ';
     out_ += formatValue(static_cast<double>(cumulative));
     out_ += '\n';
+    lineDone();
   }
   uint64_t total = 0;
   for (uint64_t v : slots) {
@@ -187,6 +211,7 @@ void TextWriter::log2Histogram(std::string_view name,
   out_ += ' ';
   out_ += formatValue(static_cast<double>(total));
   out_ += '\n';
+  lineDone();
   sample(std::string(name) + "_sum", labels, sum);
   sample(std::string(name) + "_count", labels, static_cast<double>(total));
 }

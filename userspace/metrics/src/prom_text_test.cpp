@@ -6,6 +6,8 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "colod/metrics/http_server.h"
 #include "colod/testing/result_matchers.h"
@@ -87,6 +89,41 @@ TEST(PromText, EmptyHistogramStillHasOneBucketAndInf) {
             "h_bucket{le=\"+Inf\"} 0\n"
             "h_sum 0\n"
             "h_count 0\n");
+}
+
+// A writer with a sink hands over the same document in whole lines, each piece about the chunk
+// size, and keeps nothing once finished.
+TEST(PromText, SinkGetsTheSameDocumentInWholeLines) {
+  auto write = [](TextWriter& w) {
+    std::array<uint64_t, 26> slots{};
+    slots[5] = 3;
+    for (int i = 0; i < 200; ++i) {
+      w.family("f" + std::to_string(i), MetricType::Histogram, "h");
+      w.log2Histogram("f" + std::to_string(i), {{"pod", "p" + std::to_string(i)}}, slots, 1e-6,
+                      0.5);
+      w.sample("g", {{"i", std::to_string(i)}}, i);
+    }
+  };
+  TextWriter whole;
+  write(whole);
+  std::vector<std::string> pieces;
+  TextWriter chunked([&pieces](std::string_view piece) { pieces.emplace_back(piece); }, 1024);
+  write(chunked);
+  ASSERT_FALSE(pieces.empty());
+  const size_t before_finish = pieces.size();
+  chunked.finish();
+  EXPECT_EQ(pieces.size(), before_finish + 1) << "finish() hands over the rest";
+  EXPECT_TRUE(chunked.text().empty());
+  std::string joined;
+  for (const std::string& p : pieces) {
+    EXPECT_TRUE(p.ends_with('\n')) << "a piece ends inside a line";
+    EXPECT_LT(p.size(), 1024u + 256u) << "a piece much larger than the chunk";
+    joined += p;
+  }
+  EXPECT_GT(pieces.size(), whole.text().size() / 1024 - 1);
+  EXPECT_EQ(joined, whole.text());
+  chunked.finish();
+  EXPECT_EQ(pieces.size(), before_finish + 1) << "nothing left: no empty piece";
 }
 
 TEST(ListenAddress, Parses) {

@@ -10,8 +10,11 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
+
+#include "colod/metrics/prom_text.h"
 
 namespace colod::metrics {
 
@@ -89,5 +92,9 @@ struct MetricsView {
 
 // Renders the whole exposition. Pure.
 std::string formatColodMetrics(const MetricsView& view);
+// The same document into `w` (with a sink: piece by piece), finished. Pure but for the sink.
+void writeColodMetrics(const DaemonMetrics& daemon,
+                       std::span<const ContainerMetrics> containers,
+                       TextWriter& w);
 
 }  // namespace colod::metrics

@@ -6,10 +6,17 @@
 // be contiguous). Label values are escaped (\\, \", \n), HELP text too (\\, \n). Nothing here
 // does I/O; the HTTP side is http_server.h.
 //
+// With a sink, the document leaves in pieces of about chunk_bytes (whole lines) as it is
+// written, so a scrape of 1000 containers (2.6 MB of text) never holds more than one piece: a
+// whole document was 2.6 MB of heap that stayed resident after every scrape (docs/benchmarks.md,
+// session 47).
+//
 // Threading: a TextWriter is a plain value, not shared between threads.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -35,6 +42,14 @@ bool validLabelName(std::string_view name);
 
 class TextWriter {
  public:
+  // Receives each piece of the document, in order.
+  using Sink = std::function<void(std::string_view piece)>;
+  static constexpr std::size_t kDefaultChunkBytes = 64 * 1024;
+
+  // Without a sink the whole document is kept (text(), take()).
+  TextWriter() = default;
+  explicit TextWriter(Sink sink, std::size_t chunk_bytes = kDefaultChunkBytes);
+
   // Starts a family. The name must be valid (COLOD_CHECK: names are compile-time constants).
   void family(std::string_view name, MetricType type, std::string_view help);
   // One sample line `name{labels} value`. `name` may carry a suffix (_total, _bucket...).
@@ -50,12 +65,20 @@ class TextWriter {
                      double unit_seconds,
                      double sum);
 
+  // With a sink: hands over what is left. Call once, at the end of the document.
+  void finish();
+
+  // Without a sink: the document so far.
   [[nodiscard]] const std::string& text() const { return out_; }
   std::string take() { return std::move(out_); }
 
  private:
   void appendLabels(const Labels& labels, const std::pair<std::string, std::string>* extra);
+  // Called at the end of every line: hands the buffer to the sink once it holds chunk_bytes_.
+  void lineDone();
   std::string out_;
+  Sink sink_;
+  std::size_t chunk_bytes_ = kDefaultChunkBytes;
 };
 
 }  // namespace colod::metrics
