@@ -201,7 +201,7 @@ Result<void> Daemon::Impl::init() {
     metrics::HttpHandlers handlers;
     // Streamed: at 1000 containers the document is 2.6 MB, and built whole (with httplib's copy
     // of it) it left ~3 MB resident after every scrape (docs/benchmarks.md, session 47).
-    handlers.stream = [this](metrics::TextWriter& w) {
+    handlers.metrics = [this](metrics::TextWriter& w) {
       const std::shared_ptr<const View> v = views_.fresh();
       metrics::DaemonMetrics d = v->metrics.daemon;  // the containers' part is not copied
       const auto self = readSelfStats(cfg()->daemon.proc_root);

@@ -148,10 +148,11 @@ TEST(ColodMetrics, EveryFamilyDeclaredOnceAndSamplesContiguous) {
 
 TEST(HttpServer, ServesMetricsOnLoopback) {
   int calls = 0;
-  auto server = ASSERT_OK(HttpServer::start({.host = "127.0.0.1", .port = 0}, [&calls] {
-    ++calls;
-    return std::string("x 1\n");
-  }));
+  auto server =
+      ASSERT_OK(HttpServer::start({.host = "127.0.0.1", .port = 0}, [&calls](TextWriter& w) {
+        ++calls;
+        w.sample("x", {}, 1);
+      }));
   ASSERT_GT(server->port(), 0);
   httplib::Client cli("127.0.0.1", server->port());
   cli.set_connection_timeout(10, 0);
@@ -193,7 +194,7 @@ TEST(HttpServer, StreamsALargeDocumentWhole) {
     ++calls;
     writeColodMetrics(view.daemon, view.containers, w);
   };
-  HttpHandlers handlers{.render = {}, .stream = stream, .live = {}, .ready = {}};
+  HttpHandlers handlers{.metrics = stream, .live = {}, .ready = {}};
   auto server = ASSERT_OK(HttpServer::start({.host = "127.0.0.1", .port = 0}, handlers));
   httplib::Client cli("127.0.0.1", server->port());
   cli.set_connection_timeout(10, 0);
@@ -214,8 +215,7 @@ TEST(HttpServer, LivenessAndReadinessProbes) {
   std::atomic<bool> ready{false};
   auto server = ASSERT_OK(HttpServer::start(
       {.host = "127.0.0.1", .port = 0},
-      HttpHandlers{.render = [] { return std::string(); },
-                   .stream = {},
+      HttpHandlers{.metrics = {},
                    .live = [] { return ProbeResult{.ok = true, .why = "last tick 40 ms ago"}; },
                    .ready =
                        [&ready] {
@@ -240,8 +240,8 @@ TEST(HttpServer, LivenessAndReadinessProbes) {
 }
 
 TEST(HttpServer, BindConflictIsAnError) {
-  auto first = ASSERT_OK(HttpServer::start({.host = "127.0.0.1", .port = 0}, [] { return ""; }));
-  auto second = HttpServer::start({.host = "127.0.0.1", .port = first->port()}, [] { return ""; });
+  auto first = ASSERT_OK(HttpServer::start({.host = "127.0.0.1", .port = 0}, [](TextWriter&) {}));
+  auto second = HttpServer::start({.host = "127.0.0.1", .port = first->port()}, [](TextWriter&) {});
   EXPECT_FALSE(second.has_value());
 }
 

@@ -42,6 +42,30 @@ Result<ListenAddress> parseListenAddress(std::string_view text) {
   return out;
 }
 
+namespace {
+
+// The provider httplib calls for a chunked reply: the whole document in one call, each piece of
+// the writer a chunk. A scraper gone mid-document: the rest is formatted and dropped (the reply
+// ends without its last chunk, so no client takes a part for the whole).
+httplib::ContentProviderWithoutLength chunkedDocument(
+    const std::function<void(TextWriter&)>& metrics) {
+  return [metrics](size_t /*offset*/, httplib::DataSink& sink) {
+    bool open = true;
+    TextWriter w(
+        [&](std::string_view piece) { open = open && sink.write(piece.data(), piece.size()); });
+    if (metrics) {
+      metrics(w);
+    }
+    w.finish();
+    if (open) {
+      sink.done();
+    }
+    return open;
+  };
+}
+
+}  // namespace
+
 Result<std::unique_ptr<HttpServer>> HttpServer::start(const ListenAddress& address,
                                                       HttpHandlers handlers) {
   std::unique_ptr<HttpServer> self(new HttpServer());
@@ -58,33 +82,11 @@ Result<std::unique_ptr<HttpServer>> HttpServer::start(const ListenAddress& addre
   srv.set_keep_alive_max_count(4);
   srv.set_read_timeout(5, 0);
   srv.set_write_timeout(5, 0);
-  static constexpr const char* kExposition = "text/plain; version=0.0.4; charset=utf-8";
-  if (handlers.stream) {
-    srv.Get("/metrics", [stream = std::move(handlers.stream)](const httplib::Request& /*req*/,
+  srv.Get("/metrics", [metrics = std::move(handlers.metrics)](const httplib::Request& /*req*/,
                                                               httplib::Response& res) {
-      res.set_chunked_content_provider(kExposition,
-                                       [stream](size_t /*offset*/, httplib::DataSink& sink) {
-                                         // A scraper gone mid-document: the rest is formatted and
-                                         // dropped (no partial line is ever sent as a whole
-                                         // document: the chunked encoding ends without its last
-                                         // chunk).
-                                         bool open = true;
-                                         TextWriter w([&](std::string_view piece) {
-                                           open = open && sink.write(piece.data(), piece.size());
-                                         });
-                                         stream(w);
-                                         if (open) {
-                                           sink.done();
-                                         }
-                                         return open;
-                                       });
-    });
-  } else {
-    srv.Get("/metrics", [render = std::move(handlers.render)](const httplib::Request& /*req*/,
-                                                              httplib::Response& res) {
-      res.set_content(render ? render() : std::string(), kExposition);
-    });
-  }
+    res.set_chunked_content_provider("text/plain; version=0.0.4; charset=utf-8",
+                                     chunkedDocument(metrics));
+  });
   auto probe = [](std::function<ProbeResult()> check) {
     return [check = std::move(check)](const httplib::Request& /*req*/, httplib::Response& res) {
       const ProbeResult r = check ? check() : ProbeResult{};

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // A minimal HTTP server for /metrics, /healthz and /readyz on cpp-httplib, one worker thread.
 //
-// The render (or stream) callback is called on the server thread for each GET /metrics; it must
+// The metrics callback is called on the server thread for each GET /metrics; it must
 // be thread-safe with respect to the daemon (the daemon hands it a mutex-guarded snapshot).
 #pragma once
 
@@ -35,11 +35,11 @@ struct ProbeResult {
 };
 
 struct HttpHandlers {
-  std::function<std::string()> render;  // GET /metrics: the whole document
-  // GET /metrics in pieces, preferred when set: called with a writer whose every piece goes out
-  // as an HTTP/1.1 chunk; it writes the document and finishes it (writeColodMetrics). The
-  // document is never whole in memory (2.6 MB at 1000 containers, and a copy of it in httplib).
-  std::function<void(TextWriter&)> stream;
+  // GET /metrics: writes the document into the writer, whose every piece goes out as an HTTP/1.1
+  // chunk (the server finishes it). The document is never whole in memory: 2.6 MB at 1000
+  // containers, and built whole, with httplib's copy of it, it stayed resident (session 47).
+  // Unset: an empty document.
+  std::function<void(TextWriter&)> metrics;
   // GET /healthz (liveness: the daemon's loop is turning) and GET /readyz (readiness: the BPF
   // programs are attached and the runtime is synchronized, or colod was told not to act). Unset
   // = always ok. Called on the server thread: thread-safe, quick.
@@ -54,9 +54,8 @@ class HttpServer {
   static Result<std::unique_ptr<HttpServer>> start(const ListenAddress& address,
                                                    HttpHandlers handlers);
   static Result<std::unique_ptr<HttpServer>> start(const ListenAddress& address,
-                                                   std::function<std::string()> render) {
-    return start(address,
-                 HttpHandlers{.render = std::move(render), .stream = {}, .live = {}, .ready = {}});
+                                                   std::function<void(TextWriter&)> metrics) {
+    return start(address, HttpHandlers{.metrics = std::move(metrics), .live = {}, .ready = {}});
   }
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
