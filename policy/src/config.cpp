@@ -322,8 +322,8 @@ Result<Config> parseSectionNode(const Parser& p, const YAML::Node& root, const s
         a, path,
         {"cpu_ladder", "memory_ladder", "verify_intervals", "improve_ratio", "quiet_intervals",
          "relax_cooldown_intervals", "change_cooldown_intervals", "max_changes_per_round",
-         "max_antagonists", "min_antagonist_score", "max_escalations", "admission",
-         "blame_window_intervals", "min_blame_preemptions", "min_blame_wait_us"}));
+         "max_antagonists", "min_antagonist_score", "max_escalations", "idle_hold_intervals",
+         "admission", "blame_window_intervals", "min_blame_preemptions", "min_blame_wait_us"}));
     auto cpu = [&](const YAML::Node& n, const std::string& k) { return p.ladder(n, k, false); };
     auto mem = [&](const YAML::Node& n, const std::string& k) { return p.ladder(n, k, true); };
     auto pos = [&](const YAML::Node& n, const std::string& k) { return p.i32(n, k, 1, 100000); };
@@ -341,6 +341,7 @@ Result<Config> parseSectionNode(const Parser& p, const YAML::Node& root, const s
     COLOD_FIELD(a, path, "max_antagonists", c.actions.max_antagonists, pos);
     COLOD_FIELD(a, path, "min_antagonist_score", c.actions.min_antagonist_score, frac);
     COLOD_FIELD(a, path, "max_escalations", c.actions.max_escalations, pos);
+    COLOD_FIELD(a, path, "idle_hold_intervals", c.actions.idle_hold_intervals, nonneg);
     COLOD_FIELD(a, path, "blame_window_intervals", c.actions.blame_window_intervals, pos);
     auto count = [&](const YAML::Node& n, const std::string& k) {
       return p.dbl(n, k, 0.0, 1'000'000.0);
@@ -529,7 +530,7 @@ Result<void> validateConfig(const Config& c, std::string_view file) {
   if (a.verify_intervals < 1 || a.quiet_intervals < 1 || a.max_changes_per_round < 1 ||
       a.max_antagonists < 1 || a.max_escalations < 1 || a.blame_window_intervals < 1 ||
       a.min_blame_preemptions < 0 || a.relax_cooldown_intervals < 0 ||
-      a.change_cooldown_intervals < 0) {
+      a.change_cooldown_intervals < 0 || a.idle_hold_intervals < 0) {
     return bad("actions", "", "interval counts and limits must be >= 1 (cooldowns >= 0)");
   }
   if (!(a.improve_ratio > 0.0 && a.improve_ratio <= 1.0)) {

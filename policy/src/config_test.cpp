@@ -49,6 +49,7 @@ actions:
   verify_intervals: 3
   quiet_intervals: 20
   blame_window_intervals: 12
+  idle_hold_intervals: 0
   min_blame_preemptions: 2.5
   min_blame_wait_us: 400
 floors:
@@ -72,6 +73,7 @@ levers:
   EXPECT_EQ(c.actions.verify_intervals, 3);
   EXPECT_EQ(c.actions.quiet_intervals, 20);
   EXPECT_EQ(c.actions.blame_window_intervals, 12);
+  EXPECT_EQ(c.actions.idle_hold_intervals, 0);
   EXPECT_DOUBLE_EQ(c.actions.min_blame_preemptions, 2.5);
   EXPECT_EQ(c.actions.min_blame_wait_us, 400u);
   EXPECT_EQ(c.floors.be_min_cpus, 2);
@@ -104,6 +106,8 @@ INSTANTIATE_TEST_SUITE_P(
                 R"(colod\.yaml:2:1: foo: unknown key \(allowed: dry_run detection)"},
         BadCase{"blame_window_zero", "actions:\n  blame_window_intervals: 0\n",
                 R"(colod\.yaml:2:27: actions\.blame_window_intervals: "0": out of range)"},
+        BadCase{"idle_hold_negative", "actions:\n  idle_hold_intervals: -1\n",
+                R"(colod\.yaml:2:24: actions\.idle_hold_intervals: "-1": )"},
         BadCase{"unknown_nested_key", "detection:\n  windw_intervals: 3\n",
                 R"(colod\.yaml:2:3: detection\.windw_intervals: unknown key)"},
         BadCase{"bad_type_bool", "dry_run: maybe\n",

@@ -304,6 +304,7 @@ RoundResult EngineState::evaluate(const Snapshot& snap) {
     return ep.phase == Phase::Holding && hits < config_.detection.hit_intervals;
   });
   startEpisodes(result.decisions, result.findings);
+  endIdleHolds(result.decisions);  // after the new episodes took over the holds they need
   refreshMoveQuotas(result.decisions);
   for (const Finding& f : result.findings) {
     if (auto it = tracked_.find(f.container_id); it != tracked_.end()) {
@@ -504,6 +505,18 @@ std::vector<AppliedAction> EngineState::appliedList() const {
             return s.lever == lever && s.uncontrolled_cap;
           });
         }
+        out.push_back(std::move(a));
+      }
+      if (r.owners.empty() && r.idleHold()) {
+        // Owned by no episode: journaled under the victim it was held for (a reseed after a
+        // restart makes it that victim's step again, relaxed by the same quiet rule).
+        AppliedAction a;
+        a.target_id = id;
+        a.victim_id = r.idle_victim;
+        a.lever = lever;
+        a.rung = r.rung;
+        a.applied_values = r.applied;
+        a.original_values = r.original;
         out.push_back(std::move(a));
       }
     }

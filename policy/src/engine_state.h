@@ -282,6 +282,13 @@ struct Restriction {
   Resources original;
   std::set<std::string> owners;  // episode keys
   double blame = 0;              // cpu_quota: its share of the blame (the budget is split by it)
+  // An idle hold (cpuset only, actions.idle_hold_intervals): its last owner relaxed while the BE
+  // was idle, so it stays off the victim's CPUs, owned by no episode, until it runs, the hold
+  // ends, or a new episode takes it over (heldCpusetShared). kNever while owned.
+  int64_t idle_since_tick = kNever;
+  std::string idle_victim;    // the victim it last protected (journal, explain)
+  bool idle_end_now = false;  // it sits on a new victim's CPUs: given back this round
+  [[nodiscard]] bool idleHold() const { return idle_since_tick != kNever; }
 };
 
 struct Step {
@@ -546,6 +553,8 @@ class EngineState {
                 std::vector<Decision>& out,
                 std::vector<Finding>& findings,
                 bool replacing = false);
+  bool holdIdle(const Episode& ep, Tracked& t, Restriction& r);
+  void endIdleHolds(std::vector<Decision>& out);
   bool heldCpusetShared(const std::string& key,
                         Step& step,
                         const Tracked& t,

@@ -206,6 +206,10 @@ void EngineState::releaseStep(const std::string& key,
       continue;  // still needed by another victim
     }
     auto tt = tracked_.find(id);
+    if (kind == DecisionKind::Relax && step.lever == Lever::Cpuset && tt != tracked_.end() &&
+        holdIdle(ep, tt->second, jt->second)) {
+      continue;  // idle: it stays off the victim's CPUs for the next episode (endIdleHolds)
+    }
     if (tt != tracked_.end()) {
       Tracked& t = tt->second;
       const Resources orig = restoreValues(jt->second.original, step.lever, node_cpus_);
@@ -405,14 +409,23 @@ bool EngineState::heldCpusetShared(const std::string& key,
   if (victim_pinned) {
     auto held = parseCpuList(r.applied.cpuset_cpus.value_or(""));
     if (!held || held->empty()) {
+      r.idle_end_now = r.idleHold();
       return true;  // unknown: not benign either
     }
     for (int c : *held) {
       if (std::binary_search(victim.cpus.begin(), victim.cpus.end(), c)) {
-        return true;  // on the victim's CPUs: joins when released
+        // On the victim's CPUs: joins when released. An idle hold nobody owns is released
+        // this round (endIdleHolds), and joins the step with its CPUs the round after.
+        r.idle_end_now = r.idleHold();
+        return true;
       }
     }
   }
+  // An idle hold a relax left in place is taken over as it is: no update at all (at 1000
+  // containers, each episode moved ~330 idle BE off and back again 1-2 s later).
+  r.idle_since_tick = kNever;
+  r.idle_victim.clear();
+  r.idle_end_now = false;
   r.owners.insert(key);
   step.targets.push_back(t.info.id);
   return true;
@@ -462,6 +475,9 @@ void EngineState::extendSteps(const std::string& key,
       }
       auto rit = restrictions_.find(id);
       if (rit != restrictions_.end() && rit->second.count(step.lever) != 0) {
+        if (step.lever == Lever::Cpuset && rit->second.at(step.lever).idleHold()) {
+          (void)heldCpusetShared(key, step, t, v);  // an idle hold: taken over as it is
+        }
         continue;
       }
       joining.push_back(&t);

@@ -67,7 +67,9 @@ INSTANTIATE_TEST_SUITE_P(Table, CpusetMoveTest, ::testing::ValuesIn(kMoveCases),
 // rung leaves the other's quota in force, and the decision says so (it said "-> CFS quota max"
 // while the move's quota stayed).
 TEST(ReleaseText, TheQuotaAnotherRungKeepsIsSaid) {
-  EngineState s{Config{}};
+  Config config;
+  config.actions.idle_hold_intervals = 0;  // hog reads idle here: given back, not held
+  EngineState s{config};
   s.node_cpus_ = {0, 1};
   Tracked& t = s.tracked_["hog"];
   t.info.id = "hog";
@@ -84,8 +86,21 @@ TEST(ReleaseText, TheQuotaAnotherRungKeepsIsSaid) {
   runtime.cpu_quota = -1;
   runtime.cpu_period = 100'000;
   auto& levers = s.restrictions_["hog"];
-  levers[Lever::Cpuset] = {Lever::Cpuset, 1, moved, runtime, {"ep-cpuset"}, 0};
-  levers[Lever::CpuQuota] = {Lever::CpuQuota, 2, capped, runtime, {"ep-quota"}, 1};
+  Restriction moved_r;
+  moved_r.lever = Lever::Cpuset;
+  moved_r.rung = 1;
+  moved_r.applied = moved;
+  moved_r.original = runtime;
+  moved_r.owners = {"ep-cpuset"};
+  levers[Lever::Cpuset] = moved_r;
+  Restriction quota;
+  quota.lever = Lever::CpuQuota;
+  quota.rung = 2;
+  quota.applied = capped;
+  quota.original = runtime;
+  quota.owners = {"ep-quota"};
+  quota.blame = 1;
+  levers[Lever::CpuQuota] = quota;
   Episode ep;
   Step step;
   step.lever = Lever::CpuQuota;

@@ -306,6 +306,93 @@ void EngineState::holdEpisode(const std::string& key,
   }
 }
 
+// Whether a cpuset restriction its last owner (episode `ep`) relaxes stays in place as an idle
+// hold. Only while the BE is idle: a cpuset costs an idle container nothing, and the next victim
+// hurt finds it off its CPUs already (scale.sh acting at 1000 containers: each episode moved
+// ~330 idle BE off the victim's CPUs and gave them all back 1-2 s later, ~660 runtime updates
+// every ~10 s, each one a runc process behind a real containerd). A BE that runs is given back
+// at once, as before: it may want the CPUs.
+bool EngineState::holdIdle(const Episode& ep, Tracked& t, Restriction& r) {
+  // Idle over the whole blame window: an antagonist that has just stopped is given back as
+  // before (it was moved for what it did, and its owner may come back for it).
+  const int hold = config_.actions.idle_hold_intervals;
+  if (hold <= 0 || !t.sampled || cpusUsed(t) >= kRunningCpuFraction ||
+      recentCpus(t) >= kRunningCpuFraction || recentWaiting(t) >= kRunningCpuFraction ||
+      (t.last_ran_tick != kNever &&
+       ticks_ - t.last_ran_tick < config_.actions.blame_window_intervals)) {
+    return false;
+  }
+  r.idle_since_tick = ticks_;
+  r.idle_victim = ep.victim_id;
+  r.idle_end_now = false;
+  std::ostringstream os;
+  os << "cpuset held while idle: the rung that moved it off the CPUs of ";
+  if (auto vit = tracked_.find(ep.victim_id); vit != tracked_.end()) {
+    os << displayName(vit->second.info);
+  } else {
+    os << ep.victim_id;
+  }
+  os << " was relaxed, but it does not run, so it stays at "
+     << describeValues(r.applied, Lever::Cpuset)
+     << " for the next victim (no update); given back when it runs, or after " << hold
+     << " intervals";
+  t.last_explanation = os.str();
+  return true;
+}
+
+// Gives back the idle holds that end this round: the BE runs (it may want the CPUs), the hold
+// has lasted actions.idle_hold_intervals, the victim it protected is gone (a journal entry must
+// name a victim colod knows), or it sits on a new victim's CPUs (heldCpusetShared).
+void EngineState::endIdleHolds(std::vector<Decision>& out) {
+  const int hold = config_.actions.idle_hold_intervals;
+  for (auto it = restrictions_.begin(); it != restrictions_.end();) {
+    auto jt = it->second.find(Lever::Cpuset);
+    auto tt = tracked_.find(it->first);
+    if (jt == it->second.end() || !jt->second.idleHold() || !jt->second.owners.empty() ||
+        tt == tracked_.end()) {
+      ++it;
+      continue;
+    }
+    Restriction& r = jt->second;
+    Tracked& t = tt->second;
+    const bool runs = (t.sampled && cpusUsed(t) >= kRunningCpuFraction) ||
+                      recentWaiting(t) >= kRunningCpuFraction;
+    const int64_t held = ticks_ - r.idle_since_tick;
+    const bool victim_gone = tracked_.count(r.idle_victim) == 0;
+    std::string why;
+    if (runs) {
+      why = "it runs again (" + std::to_string(static_cast<int>(cpusUsed(t) * 100)) +
+            "% of a CPU) and no victim's rung holds it";
+    } else if (r.idle_end_now) {
+      why = "it sits on the CPUs of a victim now protected: it joins that victim's rung instead";
+    } else if (victim_gone) {
+      why = "the victim it was held for is gone";
+    } else if (hold <= 0 || held >= hold) {
+      why = "held idle for " + std::to_string(held) + " intervals and no victim needed it";
+    } else {
+      ++it;
+      continue;
+    }
+    if (!budget() || round_ - t.last_change_round < config_.actions.change_cooldown_intervals) {
+      ++stats_.rate_limited;
+      ++it;
+      continue;
+    }
+    const Resources orig = restoreValues(r.original, Lever::Cpuset, node_cpus_);
+    std::string text = "relax cpuset on " + displayName(t.info) + " (idle hold ended): " + why +
+                       "; " + describeValues(r.applied, Lever::Cpuset) + " -> " +
+                       describeValues(orig, Lever::Cpuset) +
+                       quotaKeptNote(t.info.id, Lever::Cpuset);
+    t.last_change_round = round_;
+    t.last_explanation = text;
+    out.push_back(makeDecision(DecisionKind::Relax, Lever::Cpuset, r.rung, t, orig, orig, nullptr,
+                               nullptr, {}, "idle_hold_ended", std::move(text)));
+    ++changes_this_round_;
+    it->second.erase(jt);
+    it = it->second.empty() ? restrictions_.erase(it) : std::next(it);
+  }
+}
+
 std::optional<std::string> EngineState::budgetStillNeeded(const std::string& key) const {
   for (const auto& [k, ep] : episodes_) {
     if (k == key || ep.memory || ep.victim_gone || !holdsQuota(ep)) {

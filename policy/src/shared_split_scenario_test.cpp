@@ -53,6 +53,7 @@ Timeline cpusetTimeline(const Sim& sim, const std::string& id) {
 TEST(SharedSplitScenario, AnIdleBeStaysOffWhileAnotherVictimStandsOnTheSplit) {
   Config config;
   config.actions.cpu_ladder = {Lever::Cpuset, Lever::CpuQuota};
+  config.actions.idle_hold_intervals = 0;  // the split's own sharing, without idle holds
   Sim sim{config};
   sim.add(lsInfo("web"));
   sim.add(lsInfo("api"));

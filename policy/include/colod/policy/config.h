@@ -91,6 +91,10 @@ struct ActionsConfig {
   int max_antagonists = 3;            // per victim
   double min_antagonist_score = 0.1;  // evidence share below which a BE is left alone
   int max_escalations = 8;            // per episode: rungs tried before giving up
+  // A cpuset restriction of a BE that is idle when its rung is relaxed stays in place for up to
+  // this many intervals (given back at once when the BE runs), so the next victim's episode
+  // finds it there instead of moving it off and back again. 0: given back at the relax.
+  int idle_hold_intervals = 600;
   // Blame (issue 19): evidence per (victim, BE) is summed over about this many intervals with
   // exponential decay (each interval weighs 1 - 1/N of the next), so a bursty antagonist keeps
   // its blame while idle. A BE is blamed only with at least min_blame_preemptions preemptions of
