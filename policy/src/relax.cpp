@@ -317,7 +317,7 @@ bool EngineState::holdIdle(const Episode& ep, Tracked& t, Restriction& r) {
   // before (it was moved for what it did, and its owner may come back for it).
   const int hold = config_.actions.idle_hold_intervals;
   if (hold <= 0 || !t.sampled || cpusUsed(t) >= kRunningCpuFraction ||
-      recentCpus(t) >= kRunningCpuFraction || recentWaiting(t) >= kRunningCpuFraction ||
+      recentCpus(t) >= kRunningCpuFraction || recentWaiting(t) >= kQueuedBeTasks ||
       (t.last_ran_tick != kNever &&
        ticks_ - t.last_ran_tick < config_.actions.blame_window_intervals)) {
     return false;
@@ -355,14 +355,20 @@ void EngineState::endIdleHolds(std::vector<Decision>& out) {
     }
     Restriction& r = jt->second;
     Tracked& t = tt->second;
-    const bool runs = (t.sampled && cpusUsed(t) >= kRunningCpuFraction) ||
-                      recentWaiting(t) >= kRunningCpuFraction;
+    // Runs, or queues as a BE that would take more does (kQueuedBeTasks): a BE that wakes
+    // for 50 µs a second waits for its CPU on a saturated node a little each tick, and at
+    // 0.01 tasks queued (scale.sh acting) that gave back 125 holds in 20 s that nobody needed.
+    const bool runs =
+        (t.sampled && cpusUsed(t) >= kRunningCpuFraction) || recentWaiting(t) >= kQueuedBeTasks;
     const int64_t held = ticks_ - r.idle_since_tick;
     const bool victim_gone = tracked_.count(r.idle_victim) == 0;
     std::string why;
     if (runs) {
-      why = "it runs again (" + std::to_string(static_cast<int>(cpusUsed(t) * 100)) +
-            "% of a CPU) and no victim's rung holds it";
+      std::ostringstream os;
+      os << "it runs again (" << static_cast<int>(cpusUsed(t) * 100) << "% of a CPU, "
+         << std::round(recentWaiting(t) * 10) / 10
+         << " tasks queued) and no victim's rung holds it";
+      why = os.str();
     } else if (r.idle_end_now) {
       why = "it sits on the CPUs of a victim now protected: it joins that victim's rung instead";
     } else if (victim_gone) {

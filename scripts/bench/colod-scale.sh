@@ -19,7 +19,8 @@
 # COLOD_BUILD_DIR: the build (default build); COLOD_DAEMON_SET / COLOD_POLICY_SET as
 # colocation/colod-config.sh; COLOD_SCALE_PERF=FILE: `perf record -g` of colod over the window
 # into FILE-<size> (the CPU figure then includes perf's own sampling cost);
-# COLOD_SCALE_DECISIONS=FILE: `coloctl decisions -n 0` at the window's end into FILE-<size>.
+# COLOD_SCALE_DECISIONS=FILE: `coloctl decisions -n 0` at the window's end into FILE-<size>
+# (FILE-<label>-<size> with COLOD_SCALE_ALTERNATE).
 # COLOD_SCALE_SCRAPES=N: before the window (and its own two scrapes for the counters), after 2 s
 # of rest, N scrapes of /metrics 1 s apart; the line gains scrape_bytes= (the document),
 # scrape_ms_max= (the slowest) and scrape_rss_growth_mib= (colod's VmRSS after them minus
@@ -145,7 +146,7 @@ done
 cpu1=$(ticks) w1=$(date +%s.%N) t_1=$(stat_of ticks)
 [[ -z $perf_pid ]] || wait "$perf_pid" || true
 if [[ -n ${COLOD_SCALE_DECISIONS:-} ]]; then  # FILE: what colod decided, kept for reading
-  ctl decisions -n 0 >"$COLOD_SCALE_DECISIONS-$n" 2>&1 || true
+  ctl decisions -n 0 >"$COLOD_SCALE_DECISIONS-${COLOD_SCALE_LABEL:+$COLOD_SCALE_LABEL-}$n" 2>&1 || true
 fi
 read -r ov1 ev1 dec1 < <(counters || echo "0 0 0")
 python3 -c "import sys; n, r, k, c, hz, w0, w1, t, o0, o1, e0, e1, d0, d1 = sys.argv[1:]; \
