@@ -239,7 +239,7 @@ RoundResult EngineState::admit(ContainerInfo info, int64_t now_ns) {
       // Held, not verified: the placement prevents a wait the new BE has not caused yet, so
       // "did the rung help" has no answer; the quiet rule gives it back.
       ep.phase = Phase::Holding;
-      ep.quiet_from_round = round_;
+      ep.quiet_from_tick = ticks_;
       Step step;
       step.lever = Lever::Cpuset;
       step.rung = static_cast<int>(cpuset_rung - cpu_ladder.begin());

@@ -121,8 +121,12 @@ void EngineState::observe(Tracked& t, const ContainerSample* s, int64_t interval
     t.mem_hits += mem_hit ? 1 : 0;
     t.ring_pos = (t.ring_pos + 1) % n;
   }
-  t.quiet_streak = hit ? 0 : t.quiet_streak + 1;
-  t.mem_quiet_streak = mem_hit ? 0 : t.mem_quiet_streak + 1;
+  // Quiet is time: counted in timer ticks (quiet_intervals are intervals). A round on a wakeup
+  // between ticks that is a hit ends the streak, one that is not adds nothing: counted per
+  // round, a loaded host's wakeup rounds made a placement's "quiet for 20 intervals" 0.37 s
+  // (the idle-hold fault test under stress-ng, session 48), and every relax came that early.
+  t.quiet_streak = hit ? 0 : t.quiet_streak + (event_round_ ? 0 : 1);
+  t.mem_quiet_streak = mem_hit ? 0 : t.mem_quiet_streak + (event_round_ ? 0 : 1);
   if (!hit && enough) {
     // Quiet interval: it feeds the victim's own baseline.
     const double a = config_.detection.baseline_alpha;

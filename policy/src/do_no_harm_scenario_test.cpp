@@ -311,3 +311,47 @@ TEST(DoNoHarmScenario, AQuotaOnTopOfASplitIsGivenBackAndTheSplitKept) {
 
 }  // namespace
 }  // namespace colod::policy
+
+namespace colod::policy {
+namespace {
+
+// Quiet is time. A victim quiet after its rung, with wakeup rounds between the timer ticks (a
+// loaded host: four a tick here), gets the rung back after quiet_intervals ticks, not after
+// quiet_intervals rounds: counted per round, the idle-hold fault test under stress-ng relaxed a
+// placement "quiet for 20 intervals" 0.37 s after it was made.
+TEST(DoNoHarmScenario, EventRoundsDoNotShortenTheQuietBeforeARelax) {
+  Config config;
+  config.actions.cpu_ladder = {Lever::Cpuset};
+  config.actions.verify_intervals = 2;  // the rung is judged long before the quiet is over
+  config.actions.idle_hold_intervals = 0;
+  Sim sim{config};
+  sim.add(lsInfo("web"));
+  sim.add(beInfo("hog"));
+  const std::vector<Preemption> behind_hog = {{"hog", 40, 12'000'000}};
+  int quiet_from_tick = 0;
+  int relaxed_at_tick = 0;
+  for (int tick = 1; tick <= 200 && relaxed_at_tick == 0; ++tick) {
+    const bool hurt = tick >= 5 && quiet_from_tick == 0;
+    (void)sim.step({lsSample("web", hurt ? kHurtP99 : kQuietP99,
+                             hurt ? behind_hog : std::vector<Preemption>{}),
+                    beSample("hog", 90'000'000)});
+    if (hurt && restricted(sim.engine(), "hog", Lever::Cpuset)) {
+      quiet_from_tick = tick + 1;  // the rung is in force: web is quiet from the next tick
+    }
+    if (quiet_from_tick != 0 && !hurt) {
+      for (int e = 0; e < 4; ++e) {
+        (void)sim.eventStep({lsSample("web", kQuietP99), beSample("hog", 1'000'000)}, 5'000'000);
+      }
+      if (!restricted(sim.engine(), "hog", Lever::Cpuset)) {
+        relaxed_at_tick = tick;
+      }
+    }
+  }
+  ASSERT_NE(quiet_from_tick, 0) << "hog was never moved: the scenario does not start";
+  ASSERT_NE(relaxed_at_tick, 0) << "never relaxed";
+  EXPECT_GE(relaxed_at_tick - quiet_from_tick + 1, config.actions.quiet_intervals)
+      << "relaxed after " << relaxed_at_tick - quiet_from_tick + 1 << " quiet ticks";
+}
+
+}  // namespace
+}  // namespace colod::policy

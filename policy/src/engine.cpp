@@ -162,6 +162,7 @@ void EngineState::resetWindow(Tracked& t) const {
 RoundResult EngineState::evaluate(const Snapshot& snap) {
   RoundResult result;
   ++round_;
+  event_round_ = snap.event_round;
   if (!snap.event_round) {
     ++ticks_;
     // The span since the previous timer round, not this round's interval: a timer round can

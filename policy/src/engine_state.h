@@ -332,7 +332,7 @@ struct Episode {
   // Quiet counts from this round on (kNever: from the victim's last hit). An episode opened at
   // admission prevents a wait that has not happened yet: the intervals the victim was quiet
   // before the placement say nothing about whether the new BE would hurt it.
-  int64_t quiet_from_round = kNever;
+  int64_t quiet_from_tick = kNever;  // placed at admission: quiet counted from this timer tick
   int escalations = 0;
   bool exhausted = false;
   bool victim_gone = false;
@@ -677,6 +677,7 @@ class EngineState {
   int64_t tick_ns_ = 0;  // time between the last two timer rounds: the span of the on-CPU rate
   int64_t last_tick_now_ns_ = 0;  // now_ns of the last timer round
   int64_t ticks_ = 0;             // timer rounds (Snapshot::event_round false) among them
+  bool event_round_ = false;      // this round runs on a wakeup between timer ticks
   uint64_t seq_ = 0;
   int64_t now_ns_ = 0;
   int64_t interval_ns_ = 0;

@@ -563,8 +563,8 @@ void EngineState::stepEpisode(const std::string& key,
   const bool hit = ep.memory ? v.mem_hit : v.cpu_hit;
   const int hits = ep.memory ? v.mem_hits : v.cpu_hits;
   int quiet = ep.memory ? v.mem_quiet_streak : v.quiet_streak;
-  if (ep.quiet_from_round != kNever) {
-    quiet = static_cast<int>(std::min<int64_t>(quiet, round_ - ep.quiet_from_round));
+  if (ep.quiet_from_tick != kNever) {
+    quiet = static_cast<int>(std::min<int64_t>(quiet, ticks_ - ep.quiet_from_tick));
   }
   if (ep.phase == Phase::Verifying) {
     ++ep.verify_intervals;

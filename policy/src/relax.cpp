@@ -415,8 +415,8 @@ std::optional<std::string> EngineState::budgetStillNeeded(const std::string& key
       return displayName(o.info);  // its last step is being judged: not given back under it
     }
     int64_t quiet = o.quiet_streak;
-    if (ep.quiet_from_round != kNever) {
-      quiet = std::min<int64_t>(quiet, round_ - ep.quiet_from_round);
+    if (ep.quiet_from_tick != kNever) {
+      quiet = std::min<int64_t>(quiet, ticks_ - ep.quiet_from_tick);
     }
     if (quiet < static_cast<int64_t>(config_.actions.quiet_intervals) * o.relax_backoff) {
       return displayName(o.info);

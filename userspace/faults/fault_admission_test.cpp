@@ -255,22 +255,21 @@ TEST_F(AdmissionFaultTest, AnIdleHoldIsJournaledAndGivenBackWhenTheBeRuns) {
   // The LS is never over a threshold (it runs, so the BE is placed, but whatever a loaded host
   // makes it wait is no hurt here): the placement is relaxed quiet_intervals after it is made.
   // By then the new BE has been idle over the blame window (its start runs a little; a BE that
-  // ran lately is given back, not held). No wakeup rounds: the quiet since the placement is
-  // counted in rounds, and on a loaded host wakeup rounds made it 20 rounds in 0.4 s, before
-  // the new BE was first measured (one not yet measured is given back, not held).
-  std::string yaml =
-      daemonConfig("  restore_on_stop: true\n  reconcile: restore\n  event_wait_threshold_us: 0\n",
-                   "  thresholds:\n"
-                   "    runq_p99_us: 60000000\n"
-                   "    baseline_factor: 1000\n"
-                   "  detection:\n"
-                   "    wait_load_min: 1000\n"
-                   "    severe_wait_load: 1000\n"
-                   "  actions:\n"
-                   "    cpu_ladder: [cpuset, cpu_quota]\n"
-                   "    quiet_intervals: 20\n"
-                   "    blame_window_intervals: 5\n"
-                   "    admission: restrict\n");
+  // ran lately is given back, not held). The quiet is counted in timer ticks: in rounds, a
+  // loaded host's wakeup rounds made it 20 in 0.37 s, before the new BE was first measured (one
+  // not yet measured is given back, not held).
+  std::string yaml = daemonConfig("  restore_on_stop: true\n  reconcile: restore\n",
+                                  "  thresholds:\n"
+                                  "    runq_p99_us: 60000000\n"
+                                  "    baseline_factor: 1000\n"
+                                  "  detection:\n"
+                                  "    wait_load_min: 1000\n"
+                                  "    severe_wait_load: 1000\n"
+                                  "  actions:\n"
+                                  "    cpu_ladder: [cpuset, cpu_quota]\n"
+                                  "    quiet_intervals: 20\n"
+                                  "    blame_window_intervals: 5\n"
+                                  "    admission: restrict\n");
   startColod(yaml);
   startBusyLs();
   waitLsSeen();
