@@ -309,12 +309,6 @@ TEST(DoNoHarmScenario, AQuotaOnTopOfASplitIsGivenBackAndTheSplitKept) {
       << "the split is kept while the BE fills its CPU and the LS needs more than its weight";
 }
 
-}  // namespace
-}  // namespace colod::policy
-
-namespace colod::policy {
-namespace {
-
 // Quiet is time. A victim quiet after its rung, with wakeup rounds between the timer ticks (a
 // loaded host: four a tick here), gets the rung back after quiet_intervals ticks, not after
 // quiet_intervals rounds: counted per round, the idle-hold fault test under stress-ng relaxed a

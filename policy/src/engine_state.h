@@ -329,10 +329,10 @@ struct Episode {
   double verify_cpus_sum = 0;
   uint64_t engaged_p99 = 0;  // p99 when the episode began
   int64_t last_relax_round = kNever;
-  // Quiet counts from this round on (kNever: from the victim's last hit). An episode opened at
+  // Quiet counts from this timer tick on (kNever: from the victim's last hit). An episode opened at
   // admission prevents a wait that has not happened yet: the intervals the victim was quiet
   // before the placement say nothing about whether the new BE would hurt it.
-  int64_t quiet_from_tick = kNever;  // placed at admission: quiet counted from this timer tick
+  int64_t quiet_from_tick = kNever;
   int escalations = 0;
   bool exhausted = false;
   bool victim_gone = false;
