@@ -316,8 +316,7 @@ bool EngineState::holdIdle(const Episode& ep, Tracked& t, Restriction& r) {
   // Idle over the whole blame window: an antagonist that has just stopped is given back as
   // before (it was moved for what it did, and its owner may come back for it).
   const int hold = config_.actions.idle_hold_intervals;
-  if (hold <= 0 || !t.sampled || cpusUsed(t) >= kRunningCpuFraction ||
-      recentCpus(t) >= kRunningCpuFraction || recentWaiting(t) >= kQueuedBeTasks ||
+  if (hold <= 0 || !t.sampled || runsOrQueues(t) || recentCpus(t) >= kRunningCpuFraction ||
       (t.last_ran_tick != kNever &&
        ticks_ - t.last_ran_tick < config_.actions.blame_window_intervals)) {
     return false;
@@ -347,19 +346,18 @@ void EngineState::endIdleHolds(std::vector<Decision>& out) {
   const int hold = config_.actions.idle_hold_intervals;
   for (auto it = restrictions_.begin(); it != restrictions_.end();) {
     auto jt = it->second.find(Lever::Cpuset);
-    auto tt = tracked_.find(it->first);
-    if (jt == it->second.end() || !jt->second.idleHold() || !jt->second.owners.empty() ||
-        tt == tracked_.end()) {
+    if (jt == it->second.end() || !jt->second.idleHold() || !jt->second.owners.empty()) {
+      ++it;
+      continue;
+    }
+    auto tt = tracked_.find(it->first);  // only for a hold: most restrictions are owned
+    if (tt == tracked_.end()) {
       ++it;
       continue;
     }
     Restriction& r = jt->second;
     Tracked& t = tt->second;
-    // Runs, or queues as a BE that would take more does (kQueuedBeTasks): a BE that wakes
-    // for 50 µs a second waits for its CPU on a saturated node a little each tick, and at
-    // 0.01 tasks queued (scale.sh acting) that gave back 125 holds in 20 s that nobody needed.
-    const bool runs =
-        (t.sampled && cpusUsed(t) >= kRunningCpuFraction) || recentWaiting(t) >= kQueuedBeTasks;
+    const bool runs = runsOrQueues(t);
     const int64_t held = ticks_ - r.idle_since_tick;
     const bool victim_gone = tracked_.count(r.idle_victim) == 0;
     std::string why;
