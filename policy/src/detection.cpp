@@ -193,7 +193,7 @@ void EngineState::startEpisodes(std::vector<Decision>& out, std::vector<Finding>
       ep.memory = memory;
       ep.engaged_p99 = v.p99;
       // Hurt again soon after a relax: wait longer before the next relax (anti-flapping).
-      if (round_ - v.last_relax_round <= 2 * config_.actions.quiet_intervals * v.relax_backoff) {
+      if (ticks_ - v.last_relax_tick <= 2 * config_.actions.quiet_intervals * v.relax_backoff) {
         v.relax_backoff = std::min(v.relax_backoff * 2, kMaxRelaxBackoff);
         v.rehurt_cpus = std::max(cpusUsed(v), v.last_cpus);
         if (!memory && v.effective_rung >= 0 &&

@@ -347,5 +347,56 @@ TEST(DoNoHarmScenario, EventRoundsDoNotShortenTheQuietBeforeARelax) {
       << "relaxed after " << relaxed_at_tick - quiet_from_tick + 1 << " quiet ticks";
 }
 
+// The relax backoff (hurt again within 2 x quiet_intervals of a relax: the next relax waits
+// twice as long) and the cooldown between relax steps counted decision rounds, so wakeup rounds
+// between ticks shrank both: with 4 of them per tick, a victim hurt again 15 ticks after a relax
+// was 75 rounds on, past the 40-round window, and the next relax came as early as the first.
+// That is the relax -> hurt -> re-engage loop the backoff exists to slow down.
+TEST(DoNoHarmScenario, EventRoundsDoNotShortenTheRelaxBackoff) {
+  Config config;
+  config.actions.cpu_ladder = {Lever::Cpuset};
+  config.actions.verify_intervals = 2;
+  config.actions.idle_hold_intervals = 0;
+  Sim sim{config};
+  sim.add(lsInfo("web"));
+  sim.add(beInfo("hog"));
+  const std::vector<Preemption> behind_hog = {{"hog", 40, 12'000'000}};
+  // Hurt at ticks [5, first move], quiet until the relax, quiet 15 ticks more, hurt again until
+  // the second move, then quiet until the second relax. Quiet ticks carry 4 wakeup rounds each.
+  std::vector<int> moved;    // ticks the hog was moved
+  std::vector<int> relaxed;  // ticks it was given back
+  int hurt_again_at = 0;
+  for (int tick = 1; tick <= 400 && relaxed.size() < 2; ++tick) {
+    if (relaxed.size() == 1 && hurt_again_at == 0 && tick >= relaxed[0] + 15) {
+      hurt_again_at = tick;
+    }
+    const bool hurt = (tick >= 5 && moved.empty()) || (hurt_again_at != 0 && moved.size() == 1);
+    (void)sim.step({lsSample("web", hurt ? kHurtP99 : kQuietP99,
+                             hurt ? behind_hog : std::vector<Preemption>{}),
+                    beSample("hog", 90'000'000)});
+    const bool now = restricted(sim.engine(), "hog", Lever::Cpuset);
+    if (now && moved.size() == relaxed.size()) {
+      moved.push_back(tick);
+      continue;
+    }
+    if (!hurt) {
+      for (int e = 0; e < 4; ++e) {
+        (void)sim.eventStep({lsSample("web", kQuietP99), beSample("hog", 1'000'000)}, 5'000'000);
+      }
+    }
+    if (moved.size() > relaxed.size() && !restricted(sim.engine(), "hog", Lever::Cpuset)) {
+      relaxed.push_back(tick);
+    }
+  }
+  ASSERT_EQ(moved.size(), 2u) << "the hog was not moved twice: the scenario does not run";
+  ASSERT_EQ(relaxed.size(), 2u) << "never relaxed the second time";
+  const int first_quiet = relaxed[0] - moved[0];
+  const int second_quiet = relaxed[1] - moved[1];
+  EXPECT_GE(first_quiet, config.actions.quiet_intervals);
+  EXPECT_GE(second_quiet, 2 * config.actions.quiet_intervals)
+      << "hurt again " << hurt_again_at - relaxed[0] << " ticks after a relax, the next relax came "
+      << second_quiet << " ticks after the move (first: " << first_quiet << ")";
+}
+
 }  // namespace
 }  // namespace colod::policy

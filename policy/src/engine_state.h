@@ -230,7 +230,7 @@ struct Tracked {
   int64_t last_change_round = kNever;
   // Relax backoff (anti-flapping): grows when the victim is hurt again soon after a relax.
   int relax_backoff = 1;
-  int64_t last_relax_round = kNever;
+  int64_t last_relax_tick = kNever;
   // Its on-CPU demand when a relax last hurt it again (relax_backoff grew): while it still asks
   // for half of that, a saturating BE's rung is held (relaxWouldHurt()).
   double rehurt_cpus = 0;
@@ -328,7 +328,7 @@ struct Episode {
   double start_cpus = 0;  // the victim's on-CPU when the current step was applied
   double verify_cpus_sum = 0;
   uint64_t engaged_p99 = 0;  // p99 when the episode began
-  int64_t last_relax_round = kNever;
+  int64_t last_relax_tick = kNever;
   // Quiet counts from this timer tick on (kNever: from the victim's last hit). An episode opened at
   // admission prevents a wait that has not happened yet: the intervals the victim was quiet
   // before the placement say nothing about whether the new BE would hurt it.

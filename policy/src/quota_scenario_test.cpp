@@ -294,5 +294,49 @@ TEST(QuotaScenario, AQuietVictimDoesNotRaiseABudgetAnotherStillNeeds) {
   EXPECT_EQ(scenario::countFindings(rounds, "relax_held"), 1) << "said once per hold";
 }
 
+// The budget is given back one step per relax_cooldown_intervals ticks while the victim stays
+// quiet. Counted in decision rounds, the wakeup rounds between ticks (four a tick here, a loaded
+// host) ran the steps together: the whole budget back within a tick or two of the first.
+TEST(QuotaScenario, EventRoundsDoNotShortenTheCooldownBetweenRelaxSteps) {
+  Config config = quotaOnly();
+  config.actions.idle_hold_intervals = 0;
+  Sim sim{config};
+  addWebAndConfinedHog(sim);
+  bool capped = false;
+  std::vector<int> relax_ticks;  // ticks with a quota relax, in a timer or a wakeup round
+  for (int tick = 1; tick <= 300 && !(capped && sim.engine().applied().empty()); ++tick) {
+    const Engine& e = sim.engine();
+    const int64_t sum = quotaSum(e);
+    capped = capped || (sum > 0 && sum <= 35'000);
+    const bool hurt = tick > 5 && !capped;
+    std::vector<RoundResult> results;
+    results.push_back(sim.step({hurt ? starved("hog", 0.5) : lsSample("web", 200),
+                                be("hog", 90'000'000, restricted(e, "hog", Lever::CpuQuota))}));
+    if (!hurt) {
+      for (int ev = 0; ev < 4; ++ev) {
+        // Each 5 ms long: web runs 30 % of a CPU in it, hog 30 % (0.3 CPU, under its cap).
+        auto web = lsSample("web", 200);
+        web.oncpu_ns = 1'500'000;
+        results.push_back(sim.eventStep(
+            {web, be("hog", 1'500'000, restricted(e, "hog", Lever::CpuQuota))}, 5'000'000));
+      }
+    }
+    for (const auto& r : results) {
+      for (const auto& d : r.decisions) {
+        if (d.lever == Lever::CpuQuota && d.kind == DecisionKind::Relax &&
+            (relax_ticks.empty() || relax_ticks.back() != tick)) {
+          relax_ticks.push_back(tick);
+        }
+      }
+    }
+  }
+  ASSERT_TRUE(capped) << "the budget never bound: the scenario does not start";
+  ASSERT_GE(relax_ticks.size(), 2u) << "the budget was given back in one step";
+  for (size_t i = 1; i < relax_ticks.size(); ++i) {
+    EXPECT_GE(relax_ticks[i] - relax_ticks[i - 1], config.actions.relax_cooldown_intervals)
+        << "relax steps at ticks " << relax_ticks[i - 1] << " and " << relax_ticks[i];
+  }
+}
+
 }  // namespace
 }  // namespace colod::policy

@@ -195,7 +195,7 @@ void EngineState::holdEpisode(const std::string& key,
   // bursts; the relax backoff stretches it when the BE comes back and hurts again.
   const int need_quiet = config_.actions.quiet_intervals * v.relax_backoff;
   if (!ep.memory && !ep.steps.empty() && quiet < need_quiet &&
-      round_ - ep.last_relax_round >= config_.actions.relax_cooldown_intervals) {
+      ticks_ - ep.last_relax_tick >= config_.actions.relax_cooldown_intervals) {
     const int64_t idle_need =
         static_cast<int64_t>(
             std::max(config_.actions.blame_window_intervals / 2, config_.actions.quiet_intervals)) *
@@ -248,7 +248,7 @@ void EngineState::holdEpisode(const std::string& key,
   }
   ep.stop_said = false;
   if (quiet >= need_quiet && !ep.steps.empty() &&
-      round_ - ep.last_relax_round >= config_.actions.relax_cooldown_intervals && budget()) {
+      ticks_ - ep.last_relax_tick >= config_.actions.relax_cooldown_intervals && budget()) {
     const Step& top = ep.steps.back();
     const double node = nodeCpus();
     if (!ep.memory) {
@@ -297,8 +297,8 @@ void EngineState::holdEpisode(const std::string& key,
         relaxTop(key, ep, v, "victim_quiet", why.str(), out);
         return;
       }
-      ep.last_relax_round = round_;
-      v.last_relax_round = round_;
+      ep.last_relax_tick = ticks_;
+      v.last_relax_tick = ticks_;
       return;
     }
     relaxTop(key, ep, v, "victim_quiet",
@@ -435,8 +435,8 @@ void EngineState::relaxTop(const std::string& key,
   const size_t before = out.size();
   releaseStep(key, ep, last, DecisionKind::Relax, rule, why, &v, out);
   changes_this_round_ += static_cast<int>(out.size() - before);
-  ep.last_relax_round = round_;
-  v.last_relax_round = round_;
+  ep.last_relax_tick = ticks_;
+  v.last_relax_tick = ticks_;
   // Let the next relax try the rung again later if it comes back.
   ep.next_rung = ep.steps.empty() ? 0 : ep.steps.back().rung + 1;
   ep.exhausted = false;
