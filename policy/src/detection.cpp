@@ -109,9 +109,12 @@ void EngineState::observe(Tracked& t, const ContainerSample* s, int64_t interval
   }
   t.cpu_hit = hit;
   t.mem_hit = mem_hit;
-  // Window update.
+  // Window update. A round on a wakeup between ticks records a hit (the event path: a second
+  // hit 20 ms after the first completes K of N) and nothing else: its few milliseconds with too
+  // few requests to judge are no evidence of quiet. Recorded, another LS's wakeups (four a tick)
+  // pushed a victim's tick hits out of its window between two ticks, and it was never protected.
   const size_t n = t.cpu_ring.size();
-  if (n > 0) {
+  if (n > 0 && (!event_round_ || hit || mem_hit)) {
     t.cpu_hits -= t.cpu_ring[t.ring_pos];
     t.mem_hits -= t.mem_ring[t.ring_pos];
     t.cpu_ring[t.ring_pos] = hit ? 1 : 0;

@@ -109,6 +109,43 @@ TEST(EngineTest, ASevereRoundEngagesAlone) {
   EXPECT_EQ(k.decisions().front().evidence.hits, 2);
 }
 
+// A hurt victim whose signal comes at the ticks (a p99 over its threshold, no deep queue) on a
+// node where another LS's wait wakes colod four times a tick. In those wakeup rounds web's
+// sample holds too few requests to judge (min_samples): counted as quiet intervals, they filled
+// its K-of-N window between two ticks' hits, and web was never protected. A wakeup round
+// records a hit; one that is not is no evidence of quiet, as for the quiet streak.
+TEST(EngineTest, WakeupRoundsOfAnotherVictimDoNotHideAHurtOne) {
+  Sim sim{Config{}};
+  sim.add(lsInfo("web"));
+  sim.add(lsInfo("api"));
+  sim.add(beInfo("hog"));
+  const auto hog_restricted = [&] { return !sim.engine().applied().empty(); };
+  int engaged_tick = 0;
+  for (int tick = 1; tick <= 40 && engaged_tick == 0; ++tick) {
+    const bool hurt = tick >= 5;
+    (void)sim.step({lsSample("web", hurt ? 5000 : 200,
+                             hurt ? std::vector<Preemption>{{"hog", 40, 12'000'000}}
+                                  : std::vector<Preemption>{}),
+                    lsSample("api", 200), beSample("hog", 90'000'000)});
+    if (hog_restricted()) {
+      engaged_tick = tick;
+      break;
+    }
+    for (int e = 0; e < 4; ++e) {
+      // 5 ms each: two of web's requests, api's quiet ones, the hog running.
+      auto web = lsSample("web", hurt ? 5000 : 200);
+      web.runq_count = 2;
+      web.oncpu_ns = 1'500'000;
+      auto api = lsSample("api", 200);
+      api.oncpu_ns = 1'500'000;
+      (void)sim.eventStep({web, api, beSample("hog", 4'500'000)}, 5'000'000);
+    }
+  }
+  ASSERT_NE(engaged_tick, 0) << "web, hurt at every tick from tick 5, was never protected";
+  EXPECT_LE(engaged_tick, 7) << "K of N ticks' hits: tick 6, a round of slack";
+  EXPECT_EQ(sim.decisions().front().target_id, "hog");
+}
+
 TEST(EngineTest, CreateRejectsInvalidConfig) {
   Config c;
   c.floors.be_min_cpu_shares = 0;
