@@ -403,28 +403,34 @@ cb_cleanup() {
 # The harness's own steps (pods arriving, usage samples) run at nice -10: beside two BE hogs that
 # the node's top cgroup (--node-shares) outweighs, a python3 at nice 0 took 5-22 s to start
 # and sample (session 19), and the dynamic phase's LS steps slid past the BE pods' lifetime.
+# The harness's python is the system's: a version manager's shim first on PATH (pyenv's, on
+# this session's machine) is a bash script that runs several processes before python, and beside
+# the BE hogs it took 6-18 s to start against 0.05-0.18 s for /usr/bin/python3, even at nice
+# -10: the dynamic-nocolod phase's LS steps began after its BE pods had ended (be_harvest 0.00,
+# session 49).
+CB_PYTHON=${CB_PYTHON:-$(if [[ -x /usr/bin/python3 ]]; then echo /usr/bin/python3; else command -v python3; fi)}
 cb_harness() { nice -n -10 "$@"; }
 
 cb_pods_start() {  # TAG SECONDS NAMES...
   local tag=$1 secs=$2
   shift 2
-  cb_harness python3 "$CB_HERE/pods.py" start "$CB_RUN" "$tag" "$secs" "$@" ||
+  cb_harness "$CB_PYTHON" "$CB_HERE/pods.py" start "$CB_RUN" "$tag" "$secs" "$@" ||
     cb_die "starting pods $* for $tag failed (log: $CB_RUN/peer.log)"
 }
 
 cb_pods_stop() {  # NAMES...: StopPodSandbox + RemovePodSandbox (its containers with it)
-  cb_harness python3 "$CB_HERE/pods.py" stop "$CB_RUN" "$@" || cb_log "warning: removing pods $* failed"
+  cb_harness "$CB_PYTHON" "$CB_HERE/pods.py" stop "$CB_RUN" "$@" || cb_log "warning: removing pods $* failed"
 }
 
 cb_usage_sample() {  # LABEL: every container's CPU time now, appended to usage.txt
-  cb_harness python3 "$CB_HERE/pods.py" usage "$CB_RUN" "$1" || cb_log "warning: usage sample $1 failed"
+  cb_harness "$CB_PYTHON" "$CB_HERE/pods.py" usage "$CB_RUN" "$1" || cb_log "warning: usage sample $1 failed"
 }
 
 cb_peer_cpus() {  # CPUS NAMES...: a kubelet update of the containers' cpuset through the peer
   local cpus=$1 name
   shift
   for name in "$@"; do
-    python3 "$CB_HERE/peerctl.py" "$CB_RUN/peer.ctl" \
+    "$CB_PYTHON" "$CB_HERE/peerctl.py" "$CB_RUN/peer.ctl" \
       "{\"op\":\"update\",\"container\":\"$name\",\"resources\":{\"cpus\":\"$cpus\"}}" >/dev/null ||
       cb_die "cpuset update of $name failed"
   done
