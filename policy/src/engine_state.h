@@ -228,7 +228,9 @@ struct Tracked {
   std::optional<uint64_t> last_memory;
   // As a target.
   int64_t last_change_round = kNever;
-  // Relax backoff (anti-flapping): grows when the victim is hurt again soon after a relax.
+  // Relax backoff (anti-flapping): grows when the victim is hurt again soon after a relax. In
+  // timer ticks, as the quiet streak: counted in rounds, a loaded node's wakeup rounds closed
+  // the "soon after" window early and the backoff did not grow.
   int relax_backoff = 1;
   int64_t last_relax_tick = kNever;
   // Its on-CPU demand when a relax last hurt it again (relax_backoff grew): while it still asks
