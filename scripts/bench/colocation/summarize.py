@@ -333,14 +333,36 @@ def usage_samples(run):
     return out
 
 
-def dynamic_steps(samples, tag):
+def be_end_ns(run, tag):
+    """When the first of a phase's BE pods ended: the earliest end_ns of its TAG.be-*.done
+    files (job.sh writes it), or None."""
+    ends = []
+    for path in glob.glob(os.path.join(run, f"{tag}.be-*.done")):
+        m = re.search(r"\bend_ns=(\d+)", read(path) or "")
+        if m:
+            ends.append(int(m.group(1)))
+    return min(ends) if ends else None
+
+
+# A step that ended over this long after the first BE pod is not a measure of harvest.
+BE_GONE_SLACK_NS = 10**9
+
+
+def dynamic_steps(samples, tag, be_end=None):
     """The steps of a dynamic phase from its usage samples TAG@0..TAG@n: per step
-    (wall_ns, ncpu, ls_cpu_ns, be_cpu_ns)."""
+    (wall_ns, ncpu, ls_cpu_ns, be_cpu_ns), or None for a step that ended after the BE pods
+    (be_end: their first end). The steps follow the probe, which a starved LS finishes late:
+    without colod on a slow host its 60 % step ran ~33 s long and the last step began after
+    the BE pods had ended, and read as BE leaving the idle CPU unused (session 49)."""
     steps = []
     k = 1
     while f"{tag}@{k}" in samples and f"{tag}@{k - 1}" in samples:
         t0, ncpu, u0 = samples[f"{tag}@{k - 1}"]
         t1, _, u1 = samples[f"{tag}@{k}"]
+        if be_end is not None and t1 > be_end + BE_GONE_SLACK_NS:
+            steps.append(None)
+            k += 1
+            continue
         common = [n for n in u1 if n in u0]
         ls = sum(u1[n] - u0[n] for n in common if n.startswith("ls-"))
         be = sum(u1[n] - u0[n] for n in common if n.startswith("be-"))
@@ -351,12 +373,17 @@ def dynamic_steps(samples, tag):
 
 def harvest(run, tag, samples=None):
     """be_harvest of a dynamic phase: the CPU time BE used over the CPU time LS left idle
-    (CPUs x wall - LS use), summed over its steps (usage samples TAG@0..TAG@3). Returns
-    (phase_harvest, [per-step harvest]) or (None, [])."""
+    (CPUs x wall - LS use), summed over its steps (usage samples TAG@0..TAG@3) that ended
+    while the BE pods ran. Returns (phase_harvest, [per-step harvest, None for a step after
+    the BE pods]) or (None, [])."""
     samples = usage_samples(run) if samples is None else samples
     be_sum = idle_sum = 0.0
     steps = []
-    for wall, ncpu, ls, be in dynamic_steps(samples, tag):
+    for step in dynamic_steps(samples, tag, be_end_ns(run, tag)):
+        if step is None:
+            steps.append(None)
+            continue
+        wall, ncpu, ls, be = step
         idle = ncpu * wall - ls
         steps.append(be / idle if idle > 0 else None)
         if idle > 0:
@@ -374,7 +401,10 @@ def split_ceiling(run, tag, samples=None, be_min_cpus=1):
     when the phase has no steps."""
     samples = usage_samples(run) if samples is None else samples
     best_sum = idle_sum = 0.0
-    for wall, ncpu, ls, _ in dynamic_steps(samples, tag):
+    for step in dynamic_steps(samples, tag, be_end_ns(run, tag)):
+        if step is None:
+            continue
+        wall, ncpu, ls, _ = step
         idle = ncpu * wall - ls
         if wall <= 0 or idle <= 0:
             continue

@@ -233,6 +233,25 @@ class ProtectionTest(unittest.TestCase):
                                                          round(17 / 18, 3)])
         self.assertEqual(summarize.harvest(self.d, "r9-dynamic"), (None, []))
 
+    def test_a_step_after_the_be_pods_ended_is_not_harvest(self):
+        # r1's BE pods ended 5 s into its last step (job.sh's end_ns): that step is not
+        # measured (None), the phase reads its first two: (16 + 7) / (18 + 8).
+        s = 10**9
+        tu = 1000 * s
+        write(self.d, "r1-dynamic.be-cpu.done", f"rc=0 end_ns={tu + 25 * s}\n")
+        write(self.d, "r1-dynamic.be-busy.done", f"rc=0 end_ns={tu + 40 * s}\n")
+        h, steps = summarize.harvest(self.d, "r1-dynamic")
+        self.assertAlmostEqual(h, 23 / 26)
+        self.assertEqual(len(steps), 3)
+        self.assertIsNone(steps[2])
+        self.assertAlmostEqual(summarize.split_ceiling(self.d, "r1-dynamic"), 18 / 26)
+        # Within the slack (1 s), and done files without end_ns (older runs): every step.
+        write(self.d, "r1-dynamic.be-cpu.done", f"rc=0 end_ns={tu + 29 * s + 10**8}\n")
+        self.assertAlmostEqual(summarize.harvest(self.d, "r1-dynamic")[0], 40 / 44)
+        write(self.d, "r1-dynamic.be-cpu.done", "rc=0\n")
+        write(self.d, "r1-dynamic.be-busy.done", "rc=0\n")
+        self.assertAlmostEqual(summarize.harvest(self.d, "r1-dynamic")[0], 40 / 44)
+
     def test_split_ceiling_keeps_the_ls_alone_on_whole_cpus(self):
         # LS 0.2 / 1.2 / 0.2 CPUs of 2: it needs 1 / 2 / 1 CPUs, the split leaves BE at least
         # be_min_cpus (1): BE may have 10 of 18, 8 of 8 (all that is idle), 10 of 18 CPU-s.
