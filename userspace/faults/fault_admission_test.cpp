@@ -6,9 +6,13 @@
 // own value when colod is killed and a new colod starts (reconcile: restore). A cpuset the
 // kubelet already set is not set again at creation (two writers of one field at creation fail
 // the container's creation with a second plugin): colod places it by an update instead.
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <future>
 
 #include "fault_fixture.h"
@@ -75,6 +79,38 @@ class AdmissionFaultTest : public FaultTest {
     EXPECT_TRUE(waitListed(
         "server", [](const json& c) { return c.value("cpu_util", 0.0) >= 0.3; }, 1, &last))
         << "colod does not report the LS running; last `coloctl list`: " << last;
+  }
+  // Idle holds on real cgroups: the LS is never over a threshold (it runs, so the BE is placed,
+  // but whatever a loaded host makes it wait is no hurt here): the placement is relaxed
+  // quiet_intervals after it is made. By then the new BE has been idle over the blame window
+  // (its start runs a little; a BE that ran lately is given back, not held). The quiet is
+  // counted in timer ticks: in rounds, a loaded host's wakeup rounds made it 20 in 0.37 s,
+  // before the new BE was first measured (one not yet measured is given back, not held).
+  std::string idleHoldConfig(const std::string& reconcile) const {
+    return daemonConfig("  restore_on_stop: true\n  reconcile: " + reconcile + "\n",
+                        "  thresholds:\n"
+                        "    runq_p99_us: 60000000\n"
+                        "    baseline_factor: 1000\n"
+                        "  detection:\n"
+                        "    wait_load_min: 1000\n"
+                        "    severe_wait_load: 1000\n"
+                        "  actions:\n"
+                        "    cpu_ladder: [cpuset, cpu_quota]\n"
+                        "    quiet_intervals: 20\n"
+                        "    blame_window_intervals: 5\n"
+                        "    admission: restrict\n");
+  }
+  // The LS is quiet: the placement's rung is relaxed, and the idle BE is held where it is.
+  void waitHeldWhileIdle(const std::string& name) {
+    std::string why;
+    EXPECT_TRUE(waitFor(
+        [&] {
+          why = explain(name);
+          return why.find("held while idle") != std::string::npos;
+        },
+        kReleaseTimeout, kPoll))
+        << why << "\n"
+        << diagnostics();
   }
   std::string cpusOf(const std::string& name) {
     const ContainerState st = state(name);
@@ -252,25 +288,7 @@ TEST_F(AdmissionFaultTest, PlacementRelaxedBackToTheRuntimesValuesAndNothingLeft
 // runs; a clean stop leaves the kubelet's values.
 TEST_F(AdmissionFaultTest, AnIdleHoldIsJournaledAndGivenBackWhenTheBeRuns) {
   startPeer();
-  // The LS is never over a threshold (it runs, so the BE is placed, but whatever a loaded host
-  // makes it wait is no hurt here): the placement is relaxed quiet_intervals after it is made.
-  // By then the new BE has been idle over the blame window (its start runs a little; a BE that
-  // ran lately is given back, not held). The quiet is counted in timer ticks: in rounds, a
-  // loaded host's wakeup rounds made it 20 in 0.37 s, before the new BE was first measured (one
-  // not yet measured is given back, not held).
-  std::string yaml = daemonConfig("  restore_on_stop: true\n  reconcile: restore\n",
-                                  "  thresholds:\n"
-                                  "    runq_p99_us: 60000000\n"
-                                  "    baseline_factor: 1000\n"
-                                  "  detection:\n"
-                                  "    wait_load_min: 1000\n"
-                                  "    severe_wait_load: 1000\n"
-                                  "  actions:\n"
-                                  "    cpu_ladder: [cpuset, cpu_quota]\n"
-                                  "    quiet_intervals: 20\n"
-                                  "    blame_window_intervals: 5\n"
-                                  "    admission: restrict\n");
-  startColod(yaml);
+  startColod(idleHoldConfig("restore"));
   startBusyLs();
   waitLsSeen();
   addPod("batch", "jobs", "be");
@@ -289,18 +307,10 @@ TEST_F(AdmissionFaultTest, AnIdleHoldIsJournaledAndGivenBackWhenTheBeRuns) {
       10s, kPoll))
       << "hog was not placed at creation\n"
       << diagnostics();
-  // The LS is quiet: the placement's rung is relaxed, and the idle BE is held where it is.
-  std::string why;
-  EXPECT_TRUE(waitFor(
-      [&] {
-        why = explain("hog");
-        return why.find("held while idle") != std::string::npos;
-      },
-      kReleaseTimeout, kPoll))
-      << why << "\n"
-      << diagnostics();
+  waitHeldWhileIdle("hog");
   EXPECT_TRUE(restricted("hog")) << cpusOf("hog");
   EXPECT_GE(journalOverlays(colod_->journalPath()), 1u) << slurp(colod_->journalPath());
+  std::string why;
   EXPECT_TRUE(consistent("hog", &why)) << why;
 
   // It runs: given back, nothing left in the journal.
@@ -311,6 +321,72 @@ TEST_F(AdmissionFaultTest, AnIdleHoldIsJournaledAndGivenBackWhenTheBeRuns) {
   EXPECT_NE(log.find("idle hold ended): it runs again"), std::string::npos) << diagnostics();
   expectJournalEmpty();
   touchStopFile("stop-be");
+  EXPECT_EQ(colod_->kill(SIGTERM, 20s), 0);
+  EXPECT_TRUE(atBase("hog")) << cpusOf("hog");
+}
+
+// colod killed during an idle hold, the next one started with `reconcile: reseed`: the journal
+// hands the hold back to the engine as the step of the victim it was held for, the BE is not
+// moved back onto the LS's CPUs and off again across the restart, the hold is taken up again
+// once the LS is quiet, and the BE is given back to the kubelet's values when it runs.
+TEST_F(AdmissionFaultTest, AnIdleHoldOutlivesAKillWithReseedAndIsGivenBackWhenTheBeRuns) {
+  startPeer();
+  startColod(idleHoldConfig("reseed"));
+  startBusyLs();
+  waitLsSeen();
+  addPod("batch", "jobs", "be");
+  // Idle until the test says so: the shell blocks opening a FIFO, which is no running at all
+  // (a polling loop's forks read 1-5 % of a CPU on a loaded host, and that is running).
+  const std::string go = dir_ + "/go-be";
+  ASSERT_EQ(::mkfifo(go.c_str(), 0600), 0) << go << ": " << std::strerror(errno);
+  define({.name = "hog",
+          .pod = "batch",
+          .command = "read _ < " + go + "; " + hogLoop("stop-be", 2),
+          .cpu_request_milli = kBeRequestMilli,
+          .cpu_limit_milli = 0,
+          .cpus = nodeCpus()});  // the kubelet's cpuset: what the hold must give back
+  peer_->mustControl({{"op", "run_pod"}, {"pod", "batch"}});
+  start("hog");
+  const std::string id = tracked("hog").id;
+  waitHeldWhileIdle("hog");
+  ASSERT_TRUE(restricted("hog")) << cpusOf("hog") << "\n" << diagnostics();
+  const std::string held = cpusOf("hog");
+  const size_t updates_before = updatesFor(id, "CPUSetCPUs");
+
+  EXPECT_EQ(colod_->kill(SIGKILL, 10s), 128 + SIGKILL);
+  EXPECT_TRUE(restricted("hog")) << "a killed colod changes nothing: " << cpusOf("hog");
+  ASSERT_TRUE(colod_->start()) << diagnostics();
+  ASSERT_TRUE(waitFor(
+      [&] {
+        return slurp(colod_->logPath()).find("restrictions handed back to the engine") !=
+               std::string::npos;
+      },
+      kReleaseTimeout, kPoll))
+      << "the journal did not reseed the engine\n"
+      << diagnostics();
+  // The hold is the victim's step again, relaxed by the same quiet rule into a hold: the BE stays
+  // where it was, with no update in between (a release and a new placement would be two).
+  waitHeldWhileIdle("hog");
+  EXPECT_EQ(cpusOf("hog"), held);
+  EXPECT_EQ(updatesFor(id, "CPUSetCPUs"), updates_before) << "the BE was moved across the restart\n"
+                                                          << diagnostics();
+  EXPECT_GE(journalOverlays(colod_->journalPath()), 1u) << slurp(colod_->journalPath());
+  std::string why;
+  EXPECT_TRUE(consistent("hog", &why)) << why;
+
+  // It runs: given back, nothing left in the journal.
+  const int fd = ::open(go.c_str(), O_WRONLY | O_NONBLOCK);
+  ASSERT_GE(fd, 0) << "nobody reads " << go << ": " << std::strerror(errno);
+  EXPECT_EQ(::write(fd, "\n", 1), 1);
+  ::close(fd);
+  EXPECT_TRUE(waitFor([&] { return atBase("hog"); }, kReleaseTimeout, kPoll))
+      << "hog on " << cpusOf("hog") << "\n"
+      << diagnostics();
+  EXPECT_NE(slurp(colod_->logPath()).find("idle hold ended): it runs again"), std::string::npos)
+      << diagnostics();
+  expectJournalEmpty();
+  touchStopFile("stop-be");
+  touchStopFile("stop-ls");
   EXPECT_EQ(colod_->kill(SIGTERM, 20s), 0);
   EXPECT_TRUE(atBase("hog")) << cpusOf("hog");
 }
