@@ -100,6 +100,28 @@ class AdmissionFaultTest : public FaultTest {
                         "    blame_window_intervals: 5\n"
                         "    admission: restrict\n");
   }
+  // The node of the idle-hold tests: colod with idleHoldConfig(reconcile), the busy LS it has
+  // seen, and the BE's pod.
+  void startIdleHoldNode(const std::string& reconcile) {
+    startPeer();
+    startColod(idleHoldConfig(reconcile));
+    startBusyLs();
+    waitLsSeen();
+    addPod("batch", "jobs", "be");
+  }
+  // The held BE "hog" has started running: given back to the kubelet's values because it runs,
+  // nothing left in the journal, and a clean stop leaves the kubelet's values.
+  void expectGivenBackWhenItRuns() {
+    EXPECT_TRUE(waitFor([&] { return atBase("hog"); }, kReleaseTimeout, kPoll))
+        << "hog on " << cpusOf("hog") << "\n"
+        << diagnostics();
+    EXPECT_NE(slurp(colod_->logPath()).find("idle hold ended): it runs again"), std::string::npos)
+        << diagnostics();
+    expectJournalEmpty();
+    touchStopFile("stop-be");
+    EXPECT_EQ(colod_->kill(SIGTERM, 20s), 0);
+    EXPECT_TRUE(atBase("hog")) << cpusOf("hog");
+  }
   // The LS is quiet: the placement's rung is relaxed, and the idle BE is held where it is.
   void waitHeldWhileIdle(const std::string& name) {
     std::string why;
@@ -287,11 +309,7 @@ TEST_F(AdmissionFaultTest, PlacementRelaxedBackToTheRuntimesValuesAndNothingLeft
 // with the runtime's spec, explained -- and is given back to the kubelet's values as soon as it
 // runs; a clean stop leaves the kubelet's values.
 TEST_F(AdmissionFaultTest, AnIdleHoldIsJournaledAndGivenBackWhenTheBeRuns) {
-  startPeer();
-  startColod(idleHoldConfig("restore"));
-  startBusyLs();
-  waitLsSeen();
-  addPod("batch", "jobs", "be");
+  startIdleHoldNode("restore");
   // Idle for 8 s, then busy: one sleeping process (a polling loop's forks read 1-5 % of a CPU
   // on a loaded host, and that is running).
   define({.name = "hog",
@@ -314,15 +332,7 @@ TEST_F(AdmissionFaultTest, AnIdleHoldIsJournaledAndGivenBackWhenTheBeRuns) {
   EXPECT_TRUE(consistent("hog", &why)) << why;
 
   // It runs: given back, nothing left in the journal.
-  EXPECT_TRUE(waitFor([&] { return atBase("hog"); }, kReleaseTimeout, kPoll))
-      << "hog on " << cpusOf("hog") << "\n"
-      << diagnostics();
-  const std::string log = slurp(colod_->logPath());
-  EXPECT_NE(log.find("idle hold ended): it runs again"), std::string::npos) << diagnostics();
-  expectJournalEmpty();
-  touchStopFile("stop-be");
-  EXPECT_EQ(colod_->kill(SIGTERM, 20s), 0);
-  EXPECT_TRUE(atBase("hog")) << cpusOf("hog");
+  expectGivenBackWhenItRuns();
 }
 
 // colod killed during an idle hold, the next one started with `reconcile: reseed`: the journal
@@ -330,11 +340,7 @@ TEST_F(AdmissionFaultTest, AnIdleHoldIsJournaledAndGivenBackWhenTheBeRuns) {
 // moved back onto the LS's CPUs and off again across the restart, the hold is taken up again
 // once the LS is quiet, and the BE is given back to the kubelet's values when it runs.
 TEST_F(AdmissionFaultTest, AnIdleHoldOutlivesAKillWithReseedAndIsGivenBackWhenTheBeRuns) {
-  startPeer();
-  startColod(idleHoldConfig("reseed"));
-  startBusyLs();
-  waitLsSeen();
-  addPod("batch", "jobs", "be");
+  startIdleHoldNode("reseed");
   // Idle until the test says so: the shell blocks opening a FIFO, which is no running at all
   // (a polling loop's forks read 1-5 % of a CPU on a loaded host, and that is running).
   const std::string go = dir_ + "/go-be";
@@ -379,16 +385,7 @@ TEST_F(AdmissionFaultTest, AnIdleHoldOutlivesAKillWithReseedAndIsGivenBackWhenTh
   ASSERT_GE(fd, 0) << "nobody reads " << go << ": " << std::strerror(errno);
   EXPECT_EQ(::write(fd, "\n", 1), 1);
   ::close(fd);
-  EXPECT_TRUE(waitFor([&] { return atBase("hog"); }, kReleaseTimeout, kPoll))
-      << "hog on " << cpusOf("hog") << "\n"
-      << diagnostics();
-  EXPECT_NE(slurp(colod_->logPath()).find("idle hold ended): it runs again"), std::string::npos)
-      << diagnostics();
-  expectJournalEmpty();
-  touchStopFile("stop-be");
-  touchStopFile("stop-ls");
-  EXPECT_EQ(colod_->kill(SIGTERM, 20s), 0);
-  EXPECT_TRUE(atBase("hog")) << cpusOf("hog");
+  expectGivenBackWhenItRuns();
 }
 
 // Issue 19 (blame.sh's other-cpus trials): the placement lands the new BE on the CPUs another BE
