@@ -341,7 +341,7 @@ TEST_F(AdmissionFaultTest, AnIdleHoldIsJournaledAndGivenBackWhenTheBeRuns) {
 // once the LS is quiet, and the BE is given back to the kubelet's values when it runs.
 TEST_F(AdmissionFaultTest, AnIdleHoldOutlivesAKillWithReseedAndIsGivenBackWhenTheBeRuns) {
   startIdleHoldNode("reseed");
-  // Idle until the test says so: the shell blocks opening a FIFO, which is no running at all
+  // Idle until the test says so: the shell blocks opening a FIFO, which is not running at all
   // (a polling loop's forks read 1-5 % of a CPU on a loaded host, and that is running).
   const std::string go = dir_ + "/go-be";
   ASSERT_EQ(::mkfifo(go.c_str(), 0600), 0) << go << ": " << std::strerror(errno);
