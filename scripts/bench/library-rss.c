@@ -46,8 +46,8 @@ static int report(const char* step) {
     }
   }
   fclose(f);
-  printf("library-rss: step=%s rss_kb=%ld anon_kb=%ld libcrypto_kb=%ld libssl_kb=%ld\n", step,
-         rss, anon, crypto, ssl);
+  printf("library-rss: step=%s rss_kb=%ld anon_kb=%ld libcrypto_kb=%ld libssl_kb=%ld\n", step, rss,
+         anon, crypto, ssl);
   return 0;
 }
 
