@@ -42,7 +42,8 @@ def sample(out_path, seconds):
 
 
 def load_idle(path):
-    rows = [list(map(int, line.split())) for line in open(path) if line.strip()]
+    with open(path) as f:
+        rows = [list(map(int, line.split())) for line in f if line.strip()]
     return [r[0] for r in rows], [sum(r[1:]) for r in rows], len(rows[0]) - 1 if rows else 0
 
 
@@ -64,12 +65,13 @@ def join(idle_path, traces):
     for trace in traces:
         names = {}
         snaps = []
-        for line in open(trace):
-            j = json.loads(line)
-            if j.get("type") == "upsert":
-                names[j["container"]["id"]] = j["container"].get("container_name", "")
-            elif j.get("type") == "snapshot":
-                snaps.append(j)
+        with open(trace) as f:
+            for line in f:
+                j = json.loads(line)
+                if j.get("type") == "upsert":
+                    names[j["container"]["id"]] = j["container"].get("container_name", "")
+                elif j.get("type") == "snapshot":
+                    snaps.append(j)
         probe = [k for k, v in names.items() if v == "ls-probe"]
         if not probe:
             print(f"{trace}: no ls-probe container")
