@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "colod/nri/registry.h"
 
+#include <utility>
+
 namespace colod::nri {
 
 const PodSandbox* RegistrySnapshot::pod(std::string_view id) const {
@@ -76,11 +78,29 @@ void put(ById<T>& map, std::shared_ptr<const T> v) {
   map.insert(std::move(node));
 }
 
-std::shared_ptr<const Container> slim(Container c) {
+void keepKeys(StringMap& labels, StringMap& annotations, const RegistryOptions& options) {
+  if (options.keep_key == nullptr) {
+    return;
+  }
+  for (StringMap* map : {&labels, &annotations}) {
+    StringMap kept = map->filtered(options.keep_key);
+    // Swapped, not move-assigned: libstdc++ move-assigns a short string by copying it into the
+    // target's buffer, which would keep the whole text of the dropped keys.
+    std::swap(*map, kept);
+  }
+}
+
+std::shared_ptr<const Container> slim(Container c, const RegistryOptions& options) {
   // colod never reads args/env; dropping them keeps the registry's footprint small.
   std::vector<std::string>().swap(c.args);
   std::vector<std::string>().swap(c.env);
+  keepKeys(c.labels, c.annotations, options);
   return std::make_shared<const Container>(std::move(c));
+}
+
+std::shared_ptr<const PodSandbox> slim(PodSandbox p, const RegistryOptions& options) {
+  keepKeys(p.labels, p.annotations, options);
+  return std::make_shared<const PodSandbox>(std::move(p));
 }
 }  // namespace
 
@@ -115,14 +135,14 @@ std::shared_ptr<void> Registry::replace(std::vector<PodSandbox> pods,
       ++dropped;
       continue;
     }
-    put(new_pods, std::make_shared<const PodSandbox>(std::move(p)));  // a later duplicate wins
+    put(new_pods, slim(std::move(p), options_));  // a later duplicate wins
   }
   for (auto& c : containers) {
     if (new_ctrs.size() >= options_.max_containers) {
       ++dropped;
       continue;
     }
-    put(new_ctrs, slim(std::move(c)));
+    put(new_ctrs, slim(std::move(c), options_));
   }
   auto old = std::make_shared<OldContent>();
   {
@@ -167,7 +187,7 @@ void Registry::markUnsynchronized() {
 }
 
 void Registry::upsertPod(PodSandbox pod) {
-  auto p = std::make_shared<const PodSandbox>(std::move(pod));
+  auto p = slim(std::move(pod), options_);
   std::lock_guard lock(mu_);
   auto it = pods_.find(p->id);
   if (it == pods_.end() && pods_.size() >= options_.max_pods) {
@@ -190,7 +210,7 @@ void Registry::removePod(std::string_view id) {
 }
 
 void Registry::upsertContainer(Container ctr) {
-  auto c = slim(std::move(ctr));
+  auto c = slim(std::move(ctr), options_);
   std::lock_guard lock(mu_);
   auto it = containers_.find(c->id);
   if (it == containers_.end() && containers_.size() >= options_.max_containers) {

@@ -65,6 +65,50 @@ TEST(Registry, Bounded) {
   EXPECT_EQ(r.snapshot()->dropped, 3U);
 }
 
+bool colodKey(std::string_view key) { return key.starts_with("colod.io/"); }
+
+// With keep_key, pods and containers keep only the labels and annotations it accepts, however
+// they arrive (a Synchronize, an event); without it, all of them.
+TEST(Registry, KeepsOnlyTheKeysAsked) {
+  auto withKeys = [](Container c) {
+    c.labels = {{"io.kubernetes.pod.name", "web-0"}, {"colod.io/tier", "ls"}};
+    c.annotations = {{"io.kubernetes.cri.sandbox-id", std::string(64, 'a')},
+                     {"colod.io/protect", "true"},
+                     {"io.kubernetes.container.hash", "a1b2"}};
+    return c;
+  };
+  PodSandbox p;
+  p.id = "p1";
+  p.labels = {{"app", "web"}, {"colod.io/tier", "be"}};
+  p.annotations = {{"kubernetes.io/config.seen", "2026-12-03T12:00:00Z"}};
+
+  Registry r({.keep_key = &colodKey});
+  r.reset({p}, {withKeys(ctr("c1", "p1"))});
+  auto s = r.snapshot();
+  const Container* c1 = s->container("c1");
+  ASSERT_NE(c1, nullptr);
+  EXPECT_EQ(c1->labels, (StringMap{{"colod.io/tier", "ls"}}));
+  EXPECT_EQ(c1->annotations, (StringMap{{"colod.io/protect", "true"}}));
+  EXPECT_EQ(c1->resources.cpu.shares, 100U) << "only labels and annotations are filtered";
+  EXPECT_EQ(s->pod("p1")->labels, (StringMap{{"colod.io/tier", "be"}}));
+  EXPECT_TRUE(s->pod("p1")->annotations.empty());
+  EXPECT_EQ(s->pod("p1")->annotations.heapBytes(), 0U) << "no text kept for dropped keys";
+
+  PodSandbox p2 = p;
+  p2.id = "p2";
+  r.upsertPod(p2);
+  r.upsertContainer(withKeys(ctr("c2", "p2")));
+  s = r.snapshot();
+  EXPECT_EQ(s->pod("p2")->labels, (StringMap{{"colod.io/tier", "be"}}));
+  EXPECT_EQ(s->container("c2")->labels, (StringMap{{"colod.io/tier", "ls"}}));
+  EXPECT_EQ(s->container("c2")->annotations.size(), 1U);
+
+  Registry all;
+  all.reset({p}, {withKeys(ctr("c1", "p1"))});
+  EXPECT_EQ(all.snapshot()->container("c1")->annotations.size(), 3U);
+  EXPECT_EQ(all.snapshot()->pod("p1")->labels.size(), 2U);
+}
+
 // Keys view the ids of the objects they map to: every way an object is replaced re-points its
 // key, and a snapshot taken earlier stays readable (its entries keep their objects alive).
 TEST(Registry, KeysFollowReplacedObjects) {

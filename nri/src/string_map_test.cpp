@@ -143,5 +143,21 @@ TEST(StringMap, MatchesStdMapUnderRandomOperations) {
   }
 }
 
+TEST(StringMap, FilteredKeepsTheAcceptedEntriesAndOnlyTheirText) {
+  const StringMap m{{"b", "2"},
+                    {"colod.io/tier", "ls"},
+                    {"a", std::string(100, 'x')},
+                    {"colod.io/protect", "yes"}};
+  auto colod = [](std::string_view k) { return k.starts_with("colod.io/"); };
+  const StringMap f = m.filtered(colod);
+  EXPECT_EQ(f, (StringMap{{"colod.io/protect", "yes"}, {"colod.io/tier", "ls"}}));
+  EXPECT_EQ(f.get("colod.io/tier"), "ls");
+  EXPECT_LT(f.heapBytes(), 100U) << "the dropped value's text is not carried";
+  EXPECT_EQ(m.size(), 4U) << "the source is unchanged";
+  EXPECT_TRUE(m.filtered([](std::string_view) { return false; }).empty());
+  EXPECT_EQ(m.filtered([](std::string_view) { return true; }), m);
+}
+
 }  // namespace
+
 }  // namespace colod::nri

@@ -2,6 +2,7 @@
 // The daemon: startup, the epoll loop, signals, config reload and shutdown (see daemon_impl.h).
 #include <sys/resource.h>
 
+#include "colod/policy/tier.h"
 #include "daemon_impl.h"
 
 namespace colod::daemon {
@@ -249,6 +250,9 @@ Result<void> Daemon::Impl::init() {
                    .max = std::chrono::milliseconds(500),
                    .multiplier = 2.0,
                    .jitter = 0.2},
+       // Labels and annotations: only the keys the tiering reads (toContainerInfo() keeps no
+       // others), not the dozen a runtime sends per object.
+       .registry = {.keep_key = &policy::isPolicyKey},
        .on_connection =
            [this](const nri::ConnectionEvent& ev) {
              // Events come from different stub threads and may arrive out of order

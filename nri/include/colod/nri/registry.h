@@ -22,6 +22,11 @@ struct RegistryOptions {
   // and counted in RegistrySnapshot::dropped.
   std::size_t max_pods = 8192;
   std::size_t max_containers = 65536;
+  // Labels and annotations of pods and containers are kept only where keep_key(key) is true;
+  // nullptr keeps all. A runtime sends a dozen or more of each per object (containerd's
+  // io.kubernetes.cri.* annotations, kubelet's labels), ~1 KB a container that a plugin reading a
+  // few keys of its own would hold for nothing (colod: its policy keys).
+  bool (*keep_key)(std::string_view key) = nullptr;
 };
 
 // Objects by id. The key views the id of the object it maps to (no copy of the 64-character
@@ -44,7 +49,8 @@ struct RegistrySnapshot {
 
 // Thread-safe. Mutations are O(log n) under a mutex; snapshot() builds (and caches until the next
 // change) an immutable RegistrySnapshot, so readers never block writers for long. Containers are
-// stored without args/env (colod never uses them; it keeps the 1000-container RSS small).
+// stored without args/env (colod never uses them; it keeps the 1000-container RSS small), and
+// pods and containers with only the labels and annotations RegistryOptions::keep_key accepts.
 class Registry {
  public:
   explicit Registry(RegistryOptions options = {});

@@ -122,6 +122,31 @@ class StringMap {
   void normalize();
   // Capacity hints (bytes of key+value text, number of entries).
   void reserve(std::size_t chars, std::size_t entries);
+  // The entries whose key `keep(key)` accepts, in a map sized to them exactly (a store that keeps
+  // only the keys it reads must not keep the text of the others).
+  template <typename Keep>
+  [[nodiscard]] StringMap filtered(const Keep& keep) const {
+    std::size_t chars = 0;
+    std::size_t entries = 0;
+    for (const auto& [k, v] : *this) {
+      if (keep(k)) {
+        chars += k.size() + v.size();
+        ++entries;
+      }
+    }
+    StringMap out;
+    if (entries == 0) {
+      return out;
+    }
+    out.reserve(chars, entries);
+    for (const auto& [k, v] : *this) {
+      if (keep(k)) {
+        out.append(k, v);  // in key order already: normalize() only checks
+      }
+    }
+    out.normalize();
+    return out;
+  }
   // Bytes of heap this map holds (for memory accounting and tests).
   [[nodiscard]] std::size_t heapBytes() const;
 
