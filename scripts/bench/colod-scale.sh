@@ -10,12 +10,15 @@
 # benchmark config (act, 100 ms), waits for the synchronization and for every container's cgroup
 # to be resolved, and measures colod over COLOD_SCALE_SECONDS (20):
 #   colod-scale: containers=<n> resolved=<n> node_cpus=<n> colod_rss_mib= colod_cpu_pct=
-#                tick_overruns= ticks= event_rounds= decisions=
+#                tick_overruns= ticks= event_rounds= decisions= colod_anon_mib=
 # (event_rounds: decision rounds run on wakeups between ticks; decisions: what colod decided
 # over the window. Where the protected containers wait past their thresholds, colod acts, and
 # its cost is then that of acting, not of watching.)
 # colod_cpu_pct is colod's user+sys CPU (every thread) over the window, % of one CPU;
-# colod_rss_mib its largest VmRSS sampled over it. The last line is the largest size's.
+# colod_rss_mib its largest VmRSS sampled over it; colod_anon_mib its largest RssAnon (its own
+# heap, stacks and library data: the part that grows with containers; the rest of VmRSS is the
+# libraries' and colod's mapped code, shared and reclaimable, which this host's DAMON reclaim
+# makes vary by a MiB run to run). The last line is the largest size's.
 # COLOD_BUILD_DIR: the build (default build); COLOD_DAEMON_SET / COLOD_POLICY_SET as
 # colocation/colod-config.sh; COLOD_SCALE_PERF=FILE: `perf record -g` of colod over the window
 # into FILE-<size> (the CPU figure then includes perf's own sampling cost);
@@ -137,10 +140,12 @@ if [[ -n ${COLOD_SCALE_PERF:-} ]]; then  # FILE: a perf profile of colod over th
     >/dev/null 2>&1 &
   perf_pid=$!
 fi
-max_kib=0
+max_kib=0 max_anon_kib=0
 for _ in $(seq 1 $((secs * 2))); do
-  kib=$(awk '/^VmRSS:/ {print $2}' "/proc/$colod_pid/status")
+  read -r kib anon_kib < <(awk '/^VmRSS:/ {r = $2} /^RssAnon:/ {a = $2} END {print r, a}' \
+    "/proc/$colod_pid/status")
   ((kib > max_kib)) && max_kib=$kib
+  ((anon_kib > max_anon_kib)) && max_anon_kib=$anon_kib
   sleep 0.5
 done
 cpu1=$(ticks) w1=$(date +%s.%N) t_1=$(stat_of ticks)
@@ -149,12 +154,13 @@ if [[ -n ${COLOD_SCALE_DECISIONS:-} ]]; then  # FILE: what colod decided, kept f
   ctl decisions -n 0 >"$COLOD_SCALE_DECISIONS-${COLOD_SCALE_LABEL:+$COLOD_SCALE_LABEL-}$n" 2>&1 || true
 fi
 read -r ov1 ev1 dec1 < <(counters || echo "0 0 0")
-python3 -c "import sys; n, r, k, c, hz, w0, w1, t, o0, o1, e0, e1, d0, d1 = sys.argv[1:]; \
+python3 -c "import sys; n, r, k, c, hz, w0, w1, t, o0, o1, e0, e1, d0, d1, a = sys.argv[1:]; \
 print(f'${COLOD_SCALE_LABEL:+$COLOD_SCALE_LABEL }colod-scale: containers={n} resolved={r} node_cpus=$(nproc) ' \
       f'colod_rss_mib={int(k) / 1024:.1f} ' \
       f'colod_cpu_pct={100 * int(c) / int(hz) / (float(w1) - float(w0)):.2f} ' \
       f'tick_overruns={int(o1) - int(o0)} ticks={t} ' \
-      f'event_rounds={int(e1) - int(e0)} decisions={int(d1) - int(d0)}$scrapes')" \
+      f'event_rounds={int(e1) - int(e0)} decisions={int(d1) - int(d0)} ' \
+      f'colod_anon_mib={int(a) / 1024:.1f}$scrapes')" \
   "$n" "$resolved" "$max_kib" "$((cpu1 - cpu0))" "$hz" "$w0" "$w1" "$((t_1 - t_0))" \
-  "${ov0:-0}" "${ov1:-0}" "${ev0:-0}" "${ev1:-0}" "${dec0:-0}" "${dec1:-0}" |
+  "${ov0:-0}" "${ov1:-0}" "${ev0:-0}" "${ev1:-0}" "${dec0:-0}" "${dec1:-0}" "$max_anon_kib" |
   tee -a "${COLOD_SCALE_OUT:-/dev/null}"
