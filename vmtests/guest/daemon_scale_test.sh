@@ -27,6 +27,7 @@ mkdir -p $d
 export PATH="$bin:$PATH"
 
 . /vmtests/tap.sh
+. /vmtests/live_cgroups.sh
 uptime_ms() { awk '{printf "%d", $1 * 1000}' /proc/uptime; }
 wait_for() {  # <seconds> <shell condition>: polls every 0.5 s
   limit=$(($(uptime_ms) + $1 * 1000))
@@ -40,41 +41,10 @@ wait_for() {  # <seconds> <shell condition>: polls every 0.5 s
 # emulated CPUs is what is measured, not the harness's.
 taskset -p -c 0 $$ >/dev/null 2>&1
 
-possible=$(cat /sys/devices/system/cpu/possible)
-online=$(cat /sys/devices/system/cpu/online)
-if [ "$possible" = "0-$((want - 1))" ]; then
-  ok "possible CPUs $possible (online $online)"
-else
-  notok "possible CPUs 0-$((want - 1))" "the guest has $possible (online $online)"
-fi
-
-# The containers' cgroups, c1..c<containers> (the peer's synthetic container i reports /$cgname/c<i>),
-# each with a process that wakes every 0.2 s without forking, the first <busy> spinning.
-mkdir -p $root
-echo "+cpu +cpuset +memory" >/sys/fs/cgroup/cgroup.subtree_control 2>/dev/null
-echo "+cpu +cpuset +memory" >$root/cgroup.subtree_control 2>/dev/null
-i=1
-while [ $i -le "$count" ]; do
-  mkdir -p $root/c$i
-  if [ $i -le "$busy" ]; then
-    sh -c "echo \$\$ >$root/c$i/cgroup.procs; while :; do :; done" &
-  else
-    mkfifo /tmp/dscale.$i
-    sh -c "echo \$\$ >$root/c$i/cgroup.procs; while :; do read -t 0.2 _ <>/tmp/dscale.$i; done" &
-  fi
-  i=$((i + 1))
-done
-live=0
-count_live() {
-  live=0
-  for f in $root/c*/cgroup.procs; do
-    read -r p <"$f" 2>/dev/null && [ -n "$p" ] && live=$((live + 1))
-  done
-  [ $live = "$count" ]
-}
-wait_for 60 count_live
-[ $live = "$count" ] && ok "$count cgroups with a live process ($busy busy)" ||
-  notok "$count cgroups with a live process" "$live have one"
+check_possible "$want"
+# The containers' cgroups, c1..c<containers> (the peer's synthetic container i reports
+# /$cgname/c<i>), the first <busy> spinning.
+make_live_cgroups $root 1 "$count" "$busy" /tmp/dscale.
 
 cleanup() {
   [ -n "${colod:-}" ] && kill "$colod" 2>/dev/null && wait "$colod" 2>/dev/null

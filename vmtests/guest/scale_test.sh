@@ -22,50 +22,12 @@ bin=/vmtests/bin
 root=/sys/fs/cgroup/vmscale
 
 . /vmtests/tap.sh
+. /vmtests/live_cgroups.sh
 field() { echo "$2" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
 
-possible=$(cat /sys/devices/system/cpu/possible)
-online=$(cat /sys/devices/system/cpu/online)
-if [ "$possible" = "0-$((want - 1))" ]; then
-  ok "possible CPUs $possible (online $online)"
-else
-  notok "possible CPUs 0-$((want - 1))" "the guest has $possible (online $online)"
-fi
-
-# The workload: one cgroup per container, a process in each that wakes every 0.2 s without
-# forking (busybox read with a timeout on a fifo opened read-write: a container that does a
-# little work now and then, as most do), the first <busy> ones spinning.
-mkdir -p $root
-echo "+cpu +memory" >/sys/fs/cgroup/cgroup.subtree_control 2>/dev/null
-echo "+cpu +memory" >$root/cgroup.subtree_control 2>/dev/null
-pids=""
-i=0
-while [ $i -lt "$cgroups" ]; do
-  mkdir -p $root/c$i
-  if [ $i -lt "$busy" ]; then
-    sh -c "echo \$\$ >$root/c$i/cgroup.procs; while :; do :; done" &
-  else
-    mkfifo /tmp/scale.$i
-    sh -c "echo \$\$ >$root/c$i/cgroup.procs; while :; do read -t 0.2 _ <>/tmp/scale.$i; done" &
-  fi
-  pids="$pids $!"
-  i=$((i + 1))
-done
-count_live() {
-  live=0
-  for f in $root/c*/cgroup.procs; do
-    # cgroupfs files have no size: read the first pid (a builtin, no fork per cgroup).
-    read -r p <"$f" 2>/dev/null && [ -n "$p" ] && live=$((live + 1))
-  done
-  [ $live = "$cgroups" ]
-}
-t=0
-while ! count_live && [ $t -lt 300 ]; do
-  sleep 0.1
-  t=$((t + 1))
-done
-[ $live = "$cgroups" ] && ok "$cgroups cgroups with a live process ($busy busy)" ||
-  notok "$cgroups cgroups with a live process" "$live have one"
+check_possible "$want"
+# The workload: one cgroup per container, c0..c<cgroups - 1>, the first <busy> spinning.
+make_live_cgroups $root 0 "$cgroups" "$busy" /tmp/scale.
 
 # As colod does at start: the soft open-files limit raised to the hard one (the collector keeps
 # three files open per cgroup, bounded by half the limit).
@@ -203,7 +165,7 @@ if [ -n "${SCALE_VARIANTS:-}" ]; then
   done
 fi
 
-for p in $pids; do kill -KILL "$p" 2>/dev/null; done
+for p in $live_pids; do kill -KILL "$p" 2>/dev/null; done
 wait 2>/dev/null
 i=0
 left=0
