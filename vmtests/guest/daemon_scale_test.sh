@@ -49,20 +49,7 @@ make_live_cgroups $root 1 "$count" "$busy" /tmp/dscale.
 cleanup() {
   [ -n "${colod:-}" ] && kill "$colod" 2>/dev/null && wait "$colod" 2>/dev/null
   [ -n "${peer:-}" ] && kill "$peer" 2>/dev/null && wait "$peer" 2>/dev/null
-  for f in $root/c*/cgroup.procs; do
-    while read -r p; do kill -9 "$p" 2>/dev/null; done <"$f"
-  done
-  # A killed process leaves its cgroup once the (emulated, loaded) CPUs have run its exit: try
-  # for up to 30 s.
-  t=0
-  while [ -d $root ] && [ $t -lt 60 ]; do
-    sleep 0.5
-    for c in $root/c*; do [ -d "$c" ] && rmdir "$c" 2>/dev/null; done
-    rmdir $root 2>/dev/null
-    t=$((t + 1))
-  done
-  [ ! -d $root ] && ok "cgroups cleaned up" || notok "cgroups cleaned up" "$root is still there"
-  rm -f /tmp/dscale.*
+  remove_live_cgroups
   echo "1..$n"
   [ $fails = 0 ]
   exit

@@ -57,3 +57,25 @@ count_live() {
   done
   [ "$live" = "$lc_n" ]
 }
+
+# remove_live_cgroups: kills the processes make_live_cgroups started and removes their cgroups,
+# the fifos and the root; then one TAP check that nothing is left. A killed process leaves its
+# cgroup once the (emulated, loaded) CPUs have run its exit: up to 30 s for all of them.
+remove_live_cgroups() {
+  for p in $live_pids; do kill -KILL "$p" 2>/dev/null; done
+  wait 2>/dev/null  # the caller's other children are stopped by then
+  t=0
+  while [ -d "$lc_root" ] && [ $t -lt 60 ]; do
+    for c in "$lc_root"/c*; do rmdir "$c" 2>/dev/null; done
+    rmdir "$lc_root" 2>/dev/null || sleep 0.5
+    t=$((t + 1))
+  done
+  rm -f "$lc_fifo"*
+  if [ -d "$lc_root" ]; then
+    left=0
+    for c in "$lc_root"/c*; do [ -d "$c" ] && left=$((left + 1)); done
+    notok "cgroups removed" "$left left in $lc_root"
+  else
+    ok "cgroups removed"
+  fi
+}

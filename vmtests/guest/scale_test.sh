@@ -165,21 +165,6 @@ if [ -n "${SCALE_VARIANTS:-}" ]; then
   done
 fi
 
-for p in $live_pids; do kill -KILL "$p" 2>/dev/null; done
-wait 2>/dev/null
-i=0
-left=0
-while [ $i -lt "$cgroups" ]; do
-  t=0
-  while ! rmdir $root/c$i 2>/dev/null && [ $t -lt 50 ]; do
-    sleep 0.1
-    t=$((t + 1))
-  done
-  [ -d $root/c$i ] && left=$((left + 1))
-  i=$((i + 1))
-done
-rmdir $root 2>/dev/null
-rm -f /tmp/scale.*
-[ $left = 0 ] && ok "cgroups removed" || notok "cgroups removed" "$left left"
+remove_live_cgroups
 echo "1..$n"
 [ $fails = 0 ]
