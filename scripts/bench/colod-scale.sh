@@ -136,7 +136,7 @@ read -r ov0 ev0 dec0 < <(counters || echo "0 0 0")
 t_0=$(stat_of ticks) cpu0=$(ticks) w0=$(date +%s.%N)
 perf_pid=
 if [[ -n ${COLOD_SCALE_PERF:-} ]]; then  # FILE: a perf profile of colod over the window
-  perf record -q --call-graph "${COLOD_SCALE_PERF_CG:-fp}" -F 499 -p "$colod_pid" -o "$COLOD_SCALE_PERF-$n" -- sleep "$secs" \
+  perf record -q --call-graph "${COLOD_SCALE_PERF_CG:-fp}" -F "${COLOD_SCALE_PERF_FREQ:-499}" -p "$colod_pid" -o "$COLOD_SCALE_PERF-$n" -- sleep "$secs" \
     >/dev/null 2>&1 &
   perf_pid=$!
 fi

@@ -110,8 +110,14 @@ sleep 3  # past the resolution's own burst
 # ---------------------------------------------------------------- the window ----------------
 hz=100  # USER_HZ: /proc/<pid>/stat counts in 1/100 s
 cpu_ticks() { awk '{print $14 + $15}' /proc/$colod/stat; }
+# Time colod's threads spent runnable but waiting for a CPU (ns, summed over its threads; the
+# second field of schedstat, CONFIG_SCHED_INFO): a tick that overruns while colod waits is the
+# node's load, one that overruns while it runs is colod's own work. Empty without schedstat.
+runq_wait_ns() {
+  cat /proc/$colod/task/*/schedstat 2>/dev/null | awk '{ s += $2; n++ } END { if (n) printf "%.0f", s }'
+}
 ticks0=$(metric colod_ticks_total) over0=$(metric colod_tick_overruns_total)
-cpu0=$(cpu_ticks) w0=$(uptime_ms)
+cpu0=$(cpu_ticks) wait0=$(runq_wait_ns) w0=$(uptime_ms)
 max_kib=0
 max_anon=0
 k=0
@@ -123,17 +129,23 @@ while [ $k -lt $((seconds * 2)) ]; do
   sleep 0.5
   k=$((k + 1))
 done
-cpu1=$(cpu_ticks) w1=$(uptime_ms)
+cpu1=$(cpu_ticks) wait1=$(runq_wait_ns) w1=$(uptime_ms)
 ticks1=$(metric colod_ticks_total) over1=$(metric colod_tick_overruns_total)
 maps=$(metric colod_bpf_map_bytes)
 hwm=$(awk '/^VmHWM:/ {print $2}' /proc/$colod/status)
 line=$(awk -v p="$want" -v o="$online" -v n="$count" -v b="$busy" -v k="$max_kib" -v a="$max_anon" -v h="$hwm" \
   -v m="${maps:-0}" -v c=$((cpu1 - cpu0)) -v hz="$hz" -v w=$((w1 - w0)) \
-  -v t=$((${ticks1:-0} - ${ticks0:-0})) -v ov=$((${over1:-0} - ${over0:-0})) 'BEGIN {
+  -v t=$((${ticks1:-0} - ${ticks0:-0})) -v ov=$((${over1:-0} - ${over0:-0})) \
+  -v q0="${wait0:-}" -v q1="${wait1:-}" 'BEGIN {
   printf "colod-scale-vm: possible_cpus=%d online=%s containers=%d busy=%d colod_rss_mib=%.1f " \
     "colod_anon_mib=%.1f colod_hwm_mib=%.1f bpf_map_mib=%.1f colod_cpu_pct_tcg=%.2f ticks=%d " \
-    "tick_overruns=%d\n",
-    p, o, n, b, k / 1024, a / 1024, h / 1024, m / 1048576, 100 * c / hz / (w / 1000), t, ov }')
+    "tick_overruns=%d",
+    p, o, n, b, k / 1024, a / 1024, h / 1024, m / 1048576, 100 * c / hz / (w / 1000), t, ov
+  # Per tick: the CPU colod used and the time it waited for one, in ms (schedstat; NA without).
+  # (Parenthesized: in awk a bare > in a printf argument list redirects the output.)
+  printf(" cpu_ms_per_tick=%.1f", (t > 0 ? 1000 * c / hz / t : 0))
+  if (q0 != "" && q1 != "" && t > 0) printf(" runq_wait_ms_per_tick=%.1f\n", (q1 - q0) / 1e6 / t)
+  else printf(" runq_wait_ms_per_tick=NA\n") }')
 echo "$line"
 awk -v r="$max_kib" -v b=$rss_budget_mib 'BEGIN{exit !(r > 0 && r / 1024 <= b)}' &&
   ok "colod RSS $(awk -v r="$max_kib" 'BEGIN{printf "%.1f", r / 1024}') MiB within $rss_budget_mib MiB over ${seconds} s ($count containers, $want possible CPUs)" ||
