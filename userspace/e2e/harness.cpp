@@ -119,10 +119,27 @@ std::optional<json> readJournal(const std::string& path, std::string* why) {
     return std::nullopt;
   };
   std::error_code ec;
-  if (!fs::exists(path, ec)) {
-    return json{{"version", 2}, {"containers", json::array()}};
+  const std::string ahead = path + ".next";
+  std::string text;
+  if (fs::exists(ahead, ec)) {
+    // Read before the journal's time: a copy settled after this read is then compared with the
+    // journal that replaced it, which is the same or newer.
+    const std::string copy = slurp(ahead);
+    std::error_code ahead_ec;
+    std::error_code journal_ec;
+    const auto ahead_time = fs::last_write_time(ahead, ahead_ec);
+    const auto journal_time = fs::last_write_time(path, journal_ec);  // error: no journal
+    const bool newer = !ahead_ec && (journal_ec || journal_time <= ahead_time);
+    if (!copy.empty() && copy.front() == 'W' && newer) {
+      text = copy.substr(1);
+    }
   }
-  const std::string text = slurp(path);
+  if (text.empty()) {
+    if (!fs::exists(path, ec)) {
+      return json{{"version", 2}, {"containers", json::array()}};
+    }
+    text = slurp(path);
+  }
   auto doc = json::parse(text, nullptr, false);
   if (doc.is_discarded() || !doc.is_object()) {
     return fail("journal is not a JSON object: " + text.substr(0, 200));

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The fault suite, colod's own faults: killed at ten points of an escalation (e), stopped with
 // the runtime away (f), a second colod on its journal (g), reloads (h), churn (i), a corrupt
-// journal (k). The fixture and what every scenario asserts: fault_fixture.h,
-// fault_runtime_test.cpp.
+// journal (k), killed between the journal's write-ahead copy and the journal (l). The fixture and
+// what every scenario asserts: fault_fixture.h, fault_runtime_test.cpp.
 #include "fault_fixture.h"
 
 namespace colod::faults::suite {
@@ -182,6 +182,36 @@ TEST_F(FaultTest, CorruptJournalIsKeptAndSuspectsAreNamed) {
   std::ofstream(file) << (v2 ? (q < 0 ? std::string("max") : std::to_string(q)) + " 100000"
                              : std::to_string(q));
   remove("server");
+}
+
+// l. colod SIGKILLed between its two journal writes: the write-ahead copy (<journal>.next, the
+// reaction path's write) holds the restriction, the journal not yet (journal_ahead.h). The next
+// colod loads the copy and returns the BE to the kubelet's values. That instant is made by hand
+// while colod is dead: the journal's content moved into a live copy, the journal emptied and
+// dated before it. Loaded from the journal alone, the hog would keep colod's restriction.
+TEST_F(FaultTest, KilledBetweenTheWriteAheadCopyAndTheJournal) {
+  startPeer();
+  startColod(faultConfig());
+  startWorkloads();
+  waitRestricted("hog");
+  waitConsistent("hog");
+  colod_->kill(SIGKILL);
+  const std::string journal = colod_->journalPath();
+  const std::string text = slurp(journal);
+  ASSERT_GE(journalOverlays(journal), 1) << text;
+  std::ofstream(journal, std::ios::trunc) << "{\"version\": 2, \"containers\": []}\n";
+  std::ofstream(journal + ".next", std::ios::trunc) << 'W' << text;
+  fs::last_write_time(journal, fs::last_write_time(journal + ".next") - 5s);
+  note("journal emptied, its content in a live write-ahead copy: hog " + cgroupOf("hog"));
+  ASSERT_FALSE(atBase("hog")) << "the hog must still carry colod's restriction";
+  remove("server");  // the LS leaves while colod is dead: nothing to protect at the restart
+  const int64_t restarted = colod::faults::realtimeNs();
+  ASSERT_TRUE(colod_->start()) << "colod did not restart:\n" << diagnostics();
+  expectReleased({"hog"}, restarted);
+  EXPECT_NE(slurp(colod_->logPath()).find("loaded from its write-ahead copy"), std::string::npos)
+      << slurp(colod_->logPath());
+  expectJournalEmpty();
+  EXPECT_EQ(slurp(journal + ".next"), "") << "the copy is settled once the journal holds it";
 }
 
 // h. `--mode observe-only` on the command line survives reloads (a file change, then SIGHUP):

@@ -95,25 +95,12 @@ Result<void> Daemon::Impl::init() {
     return std::move(lock).error();
   }
   journal_lock_.emplace(std::move(lock).value());
-  auto journal = readJournal(s.journal_path);
-  if (!journal) {
-    // A corrupt journal must not stop the daemon, nor be lost: it is kept for a person, and once
-    // the runtime has synchronized colod says which containers may still carry a restriction it
-    // can no longer prove it made.
-    const std::string aside = s.journal_path + ".corrupt-" + std::to_string(unixMs());
-    std::error_code ec;
-    std::filesystem::rename(s.journal_path, aside, ec);
-    log()->error("journal unreadable, kept as {}{}: {}", aside,
-                 ec ? " (rename failed: " + ec.message() + ")" : std::string(),
-                 journal.error().message());
-    journal_corrupt_ = true;
-  } else {
-    journal_loaded_ = std::move(journal).value();
-    if (!journal_loaded_.containers.empty()) {
-      log()->info("journal {}: {} containers to reconcile once the runtime has synchronized",
-                  s.journal_path, journal_loaded_.containers.size());
-    }
+  auto ahead = JournalAhead::open(s.journal_path);
+  if (!ahead) {
+    return std::move(ahead).error().wrap("the journal's write-ahead copy");
   }
+  journal_ahead_.emplace(std::move(ahead).value());
+  loadJournal(s);
 
   epoll_.reset(::epoll_create1(EPOLL_CLOEXEC));
   if (!epoll_) {

@@ -51,6 +51,7 @@
 #include "colod/daemon/daemon.h"
 #include "colod/daemon/decision_log.h"
 #include "colod/daemon/journal.h"
+#include "colod/daemon/journal_ahead.h"
 #include "colod/daemon/privileges.h"
 #include "colod/daemon/realtime.h"
 #include "colod/daemon/recorder.h"
@@ -202,6 +203,10 @@ class Daemon::Impl final : public nri::Plugin,
   }
   void refreshNriState();
   void resolveCgroups(bool force);
+  // At start, under the journal's lock: the journal into journal_loaded_, or its write-ahead copy
+  // when colod stopped between the two writes (the copy is then newer); a corrupt journal is
+  // set aside (journal_corrupt_).
+  void loadJournal(const DaemonSettings& s);
   void reconcileJournal(int64_t now_ns);
   void checkUnprovenRestrictions();
   void handleDecisions(const policy::RoundResult& round);
@@ -214,8 +219,10 @@ class Daemon::Impl final : public nri::Plugin,
   // Turns the engine's restrictions into overlays, journals them (write-ahead) and hands them to
   // the actuator. `round` (may be null) holds the decisions that led there.
   void commitOverlays(const policy::RoundResult* round);
-  Result<void> writeJournalOf(const std::vector<ReconcileEntry>& entries,
-                              JournalSync sync = JournalSync::Now);
+  // The journal of `entries` (durable replace); then the write-ahead copy is settled.
+  Result<void> writeJournalOf(const std::vector<ReconcileEntry>& entries);
+  // The same into the write-ahead copy only (the reaction path: no fsync, no rename).
+  Result<void> writeAheadOf(const std::vector<ReconcileEntry>& entries);
   void onConverged(const std::string& id);
   void publish();
   // Reloads the config file: whether it differed from the running configuration.
@@ -305,6 +312,7 @@ class Daemon::Impl final : public nri::Plugin,
   Journal journal_loaded_;
   bool journal_corrupt_ = false;
   std::optional<JournalLock> journal_lock_;
+  std::optional<JournalAhead> journal_ahead_;  // opened under the lock, at start
   Wishes committed_;                // the overlays handed to the actuator (journaled)
   uint64_t journaled_version_ = 0;  // actuator version the journal on disk reflects
   std::map<std::string, std::vector<uint64_t>> awaiting_;  // target -> decisions not yet applied

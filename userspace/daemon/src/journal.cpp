@@ -249,10 +249,7 @@ Result<void> syncParentDir(const std::filesystem::path& p) {
 
 }  // namespace
 
-Result<void> writeJournal(const std::string& path,
-                          const Journal& journal,
-                          uint32_t max_entries,
-                          JournalSync sync) {
+Result<void> writeJournal(const std::string& path, const Journal& journal, uint32_t max_entries) {
   if (journal.containers.size() > max_entries) {
     return COLOD_ERR(E2BIG, "journal has ", journal.containers.size(), " containers, bound is ",
                      max_entries);
@@ -283,30 +280,14 @@ Result<void> writeJournal(const std::string& path,
       }
       off += static_cast<std::size_t>(n);
     }
-    if (sync == JournalSync::Now && ::fsync(fd.get()) != 0) {
+    if (::fsync(fd.get()) != 0) {
       return COLOD_ERR(errno, "fsync ", tmp);
     }
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     return COLOD_ERR(errno, "renaming ", tmp, " to ", path);
   }
-  if (sync == JournalSync::Now) {
-    return syncParentDir(p);
-  }
-  return {};
-}
-
-Result<void> syncJournal(const std::string& path) {
-  {
-    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (!fd) {
-      return COLOD_ERR(errno, "opening ", path);
-    }
-    if (::fsync(fd.get()) != 0) {
-      return COLOD_ERR(errno, "fsync ", path);
-    }
-  }
-  return syncParentDir(std::filesystem::path(path));
+  return syncParentDir(p);
 }
 
 Result<Journal> readJournal(const std::string& path) {

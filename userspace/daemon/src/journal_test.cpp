@@ -144,19 +144,6 @@ TEST_F(JournalTest, AtomicWriteAndRead) {
   EXPECT_ERR(readJournal(path), EINVAL, "journal .*journal.json");
 }
 
-// The write-ahead write on the reaction path does not wait for the disk: the renamed file is
-// what a restarted colod reads (the page cache holds it), and syncJournal makes it durable.
-TEST_F(JournalTest, AWriteSyncedLaterReadsTheSameAndSyncs) {
-  const std::string path = dir_ + "/later/journal.json";
-  Journal j;
-  j.containers = {container("a"), container("b")};
-  ASSERT_OK(writeJournal(path, j, 16, JournalSync::Later));
-  EXPECT_EQ(ASSERT_OK(readJournal(path)), j);
-  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
-  ASSERT_OK(syncJournal(path));
-  EXPECT_ERR(syncJournal(dir_ + "/later/missing.json"), ENOENT, "opening .*missing.json");
-}
-
 TEST_F(JournalTest, ASecondHolderIsRefusedWithTheFirstOnesPid) {
   const std::string path = dir_ + "/state/journal.json";
   auto first = ASSERT_OK(JournalLock::acquire(path));

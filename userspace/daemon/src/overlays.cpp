@@ -1,9 +1,56 @@
 // SPDX-License-Identifier: Apache-2.0
 // From the engine's restrictions to the actuator: overlays, the write-ahead journal, the
 // journal reconcile at start, the NRI handlers and the clean stop.
+#include <filesystem>
+
 #include "daemon_impl.h"
 
 namespace colod::daemon {
+
+void Daemon::Impl::loadJournal(const DaemonSettings& s) {
+  auto ahead = readJournalAhead(s.journal_path);
+  if (ahead && *ahead) {
+    // colod stopped after the write-ahead and before the journal took the same content: what
+    // it may have sent is in the copy only. The journal catches up now.
+    journal_loaded_ = std::move(**ahead);
+    log()->info(
+        "journal {}: loaded from its write-ahead copy {} (colod stopped between the two "
+        "writes), {} containers to reconcile once the runtime has synchronized",
+        s.journal_path, journalAheadPath(s.journal_path), journal_loaded_.containers.size());
+    if (auto w = writeJournal(s.journal_path, journal_loaded_, s.journal_max_entries); w) {
+      (void)journal_ahead_->settle();  // a failure leaves it live and newer: read again
+    } else {
+      log()->warn("journal {} not brought up to its write-ahead copy: {}", s.journal_path,
+                  w.error().message());
+    }
+    return;
+  }
+  if (!ahead) {
+    // Torn by a kill in the middle of its write: nothing was sent on it (the send follows the
+    // write), so the journal is the truth.
+    log()->warn("journal {}: write-ahead copy ignored, the journal is the truth: {}",
+                s.journal_path, ahead.error().message());
+  }
+  auto journal = readJournal(s.journal_path);
+  if (!journal) {
+    // A corrupt journal must not stop the daemon, nor be lost: it is kept for a person, and once
+    // the runtime has synchronized colod says which containers may still carry a restriction it
+    // can no longer prove it made.
+    const std::string aside = s.journal_path + ".corrupt-" + std::to_string(unixMs());
+    std::error_code ec;
+    std::filesystem::rename(s.journal_path, aside, ec);
+    log()->error("journal unreadable, kept as {}{}: {}", aside,
+                 ec ? " (rename failed: " + ec.message() + ")" : std::string(),
+                 journal.error().message());
+    journal_corrupt_ = true;
+    return;
+  }
+  journal_loaded_ = std::move(journal).value();
+  if (!journal_loaded_.containers.empty()) {
+    log()->info("journal {}: {} containers to reconcile once the runtime has synchronized",
+                s.journal_path, journal_loaded_.containers.size());
+  }
+}
 
 void Daemon::Impl::reconcileJournal(int64_t now_ns) {
   reconciled_ = true;
@@ -114,8 +161,7 @@ void Daemon::Impl::onConverged(const std::string& id) {
   commitOverlays(nullptr);
 }
 
-Result<void> Daemon::Impl::writeJournalOf(const std::vector<ReconcileEntry>& entries,
-                                          JournalSync sync) {
+Result<void> Daemon::Impl::writeJournalOf(const std::vector<ReconcileEntry>& entries) {
   const auto conf = cfg();
   std::vector<policy::AppliedAction> applied;
   {
@@ -124,7 +170,7 @@ Result<void> Daemon::Impl::writeJournalOf(const std::vector<ReconcileEntry>& ent
   }
   const Journal j = journalOf(entries, applied);
   journal_entries_ = j.containers.size();
-  auto r = writeJournal(conf->daemon.journal_path, j, conf->daemon.journal_max_entries, sync);
+  auto r = writeJournal(conf->daemon.journal_path, j, conf->daemon.journal_max_entries);
   if (!r) {
     if (journal_errors_++ % 100 == 0) {
       log()->error("journal write failed ({} so far): {}", journal_errors_.load(),
@@ -132,7 +178,33 @@ Result<void> Daemon::Impl::writeJournalOf(const std::vector<ReconcileEntry>& ent
     }
     return r;
   }
+  // The journal holds what the copy held, or newer: a restart reads the journal again. Left
+  // live on failure, the copy is still newer than the journal, and a restart reads it.
+  if (journal_ahead_ && journal_ahead_->live()) {
+    if (auto s = journal_ahead_->settle(); !s && journal_errors_++ % 100 == 0) {
+      log()->error("journal write-ahead copy not settled ({} so far): {}", journal_errors_.load(),
+                   s.error().message());
+    }
+  }
   return {};
+}
+
+Result<void> Daemon::Impl::writeAheadOf(const std::vector<ReconcileEntry>& entries) {
+  if (!journal_ahead_) {
+    return writeJournalOf(entries);  // (not opened: start() failed before; never on the loop)
+  }
+  const auto conf = cfg();
+  std::vector<policy::AppliedAction> applied;
+  {
+    std::lock_guard lk(engine_mu_);
+    applied = engine_->applied();
+  }
+  auto r = journal_ahead_->write(journalOf(entries, applied), conf->daemon.journal_max_entries);
+  if (!r && journal_errors_++ % 100 == 0) {
+    log()->error("journal write-ahead failed ({} so far): {}", journal_errors_.load(),
+                 r.error().message());
+  }
+  return r;
 }
 
 void Daemon::Impl::commitOverlays(const policy::RoundResult* round) {
@@ -161,9 +233,11 @@ void Daemon::Impl::commitOverlays(const policy::RoundResult* round) {
     }
     return;
   }
-  // Write-ahead: the journal holds the new overlays before the actuator may send them. It
-  // reaches the disk right after the actuator has them (JournalSync: what it protects against).
-  const bool journaled = writeJournalOf(actuator_->preview(wishes), JournalSync::Later).has_value();
+  // Write-ahead: the journal's copy holds the new overlays before the actuator may send them
+  // (journal_ahead.h: a pwrite, where the journal's own replace took milliseconds on the
+  // reaction path). The journal takes the same content right after the actuator has them.
+  const std::vector<ReconcileEntry> planned = actuator_->preview(wishes);
+  const bool journaled = writeAheadOf(planned).has_value();
   if (!journaled) {
     // Nothing new may be sent that no journal knows: keep what is journaled, let releases go
     // (the journal still lists them, which is safe), and tell the engine its new restrictions
@@ -190,12 +264,7 @@ void Daemon::Impl::commitOverlays(const policy::RoundResult* round) {
   }
   const Actuator::Committed committed = actuator_->setOverlays(wishes);
   if (journaled) {
-    if (auto r = syncJournal(conf->daemon.journal_path); !r) {
-      if (journal_errors_++ % 100 == 0) {
-        log()->error("journal sync failed ({} so far): {}", journal_errors_.load(),
-                     r.error().message());
-      }
-    }
+    (void)writeJournalOf(planned);  // logged there; the copy stays live, and newer, if it fails
   }
   for (const auto& id : committed.refused) {
     if (known_.count(id) != 0) {

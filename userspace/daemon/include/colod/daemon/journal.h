@@ -3,12 +3,12 @@
 // every container to the runtime's own values instead of leaving a BE throttled forever.
 //
 // One small JSON file (default /var/lib/colod/journal.json), rewritten atomically on every change
-// (write <path>.tmp, fsync, rename over <path>, fsync the directory; on the reaction path the two
-// fsyncs come right after the update is handed over, JournalSync): a reader sees the old or the
-// new content, never a torn one. It is written *before* the reconciler may send anything
-// that depends on it (write-ahead). Per container it holds the overlay (the fields colod wants),
-// the base (the runtime's own values of those fields when last seen) and the engine's
-// restrictions behind the overlay (for `reconcile: reseed`). Bounded: at most max_entries.
+// (write <path>.tmp, fsync, rename over <path>, fsync the directory): a reader sees the old or the
+// new content, never a torn one. What the reconciler may send is written before it may send it
+// (write-ahead): on the reaction path into the write-ahead copy <path>.next (journal_ahead.h),
+// and the journal takes the same content right after. Per container it holds the overlay (the
+// fields colod wants), the base (the runtime's own values of those fields when last seen) and the
+// engine's restrictions behind the overlay (for `reconcile: reseed`). Bounded: at most max_entries.
 //
 // Version 1 files (one entry per restriction with its stored original) are read and converted.
 #pragma once
@@ -50,24 +50,9 @@ std::string encodeJournal(const Journal& journal);
 // EINVAL "<what>" on bad JSON, a wrong version or a malformed entry. Never throws.
 Result<Journal> decodeJournal(std::string_view text);
 
-// When a written journal reaches the disk. The journal must outlive colod (killed, crashed,
-// upgraded), and a written and renamed file does, in the page cache, before any fsync. Only a
-// node crash loses what was not synced, and that takes every container (and every restriction
-// on it) with it: the kubelet creates new ones after the reboot. So the write-ahead write before
-// an update is sent need not wait for the disk (under a busy CPU the journalling thread took
-// 10-50 ms to get it there, on the path of colod's reaction: docs/benchmarks.md); the daemon
-// syncs right after handing the update to the actuator.
-enum class JournalSync { Now, Later };
-
-// Atomic replace (see file comment). Errors: the errno of open/write/fsync/rename; E2BIG when
-// the journal has more than max_entries containers (nothing is written). With Later, neither
-// the file nor its directory is synced (syncJournal does it).
-Result<void> writeJournal(const std::string& path,
-                          const Journal& journal,
-                          uint32_t max_entries,
-                          JournalSync sync = JournalSync::Now);
-// fsync of the journal and of its directory (the rename). Errors: the errno of open/fsync.
-Result<void> syncJournal(const std::string& path);
+// Atomic and durable replace (see file comment). Errors: the errno of open/write/fsync/rename;
+// E2BIG when the journal has more than max_entries containers (nothing is written).
+Result<void> writeJournal(const std::string& path, const Journal& journal, uint32_t max_entries);
 // A missing file is an empty journal. EINVAL when the content does not decode.
 Result<Journal> readJournal(const std::string& path);
 
