@@ -131,7 +131,12 @@ std::optional<json> readJournal(const std::string& path, std::string* why) {
     const auto journal_time = fs::last_write_time(path, journal_ec);  // error: no journal
     const bool newer = !ahead_ec && (journal_ec || journal_time <= ahead_time);
     if (!copy.empty() && copy.front() == 'W' && newer) {
-      text = copy.substr(1);
+      // Torn (read in the middle of colod's write, or left so by a kill): colod's restart reads
+      // the journal then, and so does this.
+      auto doc = json::parse(copy.substr(1), nullptr, false);
+      if (!doc.is_discarded()) {
+        text = copy.substr(1);
+      }
     }
   }
   if (text.empty()) {

@@ -64,8 +64,8 @@ double metricValue(const std::string& text, const std::string& name, const std::
 //   {"version":2,"containers":[{"id","name","base":{..},"overlay":{..},"actions":[..]}]}
 // A missing file reads as an empty v2 journal; nullopt when the file is not a v2 journal (or
 // not JSON), with the reason in *why when given. What a restarted colod would load: the
-// write-ahead copy "<path>.next" instead when it is live ('W' then the journal's JSON) and not
-// older than the file (colod stopped between the two writes, journal_ahead.h).
+// write-ahead copy "<path>.next" instead when it is live ('W' then the journal's JSON), whole,
+// and not older than the file (colod stopped between the two writes, journal_ahead.h).
 std::optional<nlohmann::json> readJournal(const std::string& path, std::string* why = nullptr);
 // How many containers the v2 journal holds a non-empty overlay for; -1 when it is not v2.
 int journalOverlays(const std::string& path);

@@ -17,7 +17,9 @@
 // written before the journal (a copy left live by a colod that died long ago, followed by a
 // colod that does not know of copies and rewrote the journal since, is older: ignored). A copy
 // torn by a kill in the middle of its write does not decode; nothing was sent on it (the send
-// comes after the write returns), so the journal is the truth then.
+// comes after the write returns), so the journal is the truth then. (A write is torn only
+// between pages, and what follows the head it left is nothing: the copy is emptied after every
+// journal write.)
 //
 // Format: one byte, 'W' (live) or anything else (settled), then the journal's JSON text, then
 // spaces up to the file's size (a shorter journal written over a longer one; JSON allows
