@@ -139,11 +139,7 @@ TEST_F(FaultTest, SecondColodOnSameJournal) {
 // written behind the runtime's back while colod is dead, as a restriction lost with a journal
 // would look.
 TEST_F(FaultTest, CorruptJournalIsKeptAndSuspectsAreNamed) {
-  startPeer();
-  startColod(faultConfig());
-  startWorkloads();
-  waitRestricted("hog");
-  waitConsistent("hog");
+  startWithHogHeld();
   colod_->kill(SIGKILL);
   {
     std::ofstream(colod_->journalPath(), std::ios::trunc)
@@ -190,11 +186,8 @@ TEST_F(FaultTest, CorruptJournalIsKeptAndSuspectsAreNamed) {
 // while colod is dead: the journal's content moved into a live copy, the journal emptied and
 // dated before it. Loaded from the journal alone, the hog would keep colod's restriction.
 TEST_F(FaultTest, KilledBetweenTheWriteAheadCopyAndTheJournal) {
-  startPeer();
-  startColod(faultConfig());
-  startWorkloads();
-  waitRestricted("hog");
-  waitConsistent("hog");
+  startWithHogHeld();
+  ASSERT_FALSE(HasFatalFailure());
   colod_->kill(SIGKILL);
   const std::string journal = colod_->journalPath();
   const std::string text = slurp(journal);

@@ -472,15 +472,20 @@ class FaultTest : public ColodFixture {
     ASSERT_TRUE(waitFor([&] { return consistent(name, &why); }, 5s, kPoll)) << name << ": " << why;
   }
 
-  // The usual start of a kubelet-resize fault: the node running, "hog" (cpu limit
-  // `be_limit_milli`) restricted by colod with a quota overlay in its journal, the runtime
+  // The node running, "hog" (cpu limit `be_limit_milli`) restricted by colod, the runtime
   // consistent with it.
-  void startWithHogQuotaHeld(int64_t be_limit_milli) {
+  void startWithHogHeld(int64_t be_limit_milli = 0) {
     startPeer();
     startColod(faultConfig());
     startWorkloads(be_limit_milli);
     waitRestricted("hog");
     waitConsistent("hog");
+  }
+
+  // The usual start of a kubelet-resize fault: startWithHogHeld() with a quota overlay in the
+  // journal.
+  void startWithHogQuotaHeld(int64_t be_limit_milli) {
+    startWithHogHeld(be_limit_milli);
     const auto held = colod::faults::journalOverlay(colod_->journalPath(), tracked("hog").id);
     ASSERT_TRUE(held.has_value() && held->contains("cpu_quota"))
         << "no quota overlay in the journal while restricted:\n"

@@ -318,8 +318,7 @@ pid_t parseLockPid(std::string_view text) {
   return ec == std::errc() && pid > 0 ? pid : 0;
 }
 
-Result<JournalLock> JournalLock::acquire(const std::string& journal_path) {
-  const std::string path = journal_path + ".lock";
+Result<UniqueFd> openJournalFile(const std::string& path, std::string_view what) {
   const std::filesystem::path p(path);
   std::error_code ec;
   if (p.has_parent_path()) {
@@ -330,8 +329,18 @@ Result<JournalLock> JournalLock::acquire(const std::string& journal_path) {
   }
   UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
   if (!fd) {
-    return COLOD_ERR(errno, "opening the journal lock ", path);
+    return COLOD_ERR(errno, "opening ", what, " ", path);
   }
+  return fd;
+}
+
+Result<JournalLock> JournalLock::acquire(const std::string& journal_path) {
+  const std::string path = journal_path + ".lock";
+  auto opened = openJournalFile(path, "the journal lock");
+  if (!opened) {
+    return std::move(opened).error();
+  }
+  UniqueFd fd = std::move(opened).value();
   if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     if (err != EWOULDBLOCK) {

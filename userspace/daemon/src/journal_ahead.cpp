@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <filesystem>
 #include <string>
 
 namespace colod::daemon {
@@ -108,18 +107,11 @@ Result<std::optional<Journal>> readJournalAhead(const std::string& journal_path)
 
 Result<JournalAhead> JournalAhead::open(const std::string& journal_path) {
   std::string path = journalAheadPath(journal_path);
-  const std::filesystem::path p(path);
-  std::error_code ec;
-  if (p.has_parent_path()) {
-    std::filesystem::create_directories(p.parent_path(), ec);
-    if (ec) {
-      return COLOD_ERR(ec.value(), "creating ", p.parent_path().string());
-    }
+  auto opened = openJournalFile(path, "the journal's write-ahead copy");
+  if (!opened) {
+    return std::move(opened).error();
   }
-  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
-  if (!fd) {
-    return COLOD_ERR(errno, "opening ", path);
-  }
+  UniqueFd fd = std::move(opened).value();
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) {
     return COLOD_ERR(errno, "stat ", path);

@@ -53,6 +53,9 @@ Result<Journal> decodeJournal(std::string_view text);
 // Atomic and durable replace (see file comment). Errors: the errno of open/write/fsync/rename;
 // E2BIG when the journal has more than max_entries containers (nothing is written).
 Result<void> writeJournal(const std::string& path, const Journal& journal, uint32_t max_entries);
+// Opens a file of the journal's set (its lock, its write-ahead copy) read-write, creating it
+// (0600) and its directory. Errors: the errno of mkdir/open, naming `what` and the path.
+Result<UniqueFd> openJournalFile(const std::string& path, std::string_view what);
 // A missing file is an empty journal. EINVAL when the content does not decode.
 Result<Journal> readJournal(const std::string& path);
 
