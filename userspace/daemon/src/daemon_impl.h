@@ -219,6 +219,8 @@ class Daemon::Impl final : public nri::Plugin,
   // Turns the engine's restrictions into overlays, journals them (write-ahead) and hands them to
   // the actuator. `round` (may be null) holds the decisions that led there.
   void commitOverlays(const policy::RoundResult* round);
+  // The journal of the actuator's `entries` with the engine's restrictions on them.
+  Journal journalOfNow(const std::vector<ReconcileEntry>& entries);
   // The journal of `entries` (durable replace); then the write-ahead copy is settled.
   Result<void> writeJournalOf(const std::vector<ReconcileEntry>& entries);
   // The same into the write-ahead copy only (the reaction path: no fsync, no rename).

@@ -161,14 +161,18 @@ void Daemon::Impl::onConverged(const std::string& id) {
   commitOverlays(nullptr);
 }
 
-Result<void> Daemon::Impl::writeJournalOf(const std::vector<ReconcileEntry>& entries) {
-  const auto conf = cfg();
+Journal Daemon::Impl::journalOfNow(const std::vector<ReconcileEntry>& entries) {
   std::vector<policy::AppliedAction> applied;
   {
     std::lock_guard lk(engine_mu_);
     applied = engine_->applied();
   }
-  const Journal j = journalOf(entries, applied);
+  return journalOf(entries, applied);
+}
+
+Result<void> Daemon::Impl::writeJournalOf(const std::vector<ReconcileEntry>& entries) {
+  const auto conf = cfg();
+  const Journal j = journalOfNow(entries);
   journal_entries_ = j.containers.size();
   auto r = writeJournal(conf->daemon.journal_path, j, conf->daemon.journal_max_entries);
   if (!r) {
@@ -193,13 +197,7 @@ Result<void> Daemon::Impl::writeAheadOf(const std::vector<ReconcileEntry>& entri
   if (!journal_ahead_) {
     return writeJournalOf(entries);  // (not opened: start() failed before; never on the loop)
   }
-  const auto conf = cfg();
-  std::vector<policy::AppliedAction> applied;
-  {
-    std::lock_guard lk(engine_mu_);
-    applied = engine_->applied();
-  }
-  auto r = journal_ahead_->write(journalOf(entries, applied), conf->daemon.journal_max_entries);
+  auto r = journal_ahead_->write(journalOfNow(entries), cfg()->daemon.journal_max_entries);
   if (!r && journal_errors_++ % 100 == 0) {
     log()->error("journal write-ahead failed ({} so far): {}", journal_errors_.load(),
                  r.error().message());
