@@ -244,9 +244,16 @@ out=$(coloctl_ explain jobs/batch/hog)
 echo "$out" | grep -q 'tier: be' && ok "explain hog: tier be" || notok "explain hog: tier be" "$out"
 
 # ---------------------------------------------------------------- engage --------------------
-# The journal is written before the update is sent: copy it as soon as the change is seen (a
-# relax may follow a second later).
-if wait_for 60 'engaged=$(be_values); [ "$engaged" != "$orig" ] && cp $journal $d/journal.engaged'; then
+# The journal is written before the update is sent, into its write-ahead copy <journal>.next
+# (journal_ahead.h), and the journal itself takes the same right after: what a restarted colod
+# would load is the copy while it is live ('W' and the journal's text), else the journal. The
+# copy is taken first: the journal is whole before the copy is emptied.
+journal_now() {
+  cp $journal.next $d/journal.ahead 2>/dev/null || : >$d/journal.ahead
+  if [ "$(head -c 1 $d/journal.ahead)" = W ]; then tail -c +2 $d/journal.ahead; else cat $journal; fi
+}
+# Copied as soon as the change is seen (a relax may follow a second later).
+if wait_for 60 'engaged=$(be_values); [ "$engaged" != "$orig" ] && journal_now >$d/journal.engaged'; then
   ok "colod restricted the BE cgroup ($(($(now_ms) - hog_start)) ms after the hog started): $engaged"
 else
   notok "colod restricted the BE cgroup within 60 s" "still $(be_values)"
