@@ -45,6 +45,11 @@ Result<std::string> readWhole(int fd, const std::string& path) {
   }
 }
 
+int64_t mtimeNs(const struct stat& st) {
+  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 +
+         static_cast<int64_t>(st.st_mtim.tv_nsec);
+}
+
 // Modification time in ns, nullopt when the file does not exist.
 Result<std::optional<int64_t>> mtimeNs(const std::string& path) {
   struct stat st {};
@@ -54,8 +59,7 @@ Result<std::optional<int64_t>> mtimeNs(const std::string& path) {
     }
     return COLOD_ERR(errno, "stat ", path);
   }
-  return std::optional<int64_t>(static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 +
-                                static_cast<int64_t>(st.st_mtim.tv_nsec));
+  return std::optional<int64_t>(mtimeNs(st));
 }
 
 }  // namespace
@@ -69,24 +73,15 @@ Result<std::optional<Journal>> readJournalAhead(const std::string& journal_path)
     }
     return COLOD_ERR(errno, "opening ", path);
   }
-  // The first byte alone says whether there is anything to read (a settled copy is empty).
-  char mark = 0;
-  const ssize_t got = ::pread(fd.get(), &mark, 1, 0);
-  if (got < 0) {
-    return COLOD_ERR(errno, "reading ", path);
-  }
-  if (got == 0 || mark != kJournalAheadLive) {
-    return std::optional<Journal>();
-  }
   // Older than the journal: written by a colod that died, after which one that does not know
   // of copies rewrote the journal. The same coarse timestamp counts as newer: the copy is
-  // written before the journal it precedes, never after.
+  // written before the journal it precedes, never after. (A settled copy is empty: read whole
+  // below in no time, and decodeJournalAhead() says it holds nothing.)
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) {
     return COLOD_ERR(errno, "stat ", path);
   }
-  const int64_t ahead_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 +
-                           static_cast<int64_t>(st.st_mtim.tv_nsec);
+  const int64_t ahead_ns = mtimeNs(st);
   auto journal_ns = mtimeNs(journal_path);
   if (!journal_ns) {
     return std::move(journal_ns).error();
