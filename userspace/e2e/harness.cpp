@@ -158,6 +158,11 @@ std::optional<json> readJournal(const std::string& path, std::string* why) {
   return doc;
 }
 
+std::string loadedJournalText(const std::string& path) {
+  auto doc = readJournal(path);
+  return doc ? doc->dump(1) : std::string();
+}
+
 int journalOverlays(const std::string& path) {
   auto doc = readJournal(path);
   if (!doc) {

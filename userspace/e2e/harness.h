@@ -67,6 +67,9 @@ double metricValue(const std::string& text, const std::string& name, const std::
 // write-ahead copy "<path>.next" instead when it is live ('W' then the journal's JSON), whole,
 // and not older than the file (colod stopped between the two writes, journal_ahead.h).
 std::optional<nlohmann::json> readJournal(const std::string& path, std::string* why = nullptr);
+// readJournal()'s document as text ("" when it is not a v2 journal): what a restarted colod
+// would load, for assertions on its content.
+std::string loadedJournalText(const std::string& path);
 // How many containers the v2 journal holds a non-empty overlay for; -1 when it is not v2.
 int journalOverlays(const std::string& path);
 
