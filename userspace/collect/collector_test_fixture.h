@@ -261,16 +261,25 @@ struct CpuTimeSplit {
 }
 
 // The kernel's account of a task so far (/proc/<pid>/schedstat, CONFIG_SCHED_INFO): its CPU
-// time and its run-queue waits, ns. A zombie's still reads (before the reap).
+// time and its run-queue waits, ns, and how many times it was given a CPU. The waits are added
+// when the task gets the CPU, so a wait still going on is not in them. A zombie's still reads
+// (before the reap).
 struct TaskSchedstat {
   uint64_t ran_ns = 0;
   uint64_t waited_ns = 0;
+  uint64_t slices = 0;
 };
 [[maybe_unused]] TaskSchedstat taskSchedstat(pid_t pid) {
   TaskSchedstat st;
   std::ifstream in("/proc/" + std::to_string(pid) + "/schedstat");
-  in >> st.ran_ns >> st.waited_ns;
+  in >> st.ran_ns >> st.waited_ns >> st.slices;
   return st;
+}
+
+[[maybe_unused]] uint64_t monotonicNs() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
 }
 
 // A task's scheduler state (/proc/<pid>/stat: R running or runnable, S sleeping, ...), or 0

@@ -120,10 +120,13 @@ TEST_P(OnCpuTest, AWaitBehindATaskSwitchedInUnseenIsAttributedToIt) {
   CPU_ZERO(&other);
   CPU_SET(1 - kCpu, &other);
   ASSERT_EQ(::sched_setaffinity(0, sizeof(other), &other), 0) << std::strerror(errno);
-  constexpr int kRounds = 6;
+  // Rounds until kWanted of them had a wait worth attributing: a wakeup that comes as the hog's
+  // slice ends waits too little to say anything (in one CI run 4 of 6 fixed rounds did).
+  constexpr int kWanted = 3;
+  constexpr int kMaxRounds = 12;
   int waited = 0;
   int missed = 0;  // rounds with a wait by the kernel's account and none recorded
-  for (int round = 0; round < kRounds; ++round) {
+  for (int round = 0; round < kMaxRounds && waited < kWanted; ++round) {
     int pipe_fds[2];
     ASSERT_EQ(::pipe2(pipe_fds, O_CLOEXEC), 0) << std::strerror(errno);
     UniqueFd rd(pipe_fds[0]);
@@ -166,14 +169,26 @@ TEST_P(OnCpuTest, AWaitBehindATaskSwitchedInUnseenIsAttributedToIt) {
     }
     ASSERT_OK(col.snapshot());
     ASSERT_OK(col.setWatched({{.id = ls_id, .threshold = 10s}}));
-    const uint64_t delay_before = taskSchedstat(waiter.pid()).waited_ns;
+    const TaskSchedstat waiter_before = taskSchedstat(waiter.pid());
     const uint64_t hog_before = taskSchedstat(hogger.pid()).ran_ns;
+    const uint64_t wall_before = monotonicNs();
     ASSERT_EQ(::write(wr.get(), "x", 1), 1);
-    std::this_thread::sleep_for(100ms);
-    const uint64_t delay_ns = taskSchedstat(waiter.pid()).waited_ns - delay_before;
+    // Until the waiter has had the CPU: the kernel adds a wait to run_delay only then. Most
+    // rounds it gets kCpu in about a millisecond, but a SCHED_IDLE task in a group of weight
+    // 1024 beside one of 8192 can wait far longer (up to 275 ms seen here): a fixed 100 ms look
+    // found no wait and no sample in 12 of 80 runs (and once in CI).
+    const auto ran_by = std::chrono::steady_clock::now() + 3s;
+    while (taskSchedstat(waiter.pid()).slices == waiter_before.slices &&
+           std::chrono::steady_clock::now() < ran_by) {
+      std::this_thread::sleep_for(5ms);
+    }
+    std::this_thread::sleep_for(20ms);  // its read, and its switch out to sleep again
+    const uint64_t delay_ns = taskSchedstat(waiter.pid()).waited_ns - waiter_before.waited_ns;
     const uint64_t hog_ns = taskSchedstat(hogger.pid()).ran_ns - hog_before;
-    std::printf("round %d: kernel run_delay %llu us, hog ran %llu us\n", round,
+    const uint64_t wall_ns = monotonicNs() - wall_before;
+    std::printf("round %d: kernel run_delay %llu us; in %llu us the hog ran %llu us\n", round,
                 static_cast<unsigned long long>(delay_ns / 1000),
+                static_cast<unsigned long long>(wall_ns / 1000),
                 static_cast<unsigned long long>(hog_ns / 1000));
     const Snapshot snap = ASSERT_OK(col.snapshot());
     const CgroupSample* l = find(snap, ls_id);
@@ -208,16 +223,23 @@ TEST_P(OnCpuTest, AWaitBehindATaskSwitchedInUnseenIsAttributedToIt) {
     }
     ++waited;
     // Most of the kernel's delay is a recorded wait after the wakeup, and that wait is the
-    // hog's. (Not all of it: on a loaded host another task may take kCpu for a moment too, and
-    // a wait behind it, or a preemption by it, is not the hog's; stress-ng beside this test.)
+    // hog's: what is attributed to anyone else is at most what others ran on kCpu meanwhile
+    // (on a loaded host a kworker or another test may take kCpu for a few ms, and a wait
+    // behind it is rightly not the hog's; 2 of 50 runs here). With kCpu to the two tasks alone
+    // that leaves the hog all of it but the clocks' read skew.
     EXPECT_GE(behind_all_ns, delay_ns / 2)
         << "round " << round << ": the wait after the wakeup was not recorded";
+    std::string whom;
+    for (const auto& w : l->waited_behind) {
+      whom += " " + std::to_string(w.cgroup_id) + ":" + std::to_string(w.wait_ns / 1000) + "us";
+    }
     EXPECT_GE(behind_be_ns, behind_all_ns * 9 / 10)
-        << "round " << round << ": the wait behind the hog is not its";
+        << "round " << round << ": the wait behind the hog (cgroup " << be_id << ", LS " << ls_id
+        << ") is not its; behind:" << whom;
     EXPECT_LE(behind_all_ns, delay_ns * 11 / 10 + 100'000) << "round " << round;
   }
   EXPECT_LE(missed, 1) << "waits the kernel saw went unrecorded in " << missed << " rounds";
-  EXPECT_GE(waited, kRounds / 2) << "too few rounds in which the LS waited behind the hog";
+  EXPECT_GE(waited, kWanted) << "too few rounds in which the LS waited behind the hog";
 }
 
 INSTANTIATE_TEST_SUITE_P(AttachKinds, OnCpuTest, ::testing::Bool(), attachKindName);
