@@ -3,7 +3,10 @@
 # The journal's write on colod's reaction path (journal_bench, Google Benchmark), on a quiet CPU
 # and beside `stress-ng --cpu <online CPUs>` (a busy node, where colod reacts), in one run:
 # the replace by rename the write-ahead used until session 53 against the write-ahead copy that
-# replaced it (journal_ahead.h), 10 and 1000 containers. Last line:
+# replaced it (journal_ahead.h), 10 and 1000 containers, and at 1000 the copy's text encoded
+# whole against kept per container with one changed (JournalEncoder, journal.h), printed as
+#   journal-encoder: containers=1000 whole_us= kept_us= ratio= loaded_whole_us= loaded_kept_us=
+# Last line:
 #   journal: replace_us= ahead_us= loaded_replace_us= loaded_ahead_us= loaded_ratio=
 # (medians of the repetitions, 10 containers; loaded_ratio = loaded replace / loaded ahead).
 # Usage: scripts/bench/journal.sh [--repetitions N]   (COLOD_BUILD_DIR selects the build dir)
@@ -43,6 +46,14 @@ a=$(median "$quiet" BM_WriteAheadCopy/10/real_time)
 lr=$(median "$loaded" BM_ReplaceByRename/10/real_time)
 la=$(median "$loaded" BM_WriteAheadCopy/10/real_time)
 [[ -n $r && -n $a && -n $lr && -n $la ]] || { echo "journal.sh: no median in the output" >&2; exit 1; }
+w=$(median "$quiet" BM_WriteAheadCopy/1000/real_time)
+k=$(median "$quiet" BM_WriteAheadKept/1000/real_time)
+lw=$(median "$loaded" BM_WriteAheadCopy/1000/real_time)
+lk=$(median "$loaded" BM_WriteAheadKept/1000/real_time)
+[[ -n $w && -n $k && -n $lw && -n $lk ]] || { echo "journal.sh: no median at 1000" >&2; exit 1; }
+awk -v w="$w" -v k="$k" -v lw="$lw" -v lk="$lk" 'BEGIN {
+  printf "journal-encoder: containers=1000 whole_us=%.1f kept_us=%.1f ratio=%.1f loaded_whole_us=%.1f loaded_kept_us=%.1f\n",
+    w, k, w / k, lw, lk }'
 awk -v r="$r" -v a="$a" -v lr="$lr" -v la="$la" 'BEGIN {
   printf "journal: replace_us=%.1f ahead_us=%.1f loaded_replace_us=%.1f loaded_ahead_us=%.1f loaded_ratio=%.1f\n",
     r, a, lr, la, lr / la }'

@@ -300,7 +300,7 @@ else
   notok "colod logged the decision with victim and target" "$line"
 fi
 echo "# $line"
-grep -q '"overlay": {$' $d/journal.engaged && grep -q '"base": {$' $d/journal.engaged &&
+grep -q '"overlay":{"' $d/journal.engaged && grep -q '"base":{"' $d/journal.engaged &&
   ok "journal holds the overlay and the runtime's own values (write-ahead)" ||
   notok "journal holds the overlay and the runtime's own values" "$(cat $d/journal.engaged 2>&1)"
 

@@ -5,7 +5,10 @@
 //   BM_ReplaceByRename  the write-ahead as it was until session 53: a new <path>.tmp, written,
 //                       renamed over the journal (no fsync; ext4 starts the new file's
 //                       writeback in rename when it replaces a file, auto_da_alloc);
-//   BM_WriteAheadCopy   JournalAhead::write, a pwrite into the copy kept open;
+//   BM_WriteAheadCopy   JournalAhead::write, a pwrite into the copy kept open, the journal
+//                       encoded whole (as until session 54);
+//   BM_WriteAheadKept   the same through a JournalEncoder, as colod writes it now: one
+//                       container's overlay changes per iteration, the others' text is kept;
 //   BM_DurableReplace   writeJournal, the journal's own replace with both fsyncs, which now
 //                       follows the hand-over to the actuator (for scale: off the path).
 // Each iteration writes a journal of `containers` entries with a restriction each.
@@ -97,6 +100,27 @@ void BM_WriteAheadCopy(benchmark::State& state) {
   }
 }
 
+void BM_WriteAheadKept(benchmark::State& state) {
+  Journal j = journalOf(static_cast<int>(state.range(0)));
+  Dir dir;
+  auto ahead = colod::daemon::JournalAhead::open(dir.path() + "/journal.json");
+  if (!ahead) {
+    state.SkipWithError(ahead.error().message().c_str());
+    return;
+  }
+  colod::daemon::JournalEncoder encoder;
+  (void)encoder.encode(j);  // the journal as it stood before this change
+  std::size_t i = 0;
+  for (auto _ : state) {
+    auto& quota = j.containers[i++ % j.containers.size()].state.overlay.cpu_quota;
+    quota = *quota == 25000 ? 20000 : 25000;
+    if (!ahead->write(j, 4096, encoder)) {
+      state.SkipWithError("JournalAhead::write");
+      break;
+    }
+  }
+}
+
 void BM_DurableReplace(benchmark::State& state) {
   const Journal j = journalOf(static_cast<int>(state.range(0)));
   Dir dir;
@@ -113,6 +137,7 @@ void BM_DurableReplace(benchmark::State& state) {
 // usual few) and 1000 (the bound's order).
 BENCHMARK(BM_ReplaceByRename)->Arg(10)->Arg(1000)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_WriteAheadCopy)->Arg(10)->Arg(1000)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_WriteAheadKept)->Arg(10)->Arg(1000)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_DurableReplace)->Arg(10)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 }  // namespace

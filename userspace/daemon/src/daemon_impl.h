@@ -315,6 +315,7 @@ class Daemon::Impl final : public nri::Plugin,
   bool journal_corrupt_ = false;
   std::optional<JournalLock> journal_lock_;
   std::optional<JournalAhead> journal_ahead_;  // opened under the lock, at start
+  JournalEncoder journal_encoder_;             // both writers' text: encodes only what changed
   Wishes committed_;                // the overlays handed to the actuator (journaled)
   uint64_t journaled_version_ = 0;  // actuator version the journal on disk reflects
   std::map<std::string, std::vector<uint64_t>> awaiting_;  // target -> decisions not yet applied

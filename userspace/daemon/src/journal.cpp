@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -56,7 +57,14 @@ void mergeSet(policy::Resources& into, const policy::Resources& from) {
 
 Journal journalOf(const std::vector<ReconcileEntry>& entries,
                   const std::vector<policy::AppliedAction>& applied) {
+  // By target, in the engine's order: a scan of every restriction per entry was entries x
+  // restrictions string compares (a million at 1000 restricted containers).
+  std::unordered_map<std::string_view, std::vector<const policy::AppliedAction*>> by_target;
+  for (const auto& a : applied) {
+    by_target[a.target_id].push_back(&a);
+  }
   Journal j;
+  j.containers.reserve(entries.size());
   for (const auto& e : entries) {
     JournalContainer c;
     c.state.id = e.id;
@@ -65,9 +73,9 @@ Journal journalOf(const std::vector<ReconcileEntry>& entries,
     c.state.overlay = e.overlay;
     c.state.why = e.why;
     c.state.sent = e.sent;
-    for (const auto& a : applied) {
-      if (a.target_id == e.id) {
-        c.actions.push_back(a);
+    if (auto it = by_target.find(e.id); it != by_target.end()) {
+      for (const policy::AppliedAction* a : it->second) {
+        c.actions.push_back(*a);
       }
     }
     j.containers.push_back(std::move(c));
@@ -75,31 +83,82 @@ Journal journalOf(const std::vector<ReconcileEntry>& entries,
   return j;
 }
 
-std::string encodeJournal(const Journal& journal) {
-  json ctrs = json::array();
-  for (const auto& c : journal.containers) {
-    json actions = json::array();
-    for (const auto& a : c.actions) {
-      json action = {{"victim_id", a.victim_id},
-                     {"lever", std::string(policy::leverName(a.lever))},
-                     {"rung", a.rung},
-                     {"applied", policy::encodeResourcesJson(a.applied_values)}};
-      if (a.uncontrolled_cap) {
-        // Written only when set: journals without it read as before (a plain step).
-        action["uncontrolled_cap"] = true;
-      }
-      actions.push_back(std::move(action));
+namespace {
+
+// One container's line of the journal (compact JSON, no newline inside).
+std::string encodeContainer(const JournalContainer& c) {
+  json actions = json::array();
+  for (const auto& a : c.actions) {
+    json action = {{"victim_id", a.victim_id},
+                   {"lever", std::string(policy::leverName(a.lever))},
+                   {"rung", a.rung},
+                   {"applied", policy::encodeResourcesJson(a.applied_values)}};
+    if (a.uncontrolled_cap) {
+      // Written only when set: journals without it read as before (a plain step).
+      action["uncontrolled_cap"] = true;
     }
-    ctrs.push_back({{"id", c.state.id},
+    actions.push_back(std::move(action));
+  }
+  const json doc = {{"id", c.state.id},
                     {"name", c.state.name},
                     {"base", policy::encodeResourcesJson(c.state.base)},
                     {"overlay", policy::encodeResourcesJson(c.state.overlay)},
                     {"why", c.state.why},
                     {"sent", c.state.sent},
-                    {"actions", actions}});
+                    {"actions", actions}};
+  return doc.dump();
+}
+
+// The document around the containers' lines: the head, then each line (comma-separated), then
+// the tail. `line(i)` is the i-th container's text.
+template <typename Line>
+void assembleJournal(std::string& out, std::size_t containers, Line line) {
+  out += R"({"version":)";
+  out += std::to_string(kJournalVersion);
+  out += R"(,"containers":[)";
+  for (std::size_t i = 0; i < containers; ++i) {
+    out += i == 0 ? "\n" : ",\n";
+    out += line(i);
   }
-  json doc = {{"version", kJournalVersion}, {"containers", ctrs}};
-  return doc.dump(1) + "\n";
+  out += "\n]}\n";
+}
+
+}  // namespace
+
+std::string encodeJournal(const Journal& journal) {
+  std::string out;
+  assembleJournal(out, journal.containers.size(),
+                  [&](std::size_t i) { return encodeContainer(journal.containers[i]); });
+  return out;
+}
+
+const std::string& JournalEncoder::encode(const Journal& journal) {
+  ++generation_;
+  encoded_last_ = 0;
+  std::vector<const std::string*> lines;
+  lines.reserve(journal.containers.size());
+  std::deque<std::string> repeated;  // an id listed twice (never by the actuator): its own text
+  for (const auto& c : journal.containers) {
+    auto [it, fresh] = kept_.try_emplace(c.state.id);
+    Kept& k = it->second;
+    if (!fresh && k.generation == generation_) {
+      lines.push_back(&repeated.emplace_back(encodeContainer(c)));
+      ++encoded_last_;
+      continue;
+    }
+    if (fresh || k.container != c) {
+      k.container = c;
+      k.text = encodeContainer(c);
+      ++encoded_last_;
+    }
+    k.generation = generation_;
+    lines.push_back(&k.text);
+  }
+  std::erase_if(kept_, [this](const auto& kv) { return kv.second.generation != generation_; });
+  text_.clear();  // keeps its capacity: the journal's size hardly changes between calls
+  assembleJournal(text_, lines.size(),
+                  [&](std::size_t i) -> const std::string& { return *lines[i]; });
+  return text_;
 }
 
 namespace {
@@ -249,11 +308,17 @@ Result<void> syncParentDir(const std::filesystem::path& p) {
 
 }  // namespace
 
-Result<void> writeJournal(const std::string& path, const Journal& journal, uint32_t max_entries) {
+Result<void> checkJournalBound(const Journal& journal, uint32_t max_entries) {
   if (journal.containers.size() > max_entries) {
     return COLOD_ERR(E2BIG, "journal has ", journal.containers.size(), " containers, bound is ",
                      max_entries);
   }
+  return {};
+}
+
+namespace {
+
+Result<void> replaceJournal(const std::string& path, std::string_view data) {
   const std::filesystem::path p(path);
   std::error_code ec;
   if (p.has_parent_path()) {
@@ -263,7 +328,6 @@ Result<void> writeJournal(const std::string& path, const Journal& journal, uint3
     }
   }
   const std::string tmp = path + ".tmp";
-  const std::string data = encodeJournal(journal);
   {
     UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
     if (!fd) {
@@ -288,6 +352,25 @@ Result<void> writeJournal(const std::string& path, const Journal& journal, uint3
     return COLOD_ERR(errno, "renaming ", tmp, " to ", path);
   }
   return syncParentDir(p);
+}
+
+}  // namespace
+
+Result<void> writeJournal(const std::string& path, const Journal& journal, uint32_t max_entries) {
+  if (auto r = checkJournalBound(journal, max_entries); !r) {
+    return r;
+  }
+  return replaceJournal(path, encodeJournal(journal));
+}
+
+Result<void> writeJournal(const std::string& path,
+                          const Journal& journal,
+                          uint32_t max_entries,
+                          JournalEncoder& encoder) {
+  if (auto r = checkJournalBound(journal, max_entries); !r) {
+    return r;
+  }
+  return replaceJournal(path, encoder.encode(journal));
 }
 
 Result<Journal> readJournal(const std::string& path) {

@@ -118,14 +118,26 @@ Result<JournalAhead> JournalAhead::open(const std::string& journal_path) {
 }
 
 Result<void> JournalAhead::write(const Journal& journal, uint32_t max_entries) {
-  if (journal.containers.size() > max_entries) {
-    return COLOD_ERR(E2BIG, "journal has ", journal.containers.size(), " containers, bound is ",
-                     max_entries);
+  if (auto r = checkJournalBound(journal, max_entries); !r) {
+    return r;
   }
+  return writeText(encodeJournal(journal));
+}
+
+Result<void> JournalAhead::write(const Journal& journal,
+                                 uint32_t max_entries,
+                                 JournalEncoder& encoder) {
+  if (auto r = checkJournalBound(journal, max_entries); !r) {
+    return r;
+  }
+  return writeText(encoder.encode(journal));
+}
+
+Result<void> JournalAhead::writeText(std::string_view journal_text) {
   std::string data;
-  data.reserve(size_ + 1);
+  data.reserve(std::max(size_, journal_text.size() + 1));
   data.push_back(kJournalAheadLive);
-  data += encodeJournal(journal);
+  data += journal_text;
   if (data.size() < size_) {
     data.append(size_ - data.size(), ' ');
   }

@@ -174,7 +174,8 @@ Result<void> Daemon::Impl::writeJournalOf(const std::vector<ReconcileEntry>& ent
   const auto conf = cfg();
   const Journal j = journalOfNow(entries);
   journal_entries_ = j.containers.size();
-  auto r = writeJournal(conf->daemon.journal_path, j, conf->daemon.journal_max_entries);
+  auto r = writeJournal(conf->daemon.journal_path, j, conf->daemon.journal_max_entries,
+                        journal_encoder_);
   if (!r) {
     if (journal_errors_++ % 100 == 0) {
       log()->error("journal write failed ({} so far): {}", journal_errors_.load(),
@@ -197,7 +198,8 @@ Result<void> Daemon::Impl::writeAheadOf(const std::vector<ReconcileEntry>& entri
   if (!journal_ahead_) {
     return writeJournalOf(entries);  // (not opened: start() failed before; never on the loop)
   }
-  auto r = journal_ahead_->write(journalOfNow(entries), cfg()->daemon.journal_max_entries);
+  auto r = journal_ahead_->write(journalOfNow(entries), cfg()->daemon.journal_max_entries,
+                                 journal_encoder_);
   if (!r && journal_errors_++ % 100 == 0) {
     log()->error("journal write-ahead failed ({} so far): {}", journal_errors_.load(),
                  r.error().message());

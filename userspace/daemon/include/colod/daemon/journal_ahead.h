@@ -59,8 +59,10 @@ class JournalAhead {
 
   // Writes `journal` into the copy, marked live, in place: one pwrite from offset 0, the text
   // padded with spaces over a longer previous one; no file is created, truncated or renamed.
-  // E2BIG (nothing written) past max_entries containers, as writeJournal.
+  // E2BIG (nothing written) past max_entries containers, as writeJournal. With an encoder, its
+  // text (journal.h, JournalEncoder).
   Result<void> write(const Journal& journal, uint32_t max_entries);
+  Result<void> write(const Journal& journal, uint32_t max_entries, JournalEncoder& encoder);
 
   // The journal now holds what the copy holds (or newer): the copy is emptied, so a restart
   // reads the journal. Off the reaction path (a truncate is a metadata operation).
@@ -71,6 +73,8 @@ class JournalAhead {
   [[nodiscard]] const std::string& path() const { return path_; }
 
  private:
+  Result<void> writeText(std::string_view journal_text);
+
   JournalAhead(UniqueFd fd, std::string path, std::size_t size)
       : fd_(std::move(fd)), path_(std::move(path)), size_(size) {}
 
