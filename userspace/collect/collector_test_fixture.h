@@ -276,6 +276,28 @@ struct TaskSchedstat {
   return st;
 }
 
+// The time the hypervisor took from `cpu` since boot (/proc/stat's steal, in USER_HZ ticks), ns;
+// 0 when not reported. The rq clock runs on through it, a task's sum_exec_runtime does not.
+[[maybe_unused]] uint64_t cpuStealNs(int cpu) {
+  std::ifstream in("/proc/stat");
+  const std::string want = "cpu" + std::to_string(cpu);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string name;
+    fields >> name;
+    if (name != want) {
+      continue;
+    }
+    uint64_t v[8] = {};
+    for (auto& x : v) {
+      fields >> x;
+    }
+    return fields ? v[7] * (1'000'000'000u / static_cast<uint64_t>(::sysconf(_SC_CLK_TCK))) : 0;
+  }
+  return 0;
+}
+
 [[maybe_unused]] uint64_t monotonicNs() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                    std::chrono::steady_clock::now().time_since_epoch())

@@ -46,6 +46,7 @@ TEST_P(OnCpuTest, ASliceWhoseSwitchInWasNotSeenIsCountedWhole) {
     root = probe.hierarchyRoot();
   }
   TestCgroup cg({root}, uniqueName("unseen"));
+  const uint64_t steal_before_ns = cpuStealNs(0);
   SharedWithChildren<StoppableSpin> spin;
   ASSERT_TRUE(spin.ok());
   StoppableSpin* c = spin.operator->();
@@ -76,14 +77,21 @@ TEST_P(OnCpuTest, ASliceWhoseSwitchInWasNotSeenIsCountedWhole) {
     }
     std::this_thread::sleep_for(20ms);
   }
-  std::printf("unseen switch-in: bpf oncpu=%llu us, ran %llu us (%llu us before attach)\n",
-              static_cast<unsigned long long>(ns / 1000),
-              static_cast<unsigned long long>(total_ns / 1000),
-              static_cast<unsigned long long>(before_ns / 1000));
+  const uint64_t steal_ns = cpuStealNs(0) - steal_before_ns;
+  std::printf(
+      "unseen switch-in: bpf oncpu=%llu us, ran %llu us (%llu us before attach), the "
+      "hypervisor took %llu us of CPU 0\n",
+      static_cast<unsigned long long>(ns / 1000), static_cast<unsigned long long>(total_ns / 1000),
+      static_cast<unsigned long long>(before_ns / 1000),
+      static_cast<unsigned long long>(steal_ns / 1000));
   // At least what it ran under the programs; at most all it ran (the slice may have begun
-  // before the attach) and the interrupts the rq clock counts in it.
+  // before the attach) and the interrupts the rq clock counts in it, and the time the
+  // hypervisor took from the vCPU in it: the unseen slice is the rq clock since its arrival,
+  // which runs on through steal. One run in 70 here credited 306 ms for 197 ms run (116 ms of
+  // it under the programs), likely a burst of steal: this host's vCPUs lose 10-30 ms in this
+  // test's 0.6 s as a rule. Steal is counted in USER_HZ ticks: one more tick of slack.
   EXPECT_GE(ns, (total_ns - before_ns) * 9 / 10);
-  EXPECT_LE(ns, total_ns * 11 / 10);
+  EXPECT_LE(ns, total_ns * 11 / 10 + steal_ns + 10'000'000u);
 }
 
 // Whom a woken task waited behind, when the task it waited behind was switched in unseen: a hog
